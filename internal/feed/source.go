@@ -1,0 +1,109 @@
+// Package feed is cfp's engine: the change-feed reader, the processor host, the estimator and the
+// tail and replay drivers. It speaks only its own domain types; internal/cosmos adapts azcosmos to
+// the Source interface declared here, and internal/leases provides the lease model and store.
+package feed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Range is an EPK range [Min, Max).
+type Range = leases.Range
+
+// Partition is one live physical partition (partition key range) of a container.
+type Partition struct {
+	ID      string
+	Range   Range
+	Parents []string
+}
+
+// StartKind says where a read starts when there is no continuation.
+type StartKind int
+
+// Start kinds.
+const (
+	StartNow StartKind = iota
+	StartBeginning
+	StartTime
+	StartContinuation
+)
+
+// StartFrom is a start position: the beginning, now, a point in time, or a raw continuation
+// (the change-feed ETag of the last processed page, e.g. `"42"` with the quotes).
+type StartFrom struct {
+	Kind         StartKind
+	Time         time.Time
+	Continuation string
+}
+
+// ReadRequest asks for one change-feed page of one physical partition.
+type ReadRequest struct {
+	// PartitionID is the physical partition (partition key range id) to read.
+	PartitionID string
+	// Range restricts the page to documents whose EPK lies in it; the zero value or the whole
+	// partition's range means no restriction (a sub-range is sent as x-ms-start-epk/end-epk).
+	Range Range
+	// Start is where to begin when Continuation is empty.
+	Start StartFrom
+	// MaxItems bounds the page (0: the service default).
+	MaxItems int
+	// PartitionKey, when set, scopes the read to one logical partition (JSON array form).
+	PartitionKey json.RawMessage
+}
+
+// Page is one change-feed response.
+type Page struct {
+	// Items are the changed documents, raw, in LSN order.
+	Items []json.RawMessage
+	// Continuation is the raw ETag to resume after this page.
+	Continuation string
+	// LatestLSN is the partition's current LSN, from the session token (0 if unknown).
+	LatestLSN int64
+	// RequestCharge is the page's RU cost.
+	RequestCharge float64
+	// NotModified is true when nothing was new (HTTP 304).
+	NotModified bool
+}
+
+// Source is a container's change feed. Implementations must be safe for concurrent use.
+type Source interface {
+	// Partitions lists the live physical partitions, sorted by range.
+	Partitions(ctx context.Context) ([]Partition, error)
+	// ReadPage reads one page. Errors: *RangeGoneError when the partition was split or merged,
+	// *ThrottledError when the service asked to slow down, ErrNotFound when the container is gone.
+	ReadPage(ctx context.Context, req ReadRequest) (Page, error)
+}
+
+// ErrNotFound means the container (or database) does not exist.
+var ErrNotFound = leases.ErrNotFound
+
+// RangeGoneError reports that a partition no longer exists (410 with substatus 1002/1007/1008).
+type RangeGoneError struct {
+	PartitionID string
+}
+
+func (e *RangeGoneError) Error() string {
+	return fmt.Sprintf("partition %s is gone (split or merged)", e.PartitionID)
+}
+
+// ThrottledError reports a 429 or 503 that the SDK gave up retrying; wait RetryAfter and retry.
+type ThrottledError struct {
+	Status     int
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("throttled (HTTP %d), retry after %s", e.Status, e.RetryAfter)
+}
+
+// IsRangeGone reports whether err is a *RangeGoneError.
+func IsRangeGone(err error) bool {
+	var g *RangeGoneError
+	return errors.As(err, &g)
+}
