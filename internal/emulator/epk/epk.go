@@ -1,0 +1,221 @@
+// Package epk owns the emulator's partition-key arithmetic: V2 effective
+// partition key (EPK) hashing with MurmurHash3 x64_128, the
+// x-ms-documentdb-partitionkey header codec, extraction of partition-key
+// components from documents, and the semantic equality and canonical form the
+// storage layer keys logical partitions by (spec/cosmos-gateway.md §4.2, §8).
+package epk
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Undefined marks an absent partition-key component: the document has no
+// property at the partition-key path (JS sends it as {} in the header).
+type Undefined struct{}
+
+// Component type markers of the V2 hashing encoding (§8.2).
+const (
+	markUndefined byte = 0x00
+	markNull      byte = 0x01
+	markFalse     byte = 0x02
+	markTrue      byte = 0x03
+	markNumber    byte = 0x05
+	markString    byte = 0x08
+	stringEndV2   byte = 0xFF
+)
+
+// HashV2 returns the masked V2 effective partition key of components, the
+// value both SDKs route with: 32 upper-case hex characters per component,
+// concatenated (MultiHash) for hierarchical keys. A single-component key gives
+// the same result under the Hash and MultiHash kinds.
+//
+// Components are the values encoding/json decodes (string, float64, bool,
+// nil), Undefined{}, json.Number and Go integers; any other type hashes as
+// Undefined. An empty key returns "", the lowest EPK: as a prefix it addresses
+// the whole range ["", "FF").
+func HashV2(components []any) string {
+	var sb strings.Builder
+	sb.Grow(32 * len(components))
+	for _, c := range components {
+		sum := rawV2(c)
+		sum[0] &= 0x3F
+		sb.WriteString(strings.ToUpper(hex.EncodeToString(sum[:])))
+	}
+	return sb.String()
+}
+
+// rawV2 is the unmasked V2 hash of one component, in EPK byte order.
+func rawV2(c any) [16]byte {
+	h1, h2 := murmur3x64128(encodeV2(nil, c), 0)
+	var out [16]byte
+	binary.BigEndian.PutUint64(out[0:8], h2)
+	binary.BigEndian.PutUint64(out[8:16], h1)
+	return out
+}
+
+// encodeV2 appends the V2 hashing encoding of one component to buf.
+func encodeV2(buf []byte, c any) []byte {
+	switch v := normalize(c).(type) {
+	case nil:
+		return append(buf, markNull)
+	case bool:
+		if v {
+			return append(buf, markTrue)
+		}
+		return append(buf, markFalse)
+	case float64:
+		buf = append(buf, markNumber)
+		return binary.LittleEndian.AppendUint64(buf, math.Float64bits(v))
+	case string:
+		buf = append(buf, markString)
+		buf = append(buf, v...)
+		return append(buf, stringEndV2)
+	default:
+		return append(buf, markUndefined)
+	}
+}
+
+// normalize maps a component to one of nil, bool, float64, string or
+// Undefined{}. Numbers of every accepted type become float64, since Cosmos DB
+// hashes and compares all numbers as doubles.
+func normalize(c any) any {
+	switch v := c.(type) {
+	case nil, bool, float64, string, Undefined:
+		return v
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return Undefined{}
+		}
+		return f
+	case float32:
+		return float64(v)
+	case int:
+		return float64(v)
+	case int8:
+		return float64(v)
+	case int16:
+		return float64(v)
+	case int32:
+		return float64(v)
+	case int64:
+		return float64(v)
+	case uint:
+		return float64(v)
+	case uint8:
+		return float64(v)
+	case uint16:
+		return float64(v)
+	case uint32:
+		return float64(v)
+	case uint64:
+		return float64(v)
+	default:
+		return Undefined{}
+	}
+}
+
+// Equal reports whether a and b are the same partition key: the same number
+// of components, each of the same JSON type and value. Numbers compare by
+// value whatever their Go type (5, 5.0 and json.Number("5e0") are equal), but
+// 0 and -0 differ, because they hash to different EPKs. Equal(a, b) holds
+// exactly when Canonical(a) == Canonical(b).
+func Equal(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := normalize(a[i]), normalize(b[i])
+		if xf, ok := x.(float64); ok {
+			yf, ok := y.(float64)
+			if !ok || math.Float64bits(xf) != math.Float64bits(yf) {
+				return false
+			}
+			continue
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// Canonical returns a canonical JSON array for the key, usable as a storage
+// key: Equal keys give the same string and different keys different strings.
+// Undefined is written as {}, so the result parses back with ParseHeader.
+// NaN and infinities, which JSON cannot carry, are written as the bare tokens
+// NaN, +Inf and -Inf; strings are written as encoding/json writes them, so
+// invalid UTF-8 bytes become U+FFFD.
+func Canonical(components []any) string {
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for i, c := range components {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		switch v := normalize(c).(type) {
+		case nil:
+			sb.WriteString("null")
+		case bool:
+			sb.WriteString(strconv.FormatBool(v))
+		case float64:
+			switch {
+			case math.IsNaN(v):
+				sb.WriteString("NaN")
+			case math.IsInf(v, 1):
+				sb.WriteString("+Inf")
+			case math.IsInf(v, -1):
+				sb.WriteString("-Inf")
+			default:
+				b, _ := json.Marshal(v) // cannot fail for finite numbers
+				sb.Write(b)
+			}
+		case string:
+			b, _ := json.Marshal(v) // cannot fail for strings
+			sb.Write(b)
+		default:
+			sb.WriteString("{}")
+		}
+	}
+	sb.WriteByte(']')
+	return sb.String()
+}
+
+// FromDocument extracts the partition-key components of doc for the
+// container's partition-key paths ("/pk", nested "/a/b"; a segment may be
+// double-quoted, as in `/"a b"`). A path that does not lead to a string,
+// number, bool or null yields Undefined{}.
+func FromDocument(doc map[string]any, paths []string) []any {
+	out := make([]any, len(paths))
+	for i, p := range paths {
+		out[i] = lookup(doc, p)
+	}
+	return out
+}
+
+func lookup(doc map[string]any, path string) any {
+	var cur any = doc
+	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		if len(seg) >= 2 && seg[0] == '"' && seg[len(seg)-1] == '"' {
+			seg = seg[1 : len(seg)-1]
+		}
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return Undefined{}
+		}
+		if cur, ok = m[seg]; !ok {
+			return Undefined{}
+		}
+	}
+	switch v := normalize(cur).(type) {
+	case nil, bool, float64, string:
+		return v
+	default:
+		return Undefined{}
+	}
+}
