@@ -1,0 +1,117 @@
+// Package auth owns the emulator's master-key request signatures: computing
+// them the way the SDKs do, deriving the signed resource type and link from a
+// request path, and verifying an incoming request's Authorization header
+// (spec/cosmos-gateway.md §1.5).
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// WellKnownKey is the public account key of the Cosmos DB emulator, which
+// `cfp emulator` accepts by default. It is Base64; decode it before passing it
+// to Sign or Verify.
+const WellKnownKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+// Sign returns the Base64 HMAC-SHA256 master-key signature of a request, the
+// value of sig= before URL encoding. key is the Base64-decoded account key;
+// verb, resourceType and date are lower-cased, resourceLink keeps its case and
+// must be unescaped.
+func Sign(key []byte, verb, resourceType, resourceLink, date string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(strings.ToLower(verb) + "\n" +
+		strings.ToLower(resourceType) + "\n" +
+		resourceLink + "\n" +
+		strings.ToLower(date) + "\n" +
+		"" + "\n"))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// ResourceFromPath returns the resource type and link signed for a request to
+// the unescaped path: a feed (odd segment count, e.g. /dbs/d/colls) signs its
+// last segment as the type and the rest as the link; a single resource (even
+// count, e.g. /dbs/d/colls/c) signs its second-to-last segment as the type
+// and the whole path as the link; the account (/) signs "" and "".
+// Leading and trailing slashes are ignored.
+func ResourceFromPath(path string) (resourceType, resourceLink string) {
+	path = strings.Trim(path, "/")
+	if path == "" {
+		return "", ""
+	}
+	segs := strings.Split(path, "/")
+	if len(segs)%2 == 1 {
+		return segs[len(segs)-1], strings.Join(segs[:len(segs)-1], "/")
+	}
+	return segs[len(segs)-2], path
+}
+
+// Errors Verify wraps; callers answer 401 for each.
+var (
+	// ErrMissing means the request has no Authorization or x-ms-date header.
+	ErrMissing = errors.New("missing authorization")
+	// ErrMalformed means the Authorization header is not a master-key token.
+	ErrMalformed = errors.New("malformed authorization")
+	// ErrMismatch means the signature does not match the request.
+	ErrMismatch = errors.New("signature mismatch")
+)
+
+// Verify checks r's master-key Authorization header
+// (type=master&ver=1.0&sig=..., URL-encoded) against the request's verb,
+// unescaped path and x-ms-date header, with key the Base64-decoded account
+// key. Only master-key tokens are accepted. The error wraps ErrMissing,
+// ErrMalformed or ErrMismatch and describes what was signed, never the key or
+// the expected signature.
+func Verify(r *http.Request, key []byte) error {
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		return fmt.Errorf("%w: no Authorization header", ErrMissing)
+	}
+	date := r.Header.Get("x-ms-date")
+	if date == "" {
+		return fmt.Errorf("%w: no x-ms-date header", ErrMissing)
+	}
+	// PathUnescape, not QueryUnescape: '+' is part of the Base64 signature.
+	decoded, err := url.PathUnescape(header)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	var typ, ver, sig string
+	for field := range strings.SplitSeq(decoded, "&") {
+		name, value, ok := strings.Cut(field, "=")
+		if !ok {
+			return fmt.Errorf("%w: field without '='", ErrMalformed)
+		}
+		switch name {
+		case "type":
+			typ = value
+		case "ver":
+			ver = value
+		case "sig":
+			sig = value
+		}
+	}
+	if typ != "master" {
+		return fmt.Errorf("%w: token type %q, only master keys are accepted", ErrMalformed, typ)
+	}
+	if ver != "1.0" {
+		return fmt.Errorf("%w: token version %q, want 1.0", ErrMalformed, ver)
+	}
+	got, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil {
+		return fmt.Errorf("%w: signature is not Base64", ErrMalformed)
+	}
+	resourceType, resourceLink := ResourceFromPath(r.URL.Path) // Path is unescaped
+	want, _ := base64.StdEncoding.DecodeString(Sign(key, r.Method, resourceType, resourceLink, date))
+	if !hmac.Equal(got, want) {
+		return fmt.Errorf("%w: signed %s with resource type %q, link %q and date %q",
+			ErrMismatch, strings.ToUpper(r.Method), resourceType, resourceLink, date)
+	}
+	return nil
+}
