@@ -1,0 +1,144 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+)
+
+// DefaultKillDelay is how long a child gets to exit after it was asked to stop (SIGTERM) before
+// it is killed.
+const DefaultKillDelay = 5 * time.Second
+
+// Exec runs Command once per batch with `sh -c`, the batch's items as a JSON array on its stdin
+// and these variables added to its environment:
+//
+//	CFP_LEASE_TOKEN   the lease token
+//	CFP_RANGE         the lease's EPK range as "min-max"
+//	CFP_BATCH_SIZE    the number of items
+//	CFP_CONTINUATION  the continuation the host checkpoints when the command succeeds
+//
+// Exit status 0 means the batch was processed; any other status, or a failure to start, is a
+// handler error (the batch comes again). The child's stdout and stderr go to Stdout and Stderr
+// (discarded when nil); writes from concurrent children are serialised per Write.
+type Exec struct {
+	Command string
+	Stdout  io.Writer
+	Stderr  io.Writer
+	// Env is the base environment (os.Environ() when nil).
+	Env []string
+	// Dir is the working directory (the current one when empty).
+	Dir string
+	// KillDelay bounds how long a cancelled child may take to exit (DefaultKillDelay when 0).
+	KillDelay time.Duration
+
+	once           sync.Once
+	stdout, stderr io.Writer
+}
+
+var _ feed.Handler = (*Exec)(nil)
+
+// Handle runs the command for one batch.
+func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
+	e.once.Do(func() {
+		e.stdout = lockWriter(e.Stdout)
+		e.stderr = lockWriter(e.Stderr)
+	})
+	cmd := shell(ctx, e.Command, e.KillDelay)
+	cmd.Dir = e.Dir
+	cmd.Env = append(baseEnv(e.Env), batchEnv(b)...)
+	cmd.Env = append(cmd.Env, "CFP_BATCH_SIZE="+strconv.Itoa(len(b.Items)))
+	cmd.Stdin = bytes.NewReader(jsonArray(b.Items))
+	cmd.Stdout = e.stdout
+	cmd.Stderr = e.stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("exec for lease %s: command exited with status %d", b.LeaseToken, exit.ExitCode())
+		}
+		return fmt.Errorf("exec for lease %s: %w", b.LeaseToken, err)
+	}
+	return nil
+}
+
+// shell builds `sh -c command`, asked to stop with SIGTERM when ctx ends and killed killDelay
+// later.
+func shell(ctx context.Context, command string, killDelay time.Duration) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd.Cancel = func() error {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return cmd.Process.Kill()
+		}
+		return nil
+	}
+	if killDelay <= 0 {
+		killDelay = DefaultKillDelay
+	}
+	cmd.WaitDelay = killDelay
+	return cmd
+}
+
+func baseEnv(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	return append([]string(nil), env...)
+}
+
+func batchEnv(b feed.Batch) []string {
+	return []string{
+		"CFP_LEASE_TOKEN=" + b.LeaseToken,
+		"CFP_RANGE=" + b.Range.String(),
+		"CFP_CONTINUATION=" + b.Continuation,
+	}
+}
+
+// jsonArray joins raw items into one JSON array without re-encoding them.
+func jsonArray(items []json.RawMessage) []byte {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, ']')
+}
+
+// lockedWriter serialises Writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func lockWriter(w io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	if _, ok := w.(*lockedWriter); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}

@@ -1,0 +1,346 @@
+package sink
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+)
+
+// ExecLines keeps one long-lived child per lease, started with `sh -c Command`, and talks to it
+// in JSON lines, after the Kinesis MultiLangDaemon. The child's environment gets CFP_LEASE_TOKEN,
+// CFP_RANGE and CFP_OWNER.
+//
+// The host writes one JSON object per line to the child's stdin:
+//
+//	{"type":"initialize","lease":"0","range":"-05C1DFFFFFFFFC","owner":"host-1","continuation":"\"41\""}
+//	{"type":"batch","lease":"0","range":"-05C1DFFFFFFFFC","continuation":"\"57\"","attempt":1,"items":[{...},{...}]}
+//	{"type":"lease-lost","lease":"0"}
+//	{"type":"shutdown","lease":"0","reason":"shutdown"}
+//
+// and waits for exactly one answer, a JSON line on the child's stdout, to each:
+//
+//	{"type":"checkpoint"}           batch processed: checkpoint through it now; to shutdown:
+//	                                checkpoint the batches answered "done" before the lease is released
+//	{"type":"done"}                 batch processed, but hold the checkpoint (the next "checkpoint"
+//	                                covers it); to any other message: acknowledged
+//	{"type":"error","message":"…"}  batch not processed: it comes again from the last checkpoint
+//
+// "initialize" is sent once per child before its first batch ("continuation" is the lease's
+// checkpoint, empty when it has none). "lease-lost" means another host owns the lease now and
+// nothing more can be checkpointed; "shutdown" (reason "shutdown" or "split") is the end of
+// the lease on this host. After either, the host closes the child's stdin and the child should
+// exit; it is sent SIGTERM after KillDelay and killed after another KillDelay. Batches
+// answered "done" but never covered by a "checkpoint" are delivered again after a restart or
+// a handler error (at least once). A child that exits early is restarted, with a new
+// "initialize", at the lease's next batch. Stdout lines that are not one of these answers are
+// copied to Stderr, so a child's debug prints do not break the protocol; the child's stderr
+// goes to Stderr too.
+type ExecLines struct {
+	Command string
+	Stderr  io.Writer
+	// Env is the base environment (os.Environ() when nil).
+	Env []string
+	// Dir is the working directory (the current one when empty).
+	Dir string
+	// KillDelay bounds each step of a child's shutdown (DefaultKillDelay when 0).
+	KillDelay time.Duration
+
+	mu       sync.Mutex
+	children map[string]*child
+	stderr   io.Writer
+}
+
+var _ feed.LeaseHandler = (*ExecLines)(nil)
+
+type hostMessage struct {
+	Type         string            `json:"type"`
+	Lease        string            `json:"lease"`
+	Range        string            `json:"range,omitempty"`
+	Owner        string            `json:"owner,omitempty"`
+	Continuation *string           `json:"continuation,omitempty"`
+	Attempt      int               `json:"attempt,omitempty"`
+	Reason       string            `json:"reason,omitempty"`
+	Items        []json.RawMessage `json:"items,omitempty"`
+}
+
+type childAnswer struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// ErrChildExited reports that an ExecLines child ended while the host waited for an answer.
+var ErrChildExited = errors.New("child process exited")
+
+type child struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	answers chan childAnswer
+	eof     chan struct{} // closed when the child's stdout is closed
+	quit    chan struct{} // closed when the host stops listening
+	cancel  context.CancelFunc
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+func (x *ExecLines) killDelay() time.Duration {
+	if x.KillDelay > 0 {
+		return x.KillDelay
+	}
+	return DefaultKillDelay
+}
+
+// OpenLease starts the lease's child and sends "initialize".
+func (x *ExecLines) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
+	_, err := x.childFor(ctx, l.Token, l.Range, l.Owner, l.Continuation)
+	return err
+}
+
+// Handle sends the batch and waits for the child's answer.
+func (x *ExecLines) Handle(ctx context.Context, b feed.Batch) error {
+	c, err := x.childFor(ctx, b.LeaseToken, b.Range, b.Owner, "")
+	if err != nil {
+		return err
+	}
+	cont := b.Continuation
+	a, err := x.ask(ctx, b.LeaseToken, c, hostMessage{
+		Type: "batch", Lease: b.LeaseToken, Range: b.Range.String(),
+		Continuation: &cont, Attempt: b.Attempt, Items: b.Items,
+	})
+	if err != nil {
+		return err
+	}
+	switch a.Type {
+	case "checkpoint":
+		return nil
+	case "done":
+		return feed.ErrNoCheckpoint
+	default:
+		msg := a.Message
+		if msg == "" {
+			msg = "no message"
+		}
+		return fmt.Errorf("child for lease %s: batch failed: %s", b.LeaseToken, msg)
+	}
+}
+
+// CloseLease tells the lease's child that the lease ended ("lease-lost" or "shutdown") and
+// waits for it to exit. With CloseShutdown it returns nil when the child answered "checkpoint"
+// and feed.ErrNoCheckpoint otherwise.
+func (x *ExecLines) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
+	x.mu.Lock()
+	c := x.children[l.Token]
+	delete(x.children, l.Token)
+	x.mu.Unlock()
+	if c == nil {
+		return feed.ErrNoCheckpoint
+	}
+	select {
+	case <-c.eof: // the child already ended: nothing to tell it
+		_ = x.stop(c)
+		return feed.ErrNoCheckpoint
+	default:
+	}
+	msg := hostMessage{Type: "shutdown", Lease: l.Token, Reason: string(reason)}
+	if reason == feed.CloseLeaseLost {
+		msg = hostMessage{Type: "lease-lost", Lease: l.Token}
+	}
+	actx, cancel := context.WithTimeout(ctx, x.killDelay())
+	a, askErr := x.ask(actx, l.Token, c, msg)
+	cancel()
+	waitErr := x.stop(c)
+	if errors.Is(askErr, ErrChildExited) {
+		return feed.ErrNoCheckpoint // it ended on its own while told to: fine, but no checkpoint
+	}
+	if askErr != nil {
+		return errors.Join(askErr, waitErr)
+	}
+	if waitErr != nil {
+		return waitErr
+	}
+	if a.Type == "checkpoint" {
+		return nil
+	}
+	return feed.ErrNoCheckpoint
+}
+
+// Close stops every child still running (the processor closes each lease itself; Close is the
+// safety net for other callers).
+func (x *ExecLines) Close() error {
+	x.mu.Lock()
+	cs := x.children
+	x.children = nil
+	x.mu.Unlock()
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, x.stop(c))
+	}
+	return errors.Join(errs...)
+}
+
+// childFor returns the lease's running child, starting and initializing one if needed.
+func (x *ExecLines) childFor(ctx context.Context, token string, rng feed.Range, owner, cont string) (*child, error) {
+	x.mu.Lock()
+	if x.children == nil {
+		x.children = make(map[string]*child)
+	}
+	if x.stderr == nil {
+		x.stderr = lockWriter(x.Stderr)
+		if x.stderr == nil {
+			x.stderr = io.Discard
+		}
+	}
+	c := x.children[token]
+	x.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.eof:
+			_ = x.stop(c) // exited on its own: reap it and start a new one
+		default:
+			return c, nil
+		}
+	}
+	c, err := x.start(ctx, token, rng, owner)
+	if err != nil {
+		return nil, err
+	}
+	a, err := x.ask(ctx, token, c, hostMessage{
+		Type: "initialize", Lease: token, Range: rng.String(), Owner: owner, Continuation: &cont,
+	})
+	if err == nil && a.Type != "done" && a.Type != "checkpoint" {
+		err = fmt.Errorf("child for lease %s: initialize failed: %s", token, a.Message)
+	}
+	if err != nil {
+		_ = x.stop(c)
+		return nil, err
+	}
+	x.mu.Lock()
+	x.children[token] = c
+	x.mu.Unlock()
+	return c, nil
+}
+
+func (x *ExecLines) start(ctx context.Context, token string, rng feed.Range, owner string) (*child, error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cmd := shell(cctx, x.Command, x.killDelay())
+	cmd.Dir = x.Dir
+	cmd.Env = append(baseEnv(x.Env), "CFP_LEASE_TOKEN="+token, "CFP_RANGE="+rng.String(), "CFP_OWNER="+owner)
+	cmd.Stderr = x.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("start child for lease %s: %w", token, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("start child for lease %s: %w", token, err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start child for lease %s: %w", token, err)
+	}
+	c := &child{
+		cmd: cmd, stdin: stdin, cancel: cancel,
+		answers: make(chan childAnswer), eof: make(chan struct{}), quit: make(chan struct{}),
+	}
+	go x.listen(c, stdout)
+	return c, nil
+}
+
+// listen reads the child's stdout until it closes, forwarding answers to c.answers and other
+// lines to stderr.
+func (x *ExecLines) listen(c *child, stdout io.Reader) {
+	defer close(c.eof)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
+	for sc.Scan() {
+		var a childAnswer
+		if json.Unmarshal(sc.Bytes(), &a) != nil || (a.Type != "done" && a.Type != "checkpoint" && a.Type != "error") {
+			line := append(append([]byte(nil), sc.Bytes()...), '\n')
+			_, _ = x.stderr.Write(line)
+			continue
+		}
+		select {
+		case c.answers <- a:
+		case <-c.quit: // nobody listens any more: keep draining so the child never blocks
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+}
+
+// ask sends one message and waits for the answer, the child's exit or the end of ctx (which
+// stops the child: its state is unknown after an abandoned message).
+func (x *ExecLines) ask(ctx context.Context, token string, c *child, m hostMessage) (childAnswer, error) {
+	line, err := json.Marshal(m)
+	if err != nil {
+		return childAnswer{}, fmt.Errorf("encode %s message for lease %s: %w", m.Type, token, err)
+	}
+	written := make(chan error, 1)
+	go func() {
+		_, err := c.stdin.Write(append(line, '\n'))
+		written <- err
+	}()
+	for {
+		select {
+		case err := <-written:
+			if err != nil {
+				x.forget(token, c)
+				return childAnswer{}, fmt.Errorf("send %s to child for lease %s: %w", m.Type, token, errors.Join(ErrChildExited, err))
+			}
+			written = nil
+		case a := <-c.answers:
+			return a, nil
+		case <-c.eof:
+			x.forget(token, c)
+			return childAnswer{}, fmt.Errorf("child for lease %s, waiting for an answer to %s: %w", token, m.Type, ErrChildExited)
+		case <-ctx.Done():
+			x.forget(token, c)
+			_ = x.stop(c)
+			return childAnswer{}, fmt.Errorf("child for lease %s, waiting for an answer to %s: %w", token, m.Type, ctx.Err())
+		}
+	}
+}
+
+// forget removes c from the lease map if it is still the lease's child.
+func (x *ExecLines) forget(token string, c *child) {
+	x.mu.Lock()
+	if x.children[token] == c {
+		delete(x.children, token)
+	}
+	x.mu.Unlock()
+}
+
+// stop closes the child's stdin, waits for it to exit (SIGTERM after KillDelay, kill after
+// another KillDelay) and reaps it. It is idempotent.
+func (x *ExecLines) stop(c *child) error {
+	c.stopOnce.Do(func() { c.stopErr = x.reap(c) })
+	return c.stopErr
+}
+
+func (x *ExecLines) reap(c *child) error {
+	close(c.quit)
+	_ = c.stdin.Close()
+	t := time.NewTimer(x.killDelay())
+	defer t.Stop()
+	select {
+	case <-c.eof:
+	case <-t.C:
+		c.cancel() // SIGTERM now, SIGKILL after WaitDelay
+	}
+	err := c.cmd.Wait()
+	c.cancel()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return nil // a child told to stop may exit as it likes
+	}
+	return err
+}

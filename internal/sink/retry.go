@@ -1,0 +1,211 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+)
+
+// OnError is what Retry does with a batch that still fails after its retries.
+type OnError string
+
+// Error policies, the values of `cfp process --on-error`.
+const (
+	// OnErrorStop stops the processor (Run returns the error); the batch stays unprocessed.
+	OnErrorStop OnError = "stop"
+	// OnErrorSkip logs the failure and treats the batch as processed: it is checkpointed past.
+	OnErrorSkip OnError = "skip"
+	// OnErrorDeadLetter writes the batch and the error to DeadLetter, then treats it as processed.
+	OnErrorDeadLetter OnError = "dead-letter"
+)
+
+// ParseOnError validates an --on-error value.
+func ParseOnError(s string) (OnError, error) {
+	switch p := OnError(s); p {
+	case OnErrorStop, OnErrorSkip, OnErrorDeadLetter:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown error policy %q (want stop, skip or dead-letter)", s)
+}
+
+// Default backoff bounds of Retry.
+const (
+	DefaultBackoff    = time.Second
+	DefaultMaxBackoff = 30 * time.Second
+)
+
+// Retry wraps a handler with an error policy: a failed batch is retried in place up to
+// MaxRetries times, waiting Backoff, then twice as long each time up to MaxBackoff; when it
+// still fails, OnError decides. feed.ErrNoCheckpoint and feed.Stop errors from the inner
+// handler are passed through untouched, as is the end of ctx. Retry forwards OpenLease and
+// CloseLease when the inner handler is a feed.LeaseHandler.
+type Retry struct {
+	Handler    feed.Handler
+	MaxRetries int
+	Backoff    time.Duration // DefaultBackoff when 0
+	MaxBackoff time.Duration // DefaultMaxBackoff when 0
+	OnError    OnError       // OnErrorStop when empty
+	// DeadLetter receives one JSON line per dead-lettered batch (required with
+	// OnErrorDeadLetter); writes are serialised and flushed when it has a Flush method.
+	DeadLetter io.Writer
+	// Logger records failed attempts and skipped batches (nothing is logged when nil).
+	Logger *slog.Logger
+	// Now is the clock of dead-letter records (time.Now when nil).
+	Now func() time.Time
+
+	mu sync.Mutex // serialises DeadLetter
+}
+
+var _ feed.LeaseHandler = (*Retry)(nil)
+
+// DeadLetterRecord is one line of the dead-letter file: a public contract, fields are added,
+// never renamed.
+type DeadLetterRecord struct {
+	Time         time.Time         `json:"time"`
+	Lease        string            `json:"lease"`
+	Range        string            `json:"range"`
+	Owner        string            `json:"owner,omitempty"`
+	Continuation string            `json:"continuation"`
+	Attempts     int               `json:"attempts"`
+	Error        string            `json:"error"`
+	Items        []json.RawMessage `json:"items"`
+}
+
+// Validate checks the policy.
+func (r *Retry) Validate() error {
+	if r.Handler == nil {
+		return errors.New("retry: no handler")
+	}
+	if r.MaxRetries < 0 {
+		return fmt.Errorf("retry: max retries must not be negative, got %d", r.MaxRetries)
+	}
+	if r.OnError != "" {
+		if _, err := ParseOnError(string(r.OnError)); err != nil {
+			return fmt.Errorf("retry: %w", err)
+		}
+	}
+	if r.OnError == OnErrorDeadLetter && r.DeadLetter == nil {
+		return errors.New("retry: the dead-letter policy needs a dead-letter writer")
+	}
+	return nil
+}
+
+// Handle runs the inner handler with retries and applies the policy.
+func (r *Retry) Handle(ctx context.Context, b feed.Batch) error {
+	if err := r.Validate(); err != nil {
+		return feed.Stop(err)
+	}
+	wait := r.Backoff
+	if wait <= 0 {
+		wait = DefaultBackoff
+	}
+	maxWait := r.MaxBackoff
+	if maxWait <= 0 {
+		maxWait = DefaultMaxBackoff
+	}
+	attempts := 0
+	var err error
+	for {
+		attempts++
+		err = r.Handler.Handle(ctx, b)
+		if passThrough(ctx, err) {
+			return err
+		}
+		r.log(ctx, slog.LevelWarn, "handler failed", b, attempts, err)
+		if attempts > r.MaxRetries {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("retry batch of lease %s: %w", b.LeaseToken, errors.Join(err, ctx.Err()))
+		case <-t.C:
+		}
+		wait = min(2*wait, maxWait)
+	}
+	switch r.OnError {
+	case OnErrorSkip:
+		r.log(ctx, slog.LevelError, "batch skipped", b, attempts, err)
+		return nil
+	case OnErrorDeadLetter:
+		if dlErr := r.deadLetter(b, attempts, err); dlErr != nil {
+			return errors.Join(err, dlErr)
+		}
+		r.log(ctx, slog.LevelError, "batch dead-lettered", b, attempts, err)
+		return nil
+	default:
+		return feed.Stop(fmt.Errorf("lease %s: batch failed %d times: %w", b.LeaseToken, attempts, err))
+	}
+}
+
+// passThrough reports whether err is an answer Retry must not act on.
+func passThrough(ctx context.Context, err error) bool {
+	var stop *feed.StopError
+	return err == nil || errors.Is(err, feed.ErrNoCheckpoint) || errors.As(err, &stop) || ctx.Err() != nil
+}
+
+func (r *Retry) deadLetter(b feed.Batch, attempts int, cause error) error {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	items := b.Items
+	if items == nil {
+		items = []json.RawMessage{}
+	}
+	line, err := json.Marshal(DeadLetterRecord{
+		Time: now().UTC(), Lease: b.LeaseToken, Range: b.Range.String(), Owner: b.Owner,
+		Continuation: b.Continuation, Attempts: attempts, Error: cause.Error(), Items: items,
+	})
+	if err != nil {
+		return fmt.Errorf("encode dead letter of lease %s: %w", b.LeaseToken, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := r.DeadLetter.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write dead letter of lease %s: %w", b.LeaseToken, err)
+	}
+	if f, ok := r.DeadLetter.(interface{ Flush() error }); ok {
+		if err := f.Flush(); err != nil {
+			return fmt.Errorf("flush dead letter of lease %s: %w", b.LeaseToken, err)
+		}
+	}
+	if f, ok := r.DeadLetter.(interface{ Sync() error }); ok {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync dead letter of lease %s: %w", b.LeaseToken, err)
+		}
+	}
+	return nil
+}
+
+func (r *Retry) log(ctx context.Context, level slog.Level, msg string, b feed.Batch, attempts int, err error) {
+	if r.Logger == nil {
+		return
+	}
+	r.Logger.Log(ctx, level, msg, "lease", b.LeaseToken, "items", len(b.Items),
+		"attempt", attempts, "max_retries", r.MaxRetries, "err", err)
+}
+
+// OpenLease forwards to the inner handler.
+func (r *Retry) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
+	if lh, ok := r.Handler.(feed.LeaseHandler); ok {
+		return lh.OpenLease(ctx, l)
+	}
+	return nil
+}
+
+// CloseLease forwards to the inner handler.
+func (r *Retry) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
+	if lh, ok := r.Handler.(feed.LeaseHandler); ok {
+		return lh.CloseLease(ctx, l, reason)
+	}
+	return nil
+}
