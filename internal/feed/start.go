@@ -1,0 +1,112 @@
+package feed
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ParseStart parses a start position as the user types it for --from: "now", "beginning",
+// an RFC 3339 time, or "-<duration>" (that long before now, e.g. "-15m", "-2h30m").
+// The "@state-file" form belongs to the tail driver and is rejected here. Relative times are
+// resolved against now; an absolute or relative time in the future is an error, since the change
+// feed cannot start after the present.
+func ParseStart(s string, now time.Time) (StartFrom, error) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "":
+		return StartFrom{}, errors.New("empty start position: want now, beginning, an RFC 3339 time or -<duration>")
+	case "now":
+		return StartFrom{Kind: StartNow}, nil
+	case "beginning":
+		return StartFrom{Kind: StartBeginning}, nil
+	}
+	if strings.HasPrefix(s, "@") {
+		return StartFrom{}, fmt.Errorf("start position %q: a state file is only accepted by tail", s)
+	}
+	t, err := parseTimeSpec(s, now)
+	if err != nil {
+		return StartFrom{}, fmt.Errorf("start position %q: %w", s, err)
+	}
+	if t.After(now) {
+		return StartFrom{}, fmt.Errorf("start position %q is in the future", s)
+	}
+	return StartFrom{Kind: StartTime, Time: t}, nil
+}
+
+// ParseUntil parses an end time for --until: an RFC 3339 time, "-<duration>" (before now),
+// "+<duration>" (after now) or "now". An empty string means no end and returns the zero time.
+func ParseUntil(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "":
+		return time.Time{}, nil
+	case "now":
+		return now, nil
+	}
+	t, err := parseTimeSpec(s, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("end time %q: %w", s, err)
+	}
+	return t, nil
+}
+
+// FormatStart renders a start position in the form ParseStart reads back ("now", "beginning",
+// RFC 3339 with nanoseconds). A continuation renders as the raw continuation.
+func FormatStart(s StartFrom) string {
+	switch s.Kind {
+	case StartNow:
+		return "now"
+	case StartBeginning:
+		return "beginning"
+	case StartTime:
+		return s.Time.UTC().Format(time.RFC3339Nano)
+	default:
+		return s.Continuation
+	}
+}
+
+// parseTimeSpec reads an RFC 3339 time or a signed duration relative to now.
+func parseTimeSpec(s string, now time.Time) (time.Time, error) {
+	if s[0] == '-' || s[0] == '+' {
+		d, err := time.ParseDuration(s[1:])
+		if err != nil {
+			return time.Time{}, fmt.Errorf("bad duration: %w", err)
+		}
+		if d < 0 {
+			return time.Time{}, errors.New("duration after the sign must be positive")
+		}
+		if s[0] == '-' {
+			d = -d
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("want an RFC 3339 time (2006-01-02T15:04:05Z) or a duration like -15m")
+	}
+	return t, nil
+}
+
+// ContinuationLSN decodes a raw change-feed continuation (an ETag such as `"42"`, quotes
+// optional) into its LSN. It reports false for "*", the empty string and anything that is not a
+// non-negative decimal LSN.
+func ContinuationLSN(c string) (int64, bool) {
+	c = strings.TrimSpace(c)
+	c = strings.TrimPrefix(c, "W/")
+	if len(c) >= 2 && c[0] == '"' && c[len(c)-1] == '"' {
+		c = c[1 : len(c)-1]
+	}
+	n, err := strconv.ParseInt(c, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// LSNContinuation is the raw continuation that resumes after lsn: the quoted decimal LSN.
+func LSNContinuation(lsn int64) string {
+	return `"` + strconv.FormatInt(lsn, 10) + `"`
+}
