@@ -1,0 +1,169 @@
+package leases
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// object is a JSON object that keeps its keys in document order, so that a rewrite of a lease
+// changes only the fields cfp owns and leaves every other field where it was.
+type object struct {
+	keys []string
+	vals map[string]json.RawMessage
+}
+
+func newObject() *object { return &object{vals: map[string]json.RawMessage{}} }
+
+// parseObject reads a JSON object; a repeated key keeps its first position and its last value.
+func parseObject(b []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("parse json: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("parse json: not an object")
+	}
+	o := newObject()
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("parse json: %w", err)
+		}
+		k, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("parse json: object key is not a string")
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("parse json: field %q: %w", k, err)
+		}
+		o.setRaw(k, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("parse json: %w", err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, errors.New("parse json: data after the object")
+	}
+	return o, nil
+}
+
+func (o *object) clone() *object {
+	if o == nil {
+		return nil
+	}
+	c := &object{keys: append([]string(nil), o.keys...), vals: make(map[string]json.RawMessage, len(o.vals))}
+	for k, v := range o.vals {
+		c.vals[k] = append(json.RawMessage(nil), v...)
+	}
+	return c
+}
+
+func (o *object) has(k string) bool {
+	_, ok := o.vals[k]
+	return ok
+}
+
+// lookup finds a key exactly, else case-insensitively (Newtonsoft's fallback), and returns the
+// key as spelled in the document.
+func (o *object) lookup(name string) (string, json.RawMessage, bool) {
+	if v, ok := o.vals[name]; ok {
+		return name, v, true
+	}
+	for _, k := range o.keys {
+		if strings.EqualFold(k, name) {
+			return k, o.vals[k], true
+		}
+	}
+	return "", nil, false
+}
+
+// str returns a string field found by lookup; null, absent and non-strings read as "".
+func (o *object) str(name string) (string, bool) {
+	_, v, ok := o.lookup(name)
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func (o *object) setRaw(k string, v json.RawMessage) {
+	if _, ok := o.vals[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.vals[k] = v
+}
+
+// set stores v under the document's spelling of name (case-insensitive match), or under name.
+func (o *object) set(name string, v any) error {
+	raw, err := marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode field %s: %w", name, err)
+	}
+	k, _, ok := o.lookup(name)
+	if !ok {
+		k = name
+	}
+	o.setRaw(k, raw)
+	return nil
+}
+
+func (o *object) del(k string) {
+	if _, ok := o.vals[k]; !ok {
+		return
+	}
+	delete(o.vals, k)
+	for i, key := range o.keys {
+		if key == k {
+			o.keys = append(o.keys[:i], o.keys[i+1:]...)
+			break
+		}
+	}
+}
+
+func (o *object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, err := marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(o.vals[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// marshal is json.Marshal without HTML escaping and without the trailing newline.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// nullableString encodes "" as JSON null, as the SDKs write absent owners and continuations.
+func nullableString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,343 @@
+package leases_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+const testPrefix = "procexample.documents.azure.com_Z4hMAA==_Z4hMAIs0cjs="
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2024, 5, 24, 14, 22, 42, 541742100, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func newTestStore(t *testing.T, path string) (*leases.Store, *leases.MemDocuments, *clock) {
+	t.Helper()
+	clk := newClock()
+	docs := leases.NewMemDocuments(path)
+	docs.Now = clk.Now
+	return leases.NewStore(docs, testPrefix, leases.StoreOptions{Now: clk.Now}), docs, clk
+}
+
+func createLease(t *testing.T, s *leases.Store, token string) *leases.Lease {
+	t.Helper()
+	l, err := s.Create(context.Background(), leases.NewDotNetV0(testPrefix, token, leases.Range{Min: "", Max: "FF"}, ""))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return l
+}
+
+func bodyField(t *testing.T, b []byte, name string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	return m[name]
+}
+
+func TestStore_Create_PartitionKeyContainer(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"/id", "/partitionKey"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			s, docs, _ := newTestStore(t, path)
+			ctx := context.Background()
+			l := createLease(t, s, "0")
+			id := leases.LeaseID(testPrefix, "0")
+			d, err := docs.Read(ctx, id, id)
+			if err != nil {
+				t.Fatalf("lease not stored under its id as partition key: %v", err)
+			}
+			pk := bodyField(t, d.Body, "partitionKey")
+			if path == "/partitionKey" && pk != id {
+				t.Errorf("partitionKey = %v, want the lease id", pk)
+			}
+			if path == "/id" && pk != nil {
+				t.Errorf("partitionKey written in an /id container: %v", pk)
+			}
+			if l.ETag != d.ETag || l.Owner != "" || l.Continuation != "" {
+				t.Errorf("created lease = %+v", l)
+			}
+			if _, err := s.Create(ctx, leases.NewDotNetV0(testPrefix, "0", leases.FullRange, "")); !errors.Is(err, leases.ErrConflict) {
+				t.Errorf("second Create = %v, want ErrConflict", err)
+			}
+		})
+	}
+}
+
+func TestStore_AcquireRenewCheckpointRelease(t *testing.T) {
+	t.Parallel()
+	s, _, clk := newTestStore(t, "/id")
+	ctx := context.Background()
+	l := createLease(t, s, "0")
+
+	a, err := s.Acquire(ctx, l, "host-a")
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if a.Owner != "host-a" || !a.Timestamp.Equal(clk.Now()) {
+		t.Fatalf("acquired lease owner %q timestamp %v, want host-a at %v", a.Owner, a.Timestamp, clk.Now())
+	}
+	clk.Add(17 * time.Second)
+	r, err := s.Renew(ctx, l, "host-a") // stale copy: Renew re-reads
+	if err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if !r.Timestamp.Equal(clk.Now()) {
+		t.Errorf("renewed timestamp %v, want %v", r.Timestamp, clk.Now())
+	}
+	// Checkpoint with the pre-renew copy: 412, re-read, owner unchanged, success.
+	c, err := s.Checkpoint(ctx, a, "host-a", `"42"`)
+	if err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	if lsn, ok := c.LSN(); !ok || lsn != 42 {
+		t.Errorf("checkpoint LSN = %d, %v; want 42", lsn, ok)
+	}
+	if err := s.Release(ctx, c, "host-a"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	got, err := s.Get(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Owner != "" || got.Continuation != `"42"` {
+		t.Errorf("after release: owner %q continuation %q, want none and \"42\"", got.Owner, got.Continuation)
+	}
+}
+
+func TestStore_Renew_LostToAnotherOwner(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newTestStore(t, "/id")
+	ctx := context.Background()
+	l := createLease(t, s, "0")
+	a, err := s.Acquire(ctx, l, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, a, "host-b"); err != nil { // host-b steals it
+		t.Fatal(err)
+	}
+	_, err = s.Renew(ctx, a, "host-a")
+	var lost *leases.LeaseLostError
+	if !errors.As(err, &lost) || !errors.Is(err, leases.ErrLeaseLost) || lost.Owner != "host-b" || lost.Token != "0" {
+		t.Fatalf("Renew after steal = %v, want LeaseLostError to host-b", err)
+	}
+	if _, err := s.Checkpoint(ctx, a, "host-a", `"7"`); !errors.Is(err, leases.ErrLeaseLost) {
+		t.Errorf("Checkpoint after steal = %v, want ErrLeaseLost", err)
+	}
+	if err := s.Release(ctx, a, "host-a"); !errors.Is(err, leases.ErrLeaseLost) {
+		t.Errorf("Release after steal = %v, want ErrLeaseLost", err)
+	}
+}
+
+func TestStore_Acquire_RaceOneWinner(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newTestStore(t, "/id")
+	ctx := context.Background()
+	l := createLease(t, s, "0")
+	// Both hosts saw the lease free; the second acquire gets a 412, re-reads, sees host-a and
+	// gives up instead of overwriting.
+	if _, err := s.Acquire(ctx, l, "host-a"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Acquire(ctx, l, "host-b")
+	var lost *leases.LeaseLostError
+	if !errors.As(err, &lost) || lost.Owner != "host-a" {
+		t.Fatalf("second Acquire = %v, want lost to host-a", err)
+	}
+}
+
+func TestStore_Deleted_LeaseLost(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newTestStore(t, "/partitionKey")
+	ctx := context.Background()
+	l := createLease(t, s, "0")
+	a, err := s.Acquire(ctx, l, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, a); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if err := s.Delete(ctx, a); err != nil {
+		t.Errorf("Delete of a deleted lease = %v, want nil", err)
+	}
+	_, err = s.Checkpoint(ctx, a, "host-a", `"9"`)
+	var lost *leases.LeaseLostError
+	if !errors.As(err, &lost) || !lost.Gone {
+		t.Errorf("Checkpoint of a deleted lease = %v, want gone", err)
+	}
+	if err := s.Release(ctx, a, "host-a"); err != nil {
+		t.Errorf("Release of a deleted lease = %v, want nil (split handling deletes leases)", err)
+	}
+}
+
+// contended makes every Replace fail with 412 after changing the document, as a busy peer would.
+type contended struct {
+	*leases.MemDocuments
+	replaces int
+}
+
+func (c *contended) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	c.replaces++
+	d, err := c.MemDocuments.Read(ctx, id, pk)
+	if err != nil {
+		return leases.Document{}, err
+	}
+	if _, err := c.MemDocuments.Replace(ctx, id, pk, "", d.Body); err != nil {
+		return leases.Document{}, err
+	}
+	return c.MemDocuments.Replace(ctx, id, pk, ifMatch, body)
+}
+
+func TestStore_Update_RetriesExhausted(t *testing.T) {
+	t.Parallel()
+	mem := leases.NewMemDocuments("/id")
+	docs := &contended{MemDocuments: mem}
+	s := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	ctx := context.Background()
+	l := createLease(t, s, "0")
+	_, err := s.Update(ctx, l, func(n *leases.Lease) error { n.Owner = "x"; return nil })
+	if !errors.Is(err, leases.ErrLeaseLost) {
+		t.Fatalf("Update under constant contention = %v, want ErrLeaseLost", err)
+	}
+	if docs.replaces != 1+leases.RetryCountOnConflict {
+		t.Errorf("replaces = %d, want %d", docs.replaces, 1+leases.RetryCountOnConflict)
+	}
+}
+
+func TestStore_List_SkipsNonLeases(t *testing.T) {
+	t.Parallel()
+	var skipped []string
+	docs := leases.NewMemDocuments("/id")
+	s := leases.NewStore(docs, testPrefix, leases.StoreOptions{OnSkip: func(id string, err error) { skipped = append(skipped, id) }})
+	ctx := context.Background()
+	createLease(t, s, "0")
+	createLease(t, s, "1")
+	if _, err := docs.Put(testPrefix+"..junk", []byte(`{"id":"`+testPrefix+`..junk","hello":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := docs.Put("other..0", []byte(`{"id":"other..0","LeaseToken":"0"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 2 || ls[0].Token != "0" || ls[1].Token != "1" {
+		t.Errorf("List = %d leases, want tokens 0 and 1", len(ls))
+	}
+	if len(skipped) != 1 || skipped[0] != testPrefix+"..junk" {
+		t.Errorf("skipped = %v, want the junk document", skipped)
+	}
+}
+
+func TestStore_Markers(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"/id", "/partitionKey"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			s, docs, clk := newTestStore(t, path)
+			ctx := context.Background()
+			if ok, err := s.IsInitialized(ctx); ok || err != nil {
+				t.Fatalf("IsInitialized on empty = %v, %v", ok, err)
+			}
+			if ok, err := s.TryLock(ctx, 30*time.Second); !ok || err != nil {
+				t.Fatalf("TryLock = %v, %v; want true", ok, err)
+			}
+			other := leases.NewStore(docs, testPrefix, leases.StoreOptions{Now: clk.Now})
+			if ok, err := other.TryLock(ctx, 30*time.Second); ok || err != nil {
+				t.Fatalf("second TryLock = %v, %v; want false", ok, err)
+			}
+			lock, err := docs.Read(ctx, leases.LockID(testPrefix), leases.LockID(testPrefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bodyField(t, lock.Body, "ttl") != 30.0 {
+				t.Errorf("lock body = %s, want ttl 30", lock.Body)
+			}
+			if err := s.MarkInitialized(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.MarkInitialized(ctx); err != nil {
+				t.Errorf("MarkInitialized twice = %v, want nil", err)
+			}
+			if ok, err := other.IsInitialized(ctx); !ok || err != nil {
+				t.Errorf("IsInitialized = %v, %v; want true", ok, err)
+			}
+			if err := s.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := other.TryLock(ctx, 30*time.Second); !ok || err != nil {
+				t.Fatalf("TryLock after Unlock = %v, %v; want true", ok, err)
+			}
+			// A lock left behind in a container without TTL is taken over once it is stale.
+			clk.Add(31 * time.Second)
+			if ok, err := s.TryLock(ctx, 30*time.Second); !ok || err != nil {
+				t.Fatalf("TryLock over a stale lock = %v, %v; want true", ok, err)
+			}
+		})
+	}
+}
+
+func TestStore_Renew_KeepsUnknownFields(t *testing.T) {
+	t.Parallel()
+	s, docs, _ := newTestStore(t, "/id")
+	ctx := context.Background()
+	id := leases.LeaseID(testPrefix, "3")
+	body := `{"id":"` + id + `","version":0,"LeaseToken":"3","FeedRange":{"Range":{"min":"AA","max":"BB"}},` +
+		`"Owner":"host-a","ContinuationToken":"\"5\"","properties":{"k":"v"},"timestamp":null,` +
+		`"Mode":"Incremental Feed","x-custom":{"keep":[1,2]}}`
+	if _, err := docs.Put(id, []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := s.List(ctx)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("List = %v, %v", ls, err)
+	}
+	if _, err := s.Renew(ctx, ls[0], "host-a"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := docs.Read(ctx, id, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom, _ := json.Marshal(bodyField(t, d.Body, "x-custom"))
+	if string(custom) != `{"keep":[1,2]}` {
+		t.Errorf("x-custom after renew = %s", custom)
+	}
+	if bodyField(t, d.Body, "timestamp") != "2024-05-24T14:22:42.5417421Z" {
+		t.Errorf("timestamp = %v, want .NET format of the clock", bodyField(t, d.Body, "timestamp"))
+	}
+	if p := bodyField(t, d.Body, "properties").(map[string]any); p["k"] != "v" {
+		t.Errorf("properties = %v", p)
+	}
+}
