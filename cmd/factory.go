@@ -1,0 +1,409 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+// factory is what every command gets: the IO streams, the logger, the global options, and the
+// account as a function, so that help, completion and flag errors never dial or authenticate.
+// It is built once per run in MainWithIO.
+type factory struct {
+	IO     *render.IOStreams
+	Log    *slog.Logger
+	Global *globalOptions
+	// Getenv reads the environment (os.Getenv in Main, a map in tests).
+	Getenv func(string) string
+	// Now is the clock for ages and time specs.
+	Now func() time.Time
+
+	queryOnce sync.Once
+	query     *render.Query
+	queryErr  error
+
+	// secrets are the values that must never be printed (account keys, connection strings);
+	// filled when the account configuration is resolved.
+	secretsMu sync.Mutex
+	secrets   []string
+}
+
+// globalOptions are the flags every command accepts (spec/commands.md, "Global"). Values from
+// the environment are applied after parsing, for flags the user did not set.
+type globalOptions struct {
+	Endpoint         string
+	KeyFile          string
+	Key              string
+	ConnectionString string
+	Auth             string
+	Local            string
+	Database         string
+	Container        string
+	LeaseContainer   string
+	LeaseDatabase    string
+	Processor        string
+	LeaseIDPrefix    string
+	Output           string
+	JQ               string
+	LogLevel         string
+	LogFormat        string
+	NoColor          bool
+	PreferredRegions []string
+}
+
+// Flag names and the environment variables behind them.
+var globalEnv = []struct{ flag, env string }{
+	{"endpoint", "COSMOS_ENDPOINT"},
+	{"connection-string", "COSMOS_CONNECTION_STRING"},
+	{"local", "CFP_LOCAL"},
+	{"database", "COSMOS_DATABASE"},
+	{"container", "COSMOS_CONTAINER"},
+	{"lease-container", "CFP_LEASE_CONTAINER"},
+	{"lease-database", "CFP_LEASE_DATABASE"},
+	{"processor", "CFP_PROCESSOR"},
+	{"log-level", "CFP_LOG_LEVEL"},
+}
+
+const defaultLocalDir = ".cfp"
+
+func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&g.Endpoint, "endpoint", "", "account endpoint `URL` (env COSMOS_ENDPOINT)")
+	fs.StringVar(&g.KeyFile, "key-file", "", "read the account key from `FILE` (env COSMOS_KEY holds the key itself)")
+	fs.StringVar(&g.Key, "key", "", "account `KEY` (avoid: it leaks into shell history and ps; use --key-file or COSMOS_KEY)")
+	fs.StringVar(&g.ConnectionString, "connection-string", "", "account connection `STRING`: AccountEndpoint=...;AccountKey=...; (env COSMOS_CONNECTION_STRING)")
+	enumFlag(fs, &g.Auth, "auth", "", "", "authentication: key (default when a key is given) or entra (Microsoft Entra ID)", "key", "entra")
+	fs.StringVar(&g.Local, "local", "", "use the embedded emulator on `DIR`, in process (default .cfp; env CFP_LOCAL); write --local=DIR")
+	fs.Lookup("local").NoOptDefVal = defaultLocalDir
+	fs.StringVarP(&g.Database, "database", "d", "", "`DATABASE` of the monitored container (env COSMOS_DATABASE)")
+	fs.StringVarP(&g.Container, "container", "c", "", "monitored `CONTAINER` (env COSMOS_CONTAINER)")
+	fs.StringVar(&g.LeaseContainer, "lease-container", "leases", "lease `CONTAINER` (env CFP_LEASE_CONTAINER)")
+	fs.StringVar(&g.LeaseDatabase, "lease-database", "", "`DATABASE` of the lease container (default: --database; env CFP_LEASE_DATABASE)")
+	fs.StringVarP(&g.Processor, "processor", "p", "", "processor `NAME`, the lease prefix (env CFP_PROCESSOR)")
+	fs.StringVar(&g.LeaseIDPrefix, "lease-id-prefix", "", "the whole lease id `PREFIX` before \"..\", for leases written through another host name")
+	enumFlag(fs, &g.Output, "output", "o", "", "output `FORMAT`: table on a terminal, JSON in a pipe", render.FormatNames...)
+	fs.StringVar(&g.JQ, "jq", "", "filter JSON output with a jq `EXPRESSION`")
+	enumFlag(fs, &g.LogLevel, "log-level", "", "warn", "log `LEVEL` on stderr (env CFP_LOG_LEVEL)", "debug", "info", "warn", "error")
+	enumFlag(fs, &g.LogFormat, "log-format", "", "text", "log `FORMAT` on stderr", "text", "json")
+	fs.BoolVar(&g.NoColor, "no-color", false, "disable colour (env NO_COLOR)")
+	fs.StringSliceVar(&g.PreferredRegions, "preferred-regions", nil, "`REGIONS` to read from, in order (e.g. \"West Europe,North Europe\")")
+}
+
+// applyEnv fills the options the user did not set on the command line from the environment.
+// Invalid values from the environment are usage errors naming the variable.
+func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+	for _, fe := range globalEnv {
+		f := fs.Lookup(fe.flag)
+		if f == nil || f.Changed {
+			continue
+		}
+		v := strings.TrimSpace(getenv(fe.env))
+		if v == "" {
+			continue
+		}
+		if err := f.Value.Set(v); err != nil {
+			return briefUsageErrorf("invalid %s %q: %w", fe.env, v, err)
+		}
+	}
+	if getenv("NO_COLOR") != "" {
+		g.NoColor = true
+	}
+	return nil
+}
+
+// requireContainer checks that -d/--database and -c/--container are known (from flags or env).
+func (f *factory) requireContainer() error {
+	var missing []string
+	if f.Global.Database == "" {
+		missing = append(missing, "-d/--database (COSMOS_DATABASE)")
+	}
+	if f.Global.Container == "" {
+		missing = append(missing, "-c/--container (COSMOS_CONTAINER)")
+	}
+	if len(missing) > 0 {
+		return briefUsageErrorf("no container given: set %s", strings.Join(missing, " and "))
+	}
+	return nil
+}
+
+// requireProcessor checks that -p/--processor (or --lease-id-prefix) is known.
+func (f *factory) requireProcessor() error {
+	if f.Global.Processor == "" && f.Global.LeaseIDPrefix == "" {
+		return briefUsageErrorf("no processor given: set -p/--processor (CFP_PROCESSOR) or --lease-id-prefix")
+	}
+	return nil
+}
+
+// leaseDatabase returns the lease container's database: --lease-database, else --database.
+func (f *factory) leaseDatabase() string {
+	if f.Global.LeaseDatabase != "" {
+		return f.Global.LeaseDatabase
+	}
+	return f.Global.Database
+}
+
+// accountConfig is how to reach the account, resolved from flags, files and the environment.
+// Exactly one of LocalDir, ConnectionString and Endpoint is set.
+type accountConfig struct {
+	Endpoint         string
+	Key              string
+	ConnectionString string
+	// Auth is "key" or "entra" (Endpoint only).
+	Auth             string
+	LocalDir         string
+	PreferredRegions []string
+}
+
+// errNoAccount is the one-line usage error for a run with no account configured.
+var errNoAccount = errors.New("no Cosmos DB account configured: set COSMOS_ENDPOINT (+ COSMOS_KEY) or COSMOS_CONNECTION_STRING, " +
+	"pass --endpoint (+ --key-file) or --connection-string, or use --local for the embedded emulator")
+
+// accountConfig resolves which account to use. Flags win over the environment; within each,
+// --local, --connection-string and --endpoint exclude one another. It reads --key-file but
+// dials nothing.
+func (f *factory) accountConfig() (accountConfig, error) {
+	g := f.Global
+	var cfg accountConfig
+	cfg.PreferredRegions = g.PreferredRegions
+
+	// Which source: the first of local, connection string, endpoint that is set (flags were
+	// already checked for exclusivity by cobra; env values were applied for unset flags).
+	var sources []string
+	if g.Local != "" {
+		sources = append(sources, "--local/CFP_LOCAL")
+	}
+	if g.ConnectionString != "" {
+		sources = append(sources, "--connection-string/COSMOS_CONNECTION_STRING")
+	}
+	if g.Endpoint != "" {
+		sources = append(sources, "--endpoint/COSMOS_ENDPOINT")
+	}
+	if len(sources) == 0 {
+		return cfg, &UsageError{Err: errNoAccount, Brief: true}
+	}
+	if len(sources) > 1 {
+		return cfg, briefUsageErrorf("more than one account configured (%s): use one", strings.Join(sources, ", "))
+	}
+	switch {
+	case g.Local != "":
+		cfg.LocalDir = g.Local
+		return cfg, nil
+	case g.ConnectionString != "":
+		cfg.ConnectionString = g.ConnectionString
+		f.addSecret(cfg.ConnectionString)
+		if k := connectionStringKey(cfg.ConnectionString); k != "" {
+			f.addSecret(k)
+		}
+		cfg.Auth = "key"
+		return cfg, nil
+	}
+	cfg.Endpoint = g.Endpoint
+	key, err := f.accountKey()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Key = key
+	switch {
+	case g.Auth == "entra" && key != "":
+		return cfg, briefUsageErrorf("--auth entra does not use an account key: drop --auth or the key")
+	case g.Auth == "key" && key == "":
+		return cfg, briefUsageErrorf("--auth key needs a key: set COSMOS_KEY or pass --key-file")
+	case key != "":
+		cfg.Auth = "key"
+	default:
+		cfg.Auth = "entra"
+	}
+	return cfg, nil
+}
+
+// accountKey returns the key from --key-file, --key or COSMOS_KEY, in that order.
+func (f *factory) accountKey() (string, error) {
+	g := f.Global
+	var key string
+	switch {
+	case g.KeyFile != "":
+		b, err := os.ReadFile(g.KeyFile)
+		if err != nil {
+			return "", withHint(fmt.Errorf("read --key-file: %w", err), "pass a file that holds only the account key")
+		}
+		key = strings.TrimSpace(string(b))
+		if key == "" {
+			return "", briefUsageErrorf("--key-file %s is empty", g.KeyFile)
+		}
+	case g.Key != "":
+		key = g.Key
+	default:
+		key = strings.TrimSpace(f.Getenv("COSMOS_KEY"))
+	}
+	f.addSecret(key)
+	return key, nil
+}
+
+func connectionStringKey(cs string) string {
+	for _, part := range strings.Split(cs, ";") {
+		k, v, ok := strings.Cut(part, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "AccountKey") {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func (f *factory) addSecret(s string) {
+	if len(s) < 4 {
+		return
+	}
+	f.secretsMu.Lock()
+	defer f.secretsMu.Unlock()
+	f.secrets = append(f.secrets, s)
+}
+
+// redact masks every known secret in s.
+func (f *factory) redact(s string) string {
+	f.secretsMu.Lock()
+	defer f.secretsMu.Unlock()
+	for _, sec := range f.secrets {
+		s = strings.ReplaceAll(s, sec, "[REDACTED]")
+	}
+	return s
+}
+
+// outputFormat resolves -o for a command whose default off a terminal is pipe (usually
+// render.FormatJSON or render.FormatJSONL). --jq implies JSON output (pipe, or FormatJSON when
+// pipe is a table) and refuses -o table.
+func (f *factory) outputFormat(pipe render.Format) (render.Format, error) {
+	fmtv, err := render.ParseFormat(f.Global.Output)
+	if err != nil {
+		return "", usageErrorf("%w", err)
+	}
+	if f.Global.JQ != "" {
+		switch fmtv {
+		case render.FormatTable:
+			return "", usageErrorf("--jq filters JSON output: drop -o table or --jq")
+		case render.FormatAuto:
+			if pipe == render.FormatTable {
+				return render.FormatJSON, nil
+			}
+			return pipe, nil
+		}
+	}
+	return fmtv.Resolve(f.IO.IsStdoutTTY, pipe), nil
+}
+
+// jqQuery returns the compiled --jq expression (nil without --jq), compiled once.
+func (f *factory) jqQuery() (*render.Query, error) {
+	f.queryOnce.Do(func() {
+		if f.Global.JQ == "" {
+			return
+		}
+		f.query, f.queryErr = render.CompileQuery(f.Global.JQ)
+		if f.queryErr != nil {
+			f.queryErr = &UsageError{Err: f.queryErr, Brief: true}
+		}
+	})
+	return f.query, f.queryErr
+}
+
+// printer returns a printer for this run's -o and --jq, with pipe as the default format off a
+// terminal.
+func (f *factory) printer(pipe render.Format) (*render.Printer, error) {
+	format, err := f.outputFormat(pipe)
+	if err != nil {
+		return nil, err
+	}
+	q, err := f.jqQuery()
+	if err != nil {
+		return nil, err
+	}
+	return render.NewPrinter(f.IO, format, q), nil
+}
+
+// warnf writes a warning line to stderr: "cfp: warning: ...".
+func (f *factory) warnf(format string, args ...any) {
+	msg := f.redact(fmt.Sprintf(format, args...))
+	fmt.Fprintf(f.IO.ErrOut, "cfp: warning: %s\n", f.IO.StderrStyles().Warning.Render(oneLine(msg)))
+}
+
+// newLogger builds the run's logger on stderr from --log-level and --log-format. Attribute
+// values that contain a secret are masked.
+func (f *factory) newLogger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.Global.LogLevel)); err != nil {
+		level = slog.LevelWarn
+	}
+	opts := &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindString {
+				if s := a.Value.String(); s != "" {
+					if r := f.redact(s); r != s {
+						a.Value = slog.StringValue(r)
+					}
+				}
+			}
+			return a
+		},
+	}
+	if f.Global.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(f.IO.ErrOut, opts))
+	}
+	return slog.New(slog.NewTextHandler(f.IO.ErrOut, opts))
+}
+
+// enumValue is a string flag restricted to a set of values; a bad value is a flag error (exit 2)
+// that lists the allowed ones.
+type enumValue struct {
+	p       *string
+	allowed []string
+}
+
+func (e *enumValue) String() string { return *e.p }
+func (e *enumValue) Type() string   { return "string" }
+func (e *enumValue) Set(s string) error {
+	for _, a := range e.allowed {
+		if strings.EqualFold(s, a) {
+			*e.p = a
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", strings.Join(e.allowed, ", "))
+}
+
+// enumFlag defines a string flag that accepts only allowed (case-insensitive), lists them in its
+// help, and completes them.
+func enumFlag(fs *pflag.FlagSet, p *string, name, short, def, usage string, allowed ...string) {
+	*p = def
+	usage = fmt.Sprintf("%s {%s}", usage, strings.Join(allowed, "|"))
+	fs.VarP(&enumValue{p: p, allowed: allowed}, name, short, usage)
+}
+
+// completeEnums registers shell completion for every enum flag of c (local and persistent).
+func completeEnums(c *cobra.Command) {
+	register := func(fl *pflag.Flag) {
+		if ev, ok := fl.Value.(*enumValue); ok {
+			vals := ev.allowed
+			_ = c.RegisterFlagCompletionFunc(fl.Name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+				return vals, cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+	}
+	c.LocalFlags().VisitAll(register)
+	c.PersistentFlags().VisitAll(register)
+}
+
+// contextOf returns the command's context (never nil).
+func contextOf(c *cobra.Command) context.Context {
+	if ctx := c.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}

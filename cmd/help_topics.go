@@ -1,0 +1,100 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// helpTopics are the pages of `cfp help <topic>`: reference for scripts and operators that
+// belongs to no single command.
+var helpTopics = []struct {
+	name, short, long string
+}{
+	{"exit-codes", "Exit codes and what they mean", helpExitCodes},
+	{"environment", "Environment variables cfp reads", helpEnvironment},
+	{"formatting", "Output formats, --jq, tables, times and colour", helpFormatting},
+}
+
+const helpExitCodes = `cfp exits with one of these codes, so scripts and health checks can tell outcomes apart:
+
+  0    success
+  1    error: the operation failed (the message says what, and a "Try:" line says how to
+       fix it when the cause is known)
+  2    usage: a bad flag or argument, conflicting options, or no account or container
+       configured; nothing was done
+  3    threshold crossed or partial failure: 'cfp estimate --max-lag N' found more lag,
+       'cfp leases list --check' found problems, or some of many operations failed
+  4    authentication or authorization: the key, token or RBAC role was refused
+       (401/403), or no credential could be obtained
+  130  interrupted by SIGINT (Ctrl-C) or SIGTERM; long-running commands first finish the
+       batch in flight, checkpoint and release their leases
+
+Errors are printed to stderr as one line, "cfp: <what failed>", optionally followed by
+"Try: <hint>". Usage errors (2) about flags and arguments also print the command's usage.`
+
+const helpEnvironment = `Every global flag that names an account, a container or a processor can come from the
+environment instead. A flag on the command line wins over its variable.
+
+  COSMOS_ENDPOINT            account endpoint URL (--endpoint)
+  COSMOS_KEY                 account key (--key-file reads it from a file instead)
+  COSMOS_CONNECTION_STRING   AccountEndpoint=...;AccountKey=...; (--connection-string)
+  CFP_LOCAL                  data directory of the embedded emulator (--local)
+  COSMOS_DATABASE            database of the monitored container (-d, --database)
+  COSMOS_CONTAINER           the monitored container (-c, --container)
+  CFP_LEASE_CONTAINER        lease container, default "leases" (--lease-container)
+  CFP_LEASE_DATABASE         database of the lease container, default the monitored one
+                             (--lease-database)
+  CFP_PROCESSOR              processor name, the lease prefix (-p, --processor)
+  CFP_LOG_LEVEL              debug, info, warn (default) or error (--log-level)
+  NO_COLOR                   any value turns colour off (--no-color)
+  CLICOLOR=0                 turns colour off
+  CLICOLOR_FORCE=1           turns colour on, even in a pipe
+
+Exactly one account source may be set: an endpoint (with COSMOS_KEY for key auth, or
+alone for Microsoft Entra ID through DefaultAzureCredential, whose own AZURE_* variables
+apply), a connection string, or a local data directory.
+
+Account keys are never printed, logged or included in errors. Prefer COSMOS_KEY or
+--key-file to --key, which leaks into shell history and the process list.`
+
+const helpFormatting = `Output goes to stdout; logs, progress and notifications go to stderr.
+
+  -o table   aligned columns with upper-case headers on a terminal, "-" for an empty
+             cell, ages such as "3m ago"; in a pipe, tab-separated values with one
+             header line and RFC 3339 times (UTC)
+  -o json    one JSON document (an array for lists)
+  -o jsonl   one JSON object per line; streams (tail, process events) use it in a pipe
+
+Without -o, commands print a table on a terminal and JSON or JSON lines in a pipe, so
+'cfp ... | jq' just works. JSON field names are a public contract: fields are added,
+never renamed (see docs/scripting.md).
+
+--jq EXPR filters JSON output through a jq expression (gojq) and implies JSON output.
+String results print raw, like jq -r; other results print as compact JSON, one per line.
+With -o jsonl the expression runs on each line's object. The expression cannot read the
+environment. A bad expression is a usage error (exit 2).
+
+  cfp leases list -p orders -o json --jq '.[] | select(.owner == null) | .token'
+  cfp tail -c orders --jq '.id'
+
+Colour is used only on a terminal, and never when NO_COLOR is set, CLICOLOR=0 or
+--no-color is given; CLICOLOR_FORCE=1 forces it.`
+
+func addHelpTopics(root *cobra.Command) {
+	for _, t := range helpTopics {
+		c := &cobra.Command{
+			Use:   t.name,
+			Short: t.short,
+			Long:  t.long,
+		}
+		c.SetHelpFunc(func(c *cobra.Command, _ []string) {
+			fmt.Fprintln(c.OutOrStdout(), c.Long)
+		})
+		c.SetUsageFunc(func(c *cobra.Command) error {
+			fmt.Fprintln(c.OutOrStderr(), c.Long)
+			return nil
+		})
+		root.AddCommand(c)
+	}
+}

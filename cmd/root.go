@@ -1,0 +1,214 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/buildinfo"
+)
+
+// Command groups in the root help.
+const (
+	groupFeed   = "feed"
+	groupLeases = "leases"
+	groupLocal  = "local"
+)
+
+// registered holds the constructors of the top-level commands, added by each command's file
+// with registerCommand in an init function, so that adding a command touches only its own file.
+var registered []registration
+
+type registration struct {
+	group string
+	new   func(*factory) *cobra.Command
+}
+
+// registerCommand adds a top-level command to cfp under group (groupFeed, groupLeases,
+// groupLocal, or "" for the additional commands). Call it from an init function.
+func registerCommand(group string, newCmd func(*factory) *cobra.Command) {
+	registered = append(registered, registration{group: group, new: newCmd})
+}
+
+func init() {
+	// Run the root's persistent pre-run (env, logger, warnings) even when a command has its own.
+	cobra.EnableTraverseRunHooks = true
+}
+
+const rootLong = `cfp inspects and drives Azure Cosmos DB change feeds from a terminal or a script.
+
+It tails a container's changes, runs a change feed processor host, estimates lag, and
+inspects and repairs lease containers written by the .NET and Java Change Feed Processor
+libraries, which it reads and writes field for field. An embedded Cosmos DB emulator lets
+every command run locally, with no account.
+
+Choose the account once, with the environment or flags:
+
+  COSMOS_ENDPOINT + COSMOS_KEY        an account endpoint and key (or --endpoint, --key-file)
+  COSMOS_ENDPOINT alone               Microsoft Entra ID (az login, managed identity, ...)
+  COSMOS_CONNECTION_STRING            AccountEndpoint=...;AccountKey=...; (or --connection-string)
+  --local[=DIR] or CFP_LOCAL=DIR      the embedded emulator on DIR (default .cfp), in process
+
+Then name the monitored container (-d/--database, -c/--container) and, for lease commands,
+the processor (-p/--processor, the lease prefix of a .NET or Java processor).
+
+Data goes to stdout (a table on a terminal, JSON in a pipe); logs, progress and
+notifications go to stderr. See 'cfp help environment', 'cfp help formatting' and
+'cfp help exit-codes'.`
+
+const rootExample = `  # Watch changes to a container on the embedded emulator
+  cfp --local tail -d shop -c orders
+
+  # Lag of every lease of processor "orders-proj", exit 3 above 1000 changes
+  export COSMOS_ENDPOINT=https://myacct.documents.azure.com:443/ COSMOS_KEY=...
+  cfp estimate -d shop -c orders -p orders-proj --max-lag 1000
+
+  # Lease table of a processor, as JSON for a script
+  cfp leases list -d shop -c orders -p orders-proj -o json | jq '.[] | select(.owner == null)'`
+
+func newRootCmd(f *factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cfp <command> [flags]",
+		Short:         "Inspect and drive Azure Cosmos DB change feeds",
+		Long:          rootLong,
+		Example:       rootExample,
+		Version:       versionString(buildinfo.Info()),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Running cfp with no command shows help.
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return c.Help()
+		},
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			return f.setup(c)
+		},
+	}
+	root.SetVersionTemplate("cfp {{.Version}}\n")
+	f.Global.addFlags(root.PersistentFlags())
+	root.PersistentFlags().SortFlags = false
+	root.MarkFlagsMutuallyExclusive("local", "connection-string", "endpoint")
+	root.MarkFlagsMutuallyExclusive("key", "key-file")
+	root.MarkFlagsMutuallyExclusive("local", "key")
+	root.MarkFlagsMutuallyExclusive("local", "key-file")
+	root.MarkFlagsMutuallyExclusive("connection-string", "key")
+	root.MarkFlagsMutuallyExclusive("connection-string", "key-file")
+	_ = root.PersistentFlags().MarkHidden("key")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &UsageError{Err: err}
+	})
+
+	root.AddCommand(newVersionCmd(f), newCompletionCmd(f))
+	groups := map[string]bool{}
+	for _, r := range registered {
+		c := r.new(f)
+		if r.group != "" {
+			c.GroupID = r.group
+			groups[r.group] = true
+		}
+		root.AddCommand(c)
+	}
+	for _, g := range []cobra.Group{
+		{ID: groupFeed, Title: "Change feed commands:"},
+		{ID: groupLeases, Title: "Lease commands:"},
+		{ID: groupLocal, Title: "Local emulator commands:"},
+	} {
+		if groups[g.ID] {
+			root.AddGroup(&g)
+		}
+	}
+	addHelpTopics(root)
+	root.SetHelpCommandGroupID("")
+	root.SetCompletionCommandGroupID("")
+
+	walk(root, func(c *cobra.Command) {
+		wrapArgs(c)
+		completeEnums(c)
+		c.Flags().SortFlags = false
+	})
+	return root
+}
+
+// setup runs before every command: it applies the environment to unset flags, builds the
+// logger and warns about keys on the command line.
+func (f *factory) setup(c *cobra.Command) error {
+	if err := f.Global.applyEnv(c.Flags(), f.Getenv); err != nil {
+		return err
+	}
+	if f.Global.NoColor {
+		f.IO.ColorEnabled, f.IO.StderrColorEnabled = false, false
+	}
+	f.Log = f.newLogger()
+	if fl := c.Flags().Lookup("key"); fl != nil && fl.Changed {
+		f.addSecret(f.Global.Key)
+		f.warnf("--key puts the account key in shell history and the process list; use --key-file or COSMOS_KEY")
+	}
+	return nil
+}
+
+// walk calls fn on c and every command below it.
+func walk(c *cobra.Command, fn func(*cobra.Command)) {
+	fn(c)
+	for _, sub := range c.Commands() {
+		walk(sub, fn)
+	}
+}
+
+// wrapArgs makes the argument validator of c return usage errors (exit 2, usage shown).
+func wrapArgs(c *cobra.Command) {
+	if c.Args == nil {
+		return
+	}
+	args := c.Args
+	c.Args = func(c *cobra.Command, a []string) error {
+		if err := args(c, a); err != nil {
+			var u *UsageError
+			if errors.As(err, &u) {
+				return err
+			}
+			return &UsageError{Err: err}
+		}
+		return nil
+	}
+}
+
+// asUsageError turns cobra's own command-line errors (unknown commands, flag group violations)
+// into usage errors.
+func asUsageError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var u *UsageError
+	if errors.As(err, &u) {
+		return err
+	}
+	msg := err.Error()
+	for _, p := range []string{"unknown command ", "unknown flag", "unknown shorthand flag",
+		"if any flags in the group ", "at least one of the flags in the group ", "required flag(s) ",
+		"invalid argument "} {
+		if strings.HasPrefix(msg, p) {
+			return &UsageError{Err: err}
+		}
+	}
+	return err
+}
+
+// versionString formats build information for humans: "v1.2.3 (abc1234, 2026-01-02)".
+func versionString(version, commit, date string) string {
+	var extra []string
+	if commit != "" {
+		if len(commit) > 7 {
+			commit = commit[:7]
+		}
+		extra = append(extra, commit)
+	}
+	if date != "" {
+		extra = append(extra, date)
+	}
+	if len(extra) == 0 {
+		return version
+	}
+	return fmt.Sprintf("%s (%s)", version, strings.Join(extra, ", "))
+}
