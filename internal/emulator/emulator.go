@@ -1,0 +1,289 @@
+// Package emulator is cfp's embedded Cosmos DB NoSQL gateway: a bbolt-backed store (one file per
+// data directory, durable across restarts) behind an http.Handler that speaks the REST subset of
+// spec/cosmos-gateway.md — account, databases, containers, partition key ranges, items, the
+// latest-version change feed, simple SQL queries and master-key signatures — over several
+// physical partitions routed by the V2 effective partition key, with splits and fault injection
+// for tests. The rest of cfp reaches it only through azcosmos, either over a socket (Serve) or in
+// process (Transport).
+package emulator
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+)
+
+// File names inside a data directory.
+const (
+	dbFileName     = "cfp-emulator.db"
+	holderFileName = "cfp-emulator.holder"
+)
+
+// DefaultPartitions is the number of physical partitions of a new container when
+// Options.Partitions is zero.
+const DefaultPartitions = 4
+
+// maxPartitions bounds Options.Partitions.
+const maxPartitions = 256
+
+// lockTimeout is how long Open waits for the data directory's file lock.
+const lockTimeout = 300 * time.Millisecond
+
+// Options configures an Emulator. The zero value of every field except Dir is usable.
+type Options struct {
+	// Dir is the data directory; it is created if missing. Required.
+	Dir string
+	// Key is the base64 account key that request signatures are checked against.
+	// Default: the well-known emulator key.
+	Key string
+	// Partitions is the number of physical partitions of every new container (1..256).
+	// Default: DefaultPartitions.
+	Partitions int
+	// Logger receives request and storage logs. Default: a logger that discards everything.
+	Logger *slog.Logger
+	// Now is the clock used for _ts and If-Modified-Since. Default: time.Now.
+	Now func() time.Time
+}
+
+// withDefaults returns a copy of o with the documented defaults applied.
+func (o Options) withDefaults() Options {
+	if o.Key == "" {
+		o.Key = auth.WellKnownKey
+	}
+	if o.Partitions == 0 {
+		o.Partitions = DefaultPartitions
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Validate reports whether the options can open an emulator. It never echoes the key.
+func (o Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("emulator options: data directory is required")
+	}
+	if o.Partitions < 0 || o.Partitions > maxPartitions {
+		return fmt.Errorf("emulator options: partitions must be between 1 and %d, got %d", maxPartitions, o.Partitions)
+	}
+	if o.Key != "" {
+		if _, err := decodeKey(o.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LockedError reports that another process holds the data directory.
+type LockedError struct {
+	Dir  string
+	PID  int    // 0 when unknown
+	Addr string // the address the holder serves on, "" when it does not serve
+}
+
+func (e *LockedError) Error() string {
+	holder := "another process"
+	if e.PID > 0 {
+		holder = fmt.Sprintf("process %d", e.PID)
+	}
+	if e.Addr != "" {
+		return fmt.Sprintf("data directory %s is held by %s serving on %s: connect to it with --endpoint http://%s/ instead of opening the directory", e.Dir, holder, e.Addr, e.Addr)
+	}
+	return fmt.Sprintf("data directory %s is held by %s: to share it, run `cfp emulator --data %s` once and connect the other commands with --endpoint", e.Dir, holder, e.Dir)
+}
+
+// holderInfo is the content of the holder file.
+type holderInfo struct {
+	PID  int    `json:"pid"`
+	Addr string `json:"addr,omitempty"`
+}
+
+// Emulator is an open data directory with its gateway. It is safe for concurrent use.
+type Emulator struct {
+	opts   Options
+	key    []byte
+	db     *bolt.DB
+	store  *store
+	log    *slog.Logger
+	faults faultInjector
+
+	mu     sync.Mutex
+	addr   string
+	closed bool
+}
+
+// Open opens (creating if needed) the data directory opts.Dir and takes its lock. When another
+// process holds the directory it returns a *LockedError.
+func Open(opts Options) (*Emulator, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	key, err := decodeKey(opts.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	db, err := bolt.Open(filepath.Join(opts.Dir, dbFileName), 0o600, &bolt.Options{
+		Timeout:      lockTimeout,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		le := &LockedError{Dir: opts.Dir}
+		if h, herr := readHolder(opts.Dir); herr == nil {
+			le.PID, le.Addr = h.PID, h.Addr
+		}
+		return nil, le
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open emulator data %s: %w", opts.Dir, err)
+	}
+	st, err := newStore(db, opts.Now, opts.Partitions)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	e := &Emulator{opts: opts, key: key, db: db, store: st, log: opts.Logger}
+	e.faults.init()
+	if err := e.writeHolder(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Dir returns the data directory.
+func (e *Emulator) Dir() string { return e.opts.Dir }
+
+// Close releases the data directory. Requests served after Close fail.
+func (e *Emulator) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	_ = os.Remove(filepath.Join(e.opts.Dir, holderFileName))
+	if err := e.db.Close(); err != nil {
+		return fmt.Errorf("close emulator data: %w", err)
+	}
+	return nil
+}
+
+// SetServingAddr records the address (host:port) the emulator is served on, so that a second
+// process opening the same directory is told where to connect. "" clears it.
+func (e *Emulator) SetServingAddr(addr string) {
+	e.mu.Lock()
+	e.addr = addr
+	e.mu.Unlock()
+	if err := e.writeHolder(); err != nil {
+		e.log.Warn("write holder file", "err", err)
+	}
+}
+
+// ServingAddr returns the address recorded by SetServingAddr.
+func (e *Emulator) ServingAddr() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.addr
+}
+
+func (e *Emulator) writeHolder() error {
+	e.mu.Lock()
+	h := holderInfo{PID: os.Getpid(), Addr: e.addr}
+	e.mu.Unlock()
+	b, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encode holder file: %w", err)
+	}
+	path := filepath.Join(e.opts.Dir, holderFileName)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write holder file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write holder file: %w", err)
+	}
+	return nil
+}
+
+// decodeKey decodes a base64 account key; the error never contains the key.
+func decodeKey(key string) ([]byte, error) {
+	k, err := base64.StdEncoding.DecodeString(key)
+	if err != nil || len(k) == 0 {
+		return nil, errors.New("account key is not valid base64")
+	}
+	return k, nil
+}
+
+func readHolder(dir string) (holderInfo, error) {
+	var h holderInfo
+	b, err := os.ReadFile(filepath.Join(dir, holderFileName))
+	if err != nil {
+		return h, err
+	}
+	err = json.Unmarshal(b, &h)
+	return h, err
+}
+
+// Serve serves the gateway on ln until ctx ends, then shuts down gracefully (in-flight requests
+// get a few seconds to finish) and returns nil. It records ln's address as the serving address
+// for the duration.
+func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           e.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	e.SetServingAddr(ln.Addr().String())
+	defer e.SetServingAddr("")
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve emulator: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	<-errc
+	if err != nil {
+		return fmt.Errorf("shut down emulator server: %w", err)
+	}
+	return nil
+}
+
+// Split replaces the live partition rangeID of container coll in database db by two children
+// split at the midpoint of its EPK range, and returns the children's ids. The children inherit
+// the parent's LSN, so the parent's change-feed continuation stays valid on both.
+func (e *Emulator) Split(db, coll, rangeID string) ([]string, error) {
+	children, err := e.store.split(db, coll, rangeID)
+	if err != nil {
+		return nil, fmt.Errorf("split range %s of %s/%s: %w", rangeID, db, coll, err)
+	}
+	e.log.Info("split partition", "db", db, "coll", coll, "range", rangeID, "children", children)
+	return children, nil
+}

@@ -1,0 +1,774 @@
+package emulator
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/emulator/epk"
+)
+
+// Header names (canonical forms for http.Header lookups).
+const (
+	hdrActivityID     = "x-ms-activity-id"
+	hdrCharge         = "x-ms-request-charge"
+	hdrSession        = "x-ms-session-token"
+	hdrSubstatus      = "x-ms-substatus"
+	hdrRetryAfterMs   = "x-ms-retry-after-ms"
+	hdrPartitionKey   = "x-ms-documentdb-partitionkey"
+	hdrRangeID        = "x-ms-documentdb-partitionkeyrangeid"
+	hdrMaxItemCount   = "x-ms-max-item-count"
+	hdrContinuation   = "x-ms-continuation"
+	hdrItemCount      = "x-ms-item-count"
+	hdrIsUpsert       = "x-ms-documentdb-is-upsert"
+	hdrAIM            = "A-IM"
+	hdrStartEPK       = "x-ms-start-epk"
+	hdrEndEPK         = "x-ms-end-epk"
+	hdrQueryPlan      = "x-ms-cosmos-is-query-plan-request"
+	hdrIsQuery        = "x-ms-documentdb-isquery"
+	hdrQuery          = "x-ms-documentdb-query"
+	hdrContentPath    = "x-ms-content-path"
+	hdrAltContentPath = "x-ms-alt-content-path"
+)
+
+// Request charges reported in x-ms-request-charge.
+const (
+	chargeMeta       = 1.0
+	chargeRead       = 1.0
+	chargeWrite      = 5.71
+	chargeFeedEmpty  = 1.0
+	chargeFeedPage   = 2.0
+	chargeQueryBase  = 2.79
+	chargePerDocRead = 0.05
+)
+
+// maxBodyBytes bounds request bodies (the service's item limit is 2 MB).
+const maxBodyBytes = 2 << 20
+
+// defaultPageSize is the page size when x-ms-max-item-count is absent or not positive.
+const defaultPageSize = 100
+
+// maxPageSize caps x-ms-max-item-count.
+const maxPageSize = 1000
+
+// Handler returns the gateway's http.Handler: the Cosmos DB REST subset of
+// spec/cosmos-gateway.md plus the admin endpoints under /_cfp/.
+func (e *Emulator) Handler() http.Handler { return http.HandlerFunc(e.serveHTTP) }
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	w := &statusWriter{ResponseWriter: rw}
+	activity := r.Header.Get(hdrActivityID)
+	if activity == "" {
+		activity = uuid.NewString()
+	}
+	h := w.Header()
+	h.Set(hdrActivityID, activity)
+	h.Set(hdrCharge, formatCharge(chargeMeta))
+	h.Set("Content-Type", "application/json")
+
+	segs, err := splitPath(r.URL.EscapedPath())
+	defer func() {
+		e.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "ms", time.Since(start).Milliseconds())
+	}()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequest", err.Error(), 0)
+		return
+	}
+	if len(segs) > 0 && segs[0] == "_cfp" {
+		e.serveAdmin(w, r, segs[1:])
+		return
+	}
+	if err := auth.Verify(r, e.key); err != nil {
+		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
+		return
+	}
+	if len(segs) > 0 {
+		if f, ok := e.faults.pick(isChangeFeed(r, segs)); ok {
+			if !e.applyFault(w, r, f) {
+				return
+			}
+		}
+	}
+	e.route(w, r, segs)
+}
+
+// applyFault sleeps the rule's latency and answers its error; it reports whether the request
+// should still be served normally.
+func (e *Emulator) applyFault(w http.ResponseWriter, r *http.Request, f FaultRule) bool {
+	if f.Latency > 0 {
+		t := time.NewTimer(f.Latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+	}
+	switch f.Status {
+	case http.StatusTooManyRequests:
+		w.Header().Set(hdrRetryAfterMs, strconv.FormatInt(max(f.RetryAfter.Milliseconds(), 1), 10))
+		writeError(w, f.Status, "TooManyRequests", "the request rate is too large (injected fault)", cmp0(f.Substatus, 3200))
+	case http.StatusServiceUnavailable:
+		writeError(w, f.Status, "ServiceUnavailable", "the service is unavailable (injected fault)", f.Substatus)
+	case http.StatusGone:
+		writeError(w, f.Status, "Gone", "the partition key range is gone (injected fault)", f.Substatus)
+	default:
+		return true
+	}
+	return false
+}
+
+func cmp0(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func isChangeFeed(r *http.Request, segs []string) bool {
+	return r.Method == http.MethodGet && len(segs) == 5 && segs[4] == "docs" && r.Header.Get(hdrAIM) != ""
+}
+
+// splitPath splits an escaped path into unescaped segments.
+func splitPath(escaped string) ([]string, error) {
+	escaped = strings.Trim(escaped, "/")
+	if escaped == "" {
+		return nil, nil
+	}
+	parts := strings.Split(escaped, "/")
+	for i, p := range parts {
+		u, err := url.PathUnescape(p)
+		if err != nil {
+			return nil, fmt.Errorf("invalid path segment %q", p)
+		}
+		parts[i] = u
+	}
+	return parts, nil
+}
+
+func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
+	n := len(s)
+	switch {
+	case n == 0:
+		if r.Method == http.MethodGet {
+			e.getAccount(w, r)
+			return
+		}
+	case s[0] != "dbs":
+	case n == 1:
+		switch r.Method {
+		case http.MethodPost:
+			if isQuery(r) {
+				e.queryDatabases(w, r)
+			} else {
+				e.createDatabase(w, r)
+			}
+			return
+		case http.MethodGet:
+			e.queryDatabases(w, r)
+			return
+		}
+	case n == 2:
+		switch r.Method {
+		case http.MethodGet:
+			e.readDatabase(w, s[1])
+			return
+		case http.MethodDelete:
+			e.deleteDatabase(w, s[1])
+			return
+		}
+	case s[2] != "colls":
+	case n == 3:
+		switch r.Method {
+		case http.MethodPost:
+			if isQuery(r) {
+				e.queryContainers(w, r, s[1])
+			} else {
+				e.createContainer(w, r, s[1])
+			}
+			return
+		case http.MethodGet:
+			e.queryContainers(w, r, s[1])
+			return
+		}
+	case n == 4:
+		switch r.Method {
+		case http.MethodGet:
+			e.readContainer(w, s[1], s[3])
+			return
+		case http.MethodDelete:
+			e.deleteContainer(w, s[1], s[3])
+			return
+		}
+	case n == 5 && s[4] == "pkranges":
+		if r.Method == http.MethodGet {
+			e.readPKRanges(w, r, s[1], s[3])
+			return
+		}
+	case s[4] != "docs":
+	case n == 5:
+		switch r.Method {
+		case http.MethodPost:
+			switch {
+			case strings.EqualFold(r.Header.Get(hdrQueryPlan), "true"):
+				writeQueryPlan(w)
+			case isQuery(r):
+				e.queryItems(w, r, s[1], s[3])
+			default:
+				e.writeItem(w, r, s[1], s[3], "")
+			}
+			return
+		case http.MethodGet:
+			if r.Header.Get(hdrAIM) != "" {
+				e.readChangeFeed(w, r, s[1], s[3])
+			} else {
+				e.queryItems(w, r, s[1], s[3])
+			}
+			return
+		}
+	case n == 6:
+		switch r.Method {
+		case http.MethodGet:
+			e.readItem(w, r, s[1], s[3], s[5])
+			return
+		case http.MethodPut, http.MethodDelete:
+			e.writeItem(w, r, s[1], s[3], s[5])
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("%s %s is not supported by the cfp emulator", r.Method, r.URL.Path), 0)
+}
+
+func isQuery(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "application/query+json") ||
+		strings.EqualFold(r.Header.Get(hdrIsQuery), "true") ||
+		strings.EqualFold(r.Header.Get(hdrQuery), "true")
+}
+
+// --- responses -------------------------------------------------------------------------------
+
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, substatus int) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if substatus != 0 {
+		h.Set(hdrSubstatus, strconv.Itoa(substatus))
+	}
+	b, _ := json.Marshal(errorBody{Code: code, Message: msg})
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// fail answers err with the matching status.
+func (e *Emulator) fail(w http.ResponseWriter, err error) {
+	var bre *badRequestError
+	switch {
+	case errors.Is(err, errNotFound):
+		writeError(w, http.StatusNotFound, "NotFound", "Entity with the specified id does not exist in the system.", 0)
+	case errors.Is(err, errConflict):
+		writeError(w, http.StatusConflict, "Conflict", "Entity with the specified id already exists in the system.", 0)
+	case errors.Is(err, errPrecondition):
+		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed", "One of the specified pre-condition is not met.", 0)
+	case errors.Is(err, errRangeGone):
+		writeError(w, http.StatusGone, "Gone", "The requested partition key range is gone (split or merged); refresh the partition key ranges.", 1002)
+	case errors.As(err, &bre):
+		writeError(w, http.StatusBadRequest, "BadRequest", bre.msg, bre.substatus)
+	case errors.Is(err, bolt.ErrDatabaseNotOpen):
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the emulator is closed", 0)
+	default:
+		e.log.Error("request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "InternalServerError", err.Error(), 0)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, charge float64, body []byte) {
+	w.Header().Set(hdrCharge, formatCharge(charge))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func formatCharge(c float64) string { return strconv.FormatFloat(c, 'f', -1, 64) }
+
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		return nil, badRequest("read request body: %v", err)
+	}
+	if len(b) > maxBodyBytes {
+		return nil, badRequest("the request body is larger than %d bytes", maxBodyBytes)
+	}
+	return b, nil
+}
+
+// --- account ---------------------------------------------------------------------------------
+
+func (e *Emulator) getAccount(w http.ResponseWriter, r *http.Request) {
+	host := r.Host
+	if host == "" {
+		host = r.URL.Host
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	loc := []map[string]string{{"name": "South Central US", "databaseAccountEndpoint": scheme + "://" + host + "/"}}
+	body := map[string]any{
+		"id":                           "cfp-emulator",
+		"_rid":                         "cfp-emulator.documents.azure.com",
+		"_self":                        "",
+		"_dbs":                         "//dbs/",
+		"media":                        "//media/",
+		"addresses":                    "//addresses/",
+		"writableLocations":            loc,
+		"readableLocations":            loc,
+		"enableMultipleWriteLocations": false,
+		"userConsistencyPolicy":        map[string]string{"defaultConsistencyLevel": "Session"},
+		"userReplicationPolicy":        map[string]any{"asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 4},
+		"systemReplicationPolicy":      map[string]any{"minReplicaSetSize": 1, "maxReplicasetSize": 4},
+		"readPolicy":                   map[string]any{"primaryReadCoefficient": 1, "secondaryReadCoefficient": 1},
+		"queryEngineConfiguration":     `{"maxSqlQueryInputLength":262144,"maxJoinsPerSqlQuery":5,"sqlAllowTop":true,"sqlAllowAggregateFunctions":true}`,
+	}
+	b, _ := json.Marshal(body)
+	writeJSON(w, http.StatusOK, chargeMeta, b)
+}
+
+// --- databases and containers ----------------------------------------------------------------
+
+func dbBody(rec dbRecord) map[string]any {
+	return map[string]any{
+		"id": rec.ID, "_rid": rec.RID, "_self": "dbs/" + rec.RID + "/", "_etag": rec.Etag,
+		"_colls": "colls/", "_users": "users/", "_ts": rec.Ts,
+	}
+}
+
+func (e *Emulator) createDatabase(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	var req struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(b, &req); err != nil {
+		e.fail(w, badRequest("invalid database definition: %v", err))
+		return
+	}
+	rec, err := e.store.createDatabase(req.ID)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	out, _ := json.Marshal(dbBody(rec))
+	w.Header().Set("etag", rec.Etag)
+	writeJSON(w, http.StatusCreated, chargeWrite, out)
+}
+
+func (e *Emulator) readDatabase(w http.ResponseWriter, id string) {
+	rec, err := e.store.getDatabase(id)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	out, _ := json.Marshal(dbBody(rec))
+	w.Header().Set("etag", rec.Etag)
+	writeJSON(w, http.StatusOK, chargeRead, out)
+}
+
+func (e *Emulator) deleteDatabase(w http.ResponseWriter, id string) {
+	if err := e.store.deleteDatabase(id); err != nil {
+		e.fail(w, err)
+		return
+	}
+	w.Header().Set(hdrCharge, formatCharge(chargeWrite))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func collBody(st *collState) (map[string]any, error) {
+	var props map[string]any
+	if err := json.Unmarshal(st.Props, &props); err != nil {
+		return nil, fmt.Errorf("decode container definition: %w", err)
+	}
+	props["_rid"] = st.RID
+	props["_self"] = "dbs/" + st.DBRID + "/colls/" + st.RID + "/"
+	props["_etag"] = st.Etag
+	props["_ts"] = st.Ts
+	props["_docs"] = "docs/"
+	props["_sprocs"] = "sprocs/"
+	props["_triggers"] = "triggers/"
+	props["_udfs"] = "udfs/"
+	props["_conflicts"] = "conflicts/"
+	return props, nil
+}
+
+func (e *Emulator) writeColl(w http.ResponseWriter, status int, charge float64, st *collState) {
+	body, err := collBody(st)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	out, _ := json.Marshal(body)
+	w.Header().Set("etag", st.Etag)
+	w.Header().Set(hdrContentPath, st.RID)
+	writeJSON(w, status, charge, out)
+}
+
+func (e *Emulator) createContainer(w http.ResponseWriter, r *http.Request, db string) {
+	b, err := readBody(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	st, err := e.store.createContainer(db, b)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	e.writeColl(w, http.StatusCreated, chargeWrite, st)
+}
+
+func (e *Emulator) readContainer(w http.ResponseWriter, db, coll string) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	e.writeColl(w, http.StatusOK, chargeRead, st)
+}
+
+func (e *Emulator) deleteContainer(w http.ResponseWriter, db, coll string) {
+	if err := e.store.deleteContainer(db, coll); err != nil {
+		e.fail(w, err)
+		return
+	}
+	w.Header().Set(hdrCharge, formatCharge(chargeWrite))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// --- partition key ranges --------------------------------------------------------------------
+
+func pkRangeRID(collRID string, id uint32) string {
+	b, _ := base64.StdEncoding.DecodeString(collRID)
+	b = binary.LittleEndian.AppendUint64(b, uint64(id)+1)
+	b[15] = (b[15] & 0x0F) | 0x50
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func (e *Emulator) readPKRanges(w http.ResponseWriter, r *http.Request, db, coll string) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	etag := fmt.Sprintf(`"pk-%d"`, st.RangesGen)
+	h := w.Header()
+	h.Set("etag", etag)
+	h.Set(hdrContentPath, st.RID)
+	if r.Header.Get(hdrAIM) != "" && r.Header.Get("If-None-Match") == etag {
+		h.Set(hdrCharge, formatCharge(chargeMeta))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	live := st.live()
+	ranges := make([]map[string]any, 0, len(live))
+	for _, rg := range live {
+		rid := pkRangeRID(st.RID, rg.ID)
+		ranges = append(ranges, map[string]any{
+			"id": rg.idString(), "_rid": rid, "_etag": fmt.Sprintf(`"pkr-%d-%d"`, rg.ID, st.RangesGen),
+			"_self":        "dbs/" + st.DBRID + "/colls/" + st.RID + "/pkranges/" + rid + "/",
+			"minInclusive": rg.Min, "maxExclusive": rg.Max, "ridPrefix": rg.ID,
+			"throughputFraction": 1 / float64(len(live)), "status": "online",
+			"parents": rg.Parents, "ownedArchivalPKRangeIds": []string{}, "_ts": rg.Ts, "lsn": rg.LSN,
+		})
+	}
+	out, _ := json.Marshal(map[string]any{"_rid": st.RID, "PartitionKeyRanges": ranges, "_count": len(ranges)})
+	h.Set(hdrItemCount, strconv.Itoa(len(ranges)))
+	writeJSON(w, http.StatusOK, chargeMeta, out)
+}
+
+// --- items -----------------------------------------------------------------------------------
+
+// headerPK parses the partition-key header; ok is false when the header is absent.
+func headerPK(r *http.Request) (comps []any, ok bool, err error) {
+	v := r.Header.Get(hdrPartitionKey)
+	if v == "" {
+		return nil, false, nil
+	}
+	comps, err = epk.ParseHeader(v)
+	if err != nil {
+		return nil, true, badRequest("invalid %s header: %v", hdrPartitionKey, err)
+	}
+	return comps, true, nil
+}
+
+func itemHeaders(w http.ResponseWriter, st *collState, rangeID string, it item) {
+	h := w.Header()
+	if it.Etag != "" {
+		h.Set("etag", it.Etag)
+	}
+	if rangeID != "" {
+		h.Set(hdrSession, rangeID+":-1#"+strconv.FormatUint(it.LSN, 10))
+		h.Set(hdrRangeID, rangeID)
+	}
+	h.Set("lsn", strconv.FormatUint(it.LSN, 10))
+	h.Set(hdrContentPath, st.RID)
+	h.Set(hdrAltContentPath, "dbs/"+st.DB+"/colls/"+st.ID)
+}
+
+// writeItem serves create/upsert (POST, id ""), replace (PUT) and delete (DELETE).
+func (e *Emulator) writeItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	hdrComps, hasHdr, err := headerPK(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	wr := itemWrite{IfMatch: r.Header.Get("If-Match")}
+	var comps []any
+	switch r.Method {
+	case http.MethodDelete:
+		if !hasHdr {
+			e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
+			return
+		}
+		wr.Op, wr.ID, comps = opDelete, id, hdrComps
+	default:
+		b, err := readBody(r)
+		if err != nil {
+			e.fail(w, err)
+			return
+		}
+		var raw map[string]json.RawMessage
+		var doc map[string]any
+		if json.Unmarshal(b, &raw) != nil || json.Unmarshal(b, &doc) != nil || raw == nil {
+			e.fail(w, badRequest("the request body is not a JSON object"))
+			return
+		}
+		docID, _ := doc["id"].(string)
+		if err := validID(docID); err != nil {
+			e.fail(w, err)
+			return
+		}
+		comps = epk.FromDocument(doc, st.Paths)
+		if hasHdr && !epk.Equal(hdrComps, comps) {
+			e.fail(w, &badRequestError{msg: "PartitionKey extracted from document doesn't match the one specified in the header.", substatus: 1001})
+			return
+		}
+		wr.Body, wr.ID = raw, docID
+		switch {
+		case r.Method == http.MethodPut:
+			if docID != id {
+				e.fail(w, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, id))
+				return
+			}
+			wr.Op = opReplace
+		case strings.EqualFold(r.Header.Get(hdrIsUpsert), "true"):
+			wr.Op = opUpsert
+		default:
+			wr.Op = opCreate
+		}
+	}
+	wr.PK, wr.EPK = epk.Canonical(comps), epk.HashV2(comps)
+	res, err := e.store.writeItem(db, coll, wr)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	itemHeaders(w, st, res.RangeID, res.Item)
+	w.Header().Set(hdrCharge, formatCharge(chargeWrite))
+	status := http.StatusOK
+	switch {
+	case wr.Op == opDelete:
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case res.Created:
+		status = http.StatusCreated
+	}
+	if strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
+		w.WriteHeader(status)
+		return
+	}
+	writeJSON(w, status, chargeWrite, res.Item.Body)
+}
+
+func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	comps, ok, err := headerPK(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	if !ok {
+		e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
+		return
+	}
+	it, rangeID, err := e.store.readItem(db, coll, epk.Canonical(comps), id)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	itemHeaders(w, st, rangeID, it)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && inm == it.Etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, chargeRead, it.Body)
+}
+
+// --- change feed -----------------------------------------------------------------------------
+
+// parseModifiedSince accepts RFC 1123 with any zone name (Go sends UTC, JS sends GMT).
+func parseModifiedSince(v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC1123, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC1123Z, v); err == nil {
+		return t, nil
+	}
+	return http.ParseTime(v)
+}
+
+func pageSize(r *http.Request) (int, error) {
+	v := r.Header.Get(hdrMaxItemCount)
+	if v == "" {
+		return defaultPageSize, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, badRequest("invalid %s %q", hdrMaxItemCount, v)
+	}
+	if n <= 0 {
+		return defaultPageSize, nil
+	}
+	return min(n, maxPageSize), nil
+}
+
+func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, coll string) {
+	if aim := r.Header.Get(hdrAIM); !strings.EqualFold(aim, "Incremental Feed") {
+		e.fail(w, badRequest("change feed mode %q is not supported; only latest version (A-IM: Incremental Feed) is", aim))
+		return
+	}
+	var req feedRequest
+	var err error
+	if req.Max, err = pageSize(r); err != nil {
+		e.fail(w, err)
+		return
+	}
+	req.RangeID = r.Header.Get(hdrRangeID)
+	if comps, ok, err := headerPK(r); err != nil {
+		e.fail(w, err)
+		return
+	} else if ok {
+		req.PK, req.PKEPK = epk.Canonical(comps), epk.HashV2(comps)
+	}
+	req.StartEPK, req.EndEPK = r.Header.Get(hdrStartEPK), r.Header.Get(hdrEndEPK)
+	switch inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm {
+	case "":
+		if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+			t, err := parseModifiedSince(ims)
+			if err != nil {
+				e.fail(w, badRequest("invalid If-Modified-Since %q", ims))
+				return
+			}
+			req.ModifiedSince = t
+		}
+	case "*":
+		req.Now = true
+	default:
+		n, err := strconv.ParseUint(strings.Trim(inm, `"`), 10, 64)
+		if err != nil {
+			e.fail(w, badRequest("invalid change-feed continuation %q in If-None-Match", inm))
+			return
+		}
+		req.Since = n
+	}
+	page, err := e.store.changeFeed(db, coll, req)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set("etag", `"`+strconv.FormatUint(page.Etag, 10)+`"`)
+	h.Set(hdrSession, page.RangeID+":-1#"+strconv.FormatUint(page.Current, 10))
+	h.Set("lsn", strconv.FormatUint(page.Current, 10))
+	h.Set(hdrRangeID, page.RangeID)
+	h.Set(hdrItemCount, strconv.Itoa(len(page.Docs)))
+	h.Set(hdrContentPath, page.CollRID)
+	if len(page.Docs) == 0 {
+		h.Set(hdrCharge, formatCharge(chargeFeedEmpty))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, chargeFeedPage+chargePerDocRead*float64(len(page.Docs)), documentsBody(page.CollRID, page.Docs))
+}
+
+// documentsBody renders {"_rid":..., "Documents":[...], "_count":n} without re-encoding docs.
+func documentsBody(rid string, docs [][]byte) []byte {
+	return listBody(rid, "Documents", docs)
+}
+
+func listBody(rid, field string, docs [][]byte) []byte {
+	n := 64
+	for _, d := range docs {
+		n += len(d) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"_rid":`...)
+	b = strconv.AppendQuote(b, rid)
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	b = append(b, `":[`...)
+	for i, d := range docs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, d...)
+	}
+	b = append(b, `],"_count":`...)
+	b = strconv.AppendInt(b, int64(len(docs)), 10)
+	return append(b, '}')
+}
