@@ -144,6 +144,12 @@ func lexString(s string) (string, int, error) {
 		if c == quote {
 			return b.String(), i + 1, nil
 		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			b.WriteRune(r) // invalid UTF-8 becomes U+FFFD, as in JSON
+			i += size
+			continue
+		}
 		if c != '\\' {
 			b.WriteByte(c)
 			i++
