@@ -107,7 +107,8 @@ func (t *Table) renderTTY(w io.Writer) error {
 		headers[i] = st.Header.Render(strings.ToUpper(h))
 	}
 	widths := t.columnWidths()
-	tbl := tablewriter.NewTable(w,
+	var buf strings.Builder
+	tbl := tablewriter.NewTable(&buf,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders: tw.BorderNone,
 			Symbols: tw.NewSymbols(tw.StyleNone),
@@ -145,7 +146,14 @@ func (t *Table) renderTTY(w io.Writer) error {
 	if err := tbl.Render(); err != nil {
 		return fmt.Errorf("render table: %w", err)
 	}
-	return nil
+	// Cells are padded on the right; a line never ends in spaces.
+	var out strings.Builder
+	for line := range strings.Lines(buf.String()) {
+		out.WriteString(strings.TrimRight(line, " \n"))
+		out.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
 }
 
 // columnWidths returns maximum widths for truncatable columns so the table fits the terminal:
