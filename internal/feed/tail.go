@@ -1,0 +1,621 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Tail defaults, applied to zero fields of TailOptions.
+const (
+	DefaultTailPoll        = time.Second
+	DefaultTailConcurrency = 8
+	DefaultTailSaveEvery   = 10 * time.Second
+)
+
+// TailStateVersion is the version written in TailState.Version.
+const TailStateVersion = 1
+
+// Change is one changed item as the tail driver delivers it: the raw item plus the envelope
+// facts of --envelope.
+type Change struct {
+	// Item is the document exactly as the feed returned it.
+	Item json.RawMessage
+	// PartitionID is the physical partition it was read from ("" for a partition-key tail).
+	PartitionID string
+	// Range is the EPK range being tailed that holds it.
+	Range Range
+	// LSN is the item's _lsn (0 if absent).
+	LSN int64
+	// TS is the item's _ts (zero if absent).
+	TS time.Time
+}
+
+// RangeState is where one tailed range resumes.
+type RangeState struct {
+	// PartitionID is the physical partition read for the range ("" for a partition-key tail).
+	PartitionID string `json:"partition"`
+	// Range is the EPK range tailed.
+	Range Range `json:"range"`
+	// Continuation is the raw continuation after the last delivered change.
+	Continuation string `json:"continuation,omitempty"`
+	// Start is the start position ("now", "beginning" or an RFC 3339 time) when the range has
+	// no continuation yet.
+	Start string `json:"start,omitempty"`
+}
+
+// TailState is the JSON-serialisable position of a tail: one entry per range. Resuming from it
+// re-delivers nothing and loses nothing, across splits too.
+type TailState struct {
+	Version      int             `json:"version"`
+	PartitionKey json.RawMessage `json:"partitionKey,omitempty"`
+	Ranges       []RangeState    `json:"ranges"`
+}
+
+// TailStatus is reported through TailOptions.OnStatus when it changes.
+type TailStatus struct {
+	// Ranges is the number of ranges tailed, CaughtUp how many of them are caught up.
+	Ranges, CaughtUp int
+	// Items is the number of changes delivered so far.
+	Items int64
+}
+
+// Stop reasons of a tail, in TailSummary.Reason.
+const (
+	TailStopCaughtUp    = "caught-up"
+	TailStopMaxItems    = "max-items"
+	TailStopUntil       = "until"
+	TailStopInterrupted = "interrupted"
+	TailStopError       = "error"
+)
+
+// TailSummary describes a finished tail.
+type TailSummary struct {
+	Items         int64
+	Pages         int
+	RequestCharge float64
+	Splits        int
+	// Ranges and CaughtUp are the final range counts.
+	Ranges, CaughtUp int
+	// Reason is one of the TailStop* constants.
+	Reason string
+	// State is the final position, the same value given to the last SaveState.
+	State TailState
+}
+
+// TailOptions configures Tail. Zero fields take the documented defaults.
+type TailOptions struct {
+	// Start is where ranges start (default now); ignored when State is set.
+	Start StartFrom
+	// Until, when set, ends each range at its first change with a _ts after Until, or when it is
+	// caught up and the clock has passed Until.
+	Until time.Time
+	// ExitAtEnd ends the tail once every range has been caught up.
+	ExitAtEnd bool
+	// MaxItems ends the tail after that many changes (0: no limit).
+	MaxItems int64
+	// PartitionKey scopes the tail to one logical partition (JSON array form).
+	PartitionKey json.RawMessage
+	// Range restricts the tail to the partitions overlapping it, each cut to the range.
+	Range *Range
+	// Poll is the wait after an empty page (default 1s).
+	Poll time.Duration
+	// PageSize is the maximum items per read (0: the service default).
+	PageSize int
+	// State resumes a previous tail; Start, Range and PartitionKey are then taken from it.
+	State *TailState
+	// Concurrency bounds the reads in flight at once (default 8); every range is read.
+	Concurrency int
+	// SaveState, when set, is called every SaveEvery (default 10s) and once on exit with the
+	// current state. An error ends the tail.
+	SaveState func(TailState) error
+	SaveEvery time.Duration
+	// OnStatus, when set, is called (serialised, under the driver's lock: keep it short) when the
+	// number of ranges or of caught-up ranges changes.
+	OnStatus func(TailStatus)
+	// Now is the clock (default time.Now); Reader carries the sleep, backoff and logger.
+	Now    func() time.Time
+	Reader ReaderOptions
+	Logger *slog.Logger
+}
+
+// Validate reports contradictory options.
+func (o *TailOptions) Validate() error {
+	if o.Range != nil && len(o.PartitionKey) > 0 {
+		return errors.New("a range and a partition key cannot both be set")
+	}
+	if o.MaxItems < 0 {
+		return errors.New("max items must not be negative")
+	}
+	if o.State != nil {
+		if o.State.Version != TailStateVersion {
+			return fmt.Errorf("tail state version %d is not supported", o.State.Version)
+		}
+		if len(o.State.Ranges) == 0 {
+			return errors.New("tail state has no ranges")
+		}
+		if len(o.PartitionKey) > 0 && !bytes.Equal(o.PartitionKey, o.State.PartitionKey) {
+			return errors.New("the partition key differs from the tail state's")
+		}
+	}
+	return nil
+}
+
+func (o *TailOptions) setDefaults() {
+	if o.Poll == 0 {
+		o.Poll = DefaultTailPoll
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultTailConcurrency
+	}
+	if o.SaveEvery <= 0 {
+		o.SaveEvery = DefaultTailSaveEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Reader.Poll == 0 {
+		o.Reader.Poll = o.Poll
+	}
+	if o.Reader.Logger == nil {
+		o.Reader.Logger = o.Logger
+	}
+}
+
+// Tail reads every partition of src (or the selected range or partition key) in parallel and
+// calls emit for each change, one call at a time. It follows splits (a gone partition is replaced
+// by its children, which start at the parent's position) and stops when ctx ends, after
+// MaxItems changes, when every range passed Until, or with ExitAtEnd when every range was caught
+// up. An emit error ends the tail and is returned. The returned summary is always filled in; on
+// a normal stop the error is nil, on interruption it is ctx.Err().
+func Tail(ctx context.Context, src Source, opts TailOptions, emit func(Change) error) (TailSummary, error) {
+	if err := opts.Validate(); err != nil {
+		return TailSummary{}, err
+	}
+	opts.setDefaults()
+	t := &tailRun{
+		opts:  opts,
+		src:   &limitedSource{Source: src, sem: make(chan struct{}, opts.Concurrency)},
+		emit:  emit,
+		pk:    opts.PartitionKey,
+		state: make(map[int]*tailRange),
+	}
+	if opts.State != nil {
+		t.pk = opts.State.PartitionKey
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t.cancel = cancel
+
+	initial, err := t.initialRanges(ctx)
+	if err != nil {
+		return TailSummary{Reason: TailStopError}, err
+	}
+	g, gctx := errgroup.WithContext(runCtx)
+	t.mu.Lock()
+	for _, tr := range initial {
+		t.add(tr)
+	}
+	t.status()
+	t.mu.Unlock()
+	for _, tr := range initial {
+		g.Go(func() error { return t.runRange(gctx, g, tr) })
+	}
+
+	saverDone := make(chan struct{})
+	var saverWG sync.WaitGroup
+	if opts.SaveState != nil {
+		saverWG.Go(func() { t.saveLoop(gctx, saverDone) })
+	}
+	err = g.Wait()
+	close(saverDone)
+	saverWG.Wait()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sum := t.sum
+	sum.Ranges, sum.CaughtUp = len(t.state), t.caught
+	sum.State = t.snapshot()
+	switch {
+	case err != nil:
+		sum.Reason = TailStopError
+	case t.saveErr != nil:
+		sum.Reason, err = TailStopError, t.saveErr
+	case t.reason != "":
+		sum.Reason = t.reason
+	case ctx.Err() != nil:
+		sum.Reason, err = TailStopInterrupted, ctx.Err()
+	case opts.ExitAtEnd:
+		sum.Reason = TailStopCaughtUp
+	default:
+		sum.Reason = TailStopUntil
+	}
+	if opts.SaveState != nil {
+		if serr := opts.SaveState(sum.State); serr != nil && err == nil {
+			sum.Reason, err = TailStopError, fmt.Errorf("save tail state: %w", serr)
+		}
+	}
+	return sum, err
+}
+
+// tailRange is one range being tailed.
+type tailRange struct {
+	id        int
+	partition string
+	rng       Range // the range tailed
+	whole     bool  // rng is the partition's whole range: send no EPK restriction
+	pos       StartFrom
+	caughtUp  bool
+	done      bool // finished by Until or ExitAtEnd
+}
+
+type tailRun struct {
+	opts   TailOptions
+	src    Source
+	emit   func(Change) error
+	pk     json.RawMessage
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	state   map[int]*tailRange // live ranges (finished ones included) by id
+	nextID  int
+	caught  int
+	sum     TailSummary
+	reason  string // why the driver stopped everything, "" if it did not
+	saveErr error
+}
+
+func (t *tailRun) initialRanges(ctx context.Context) ([]*tailRange, error) {
+	if st := t.opts.State; st != nil {
+		parts, err := t.src.Partitions(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list partitions: %w", err)
+		}
+		var out []*tailRange
+		for _, rs := range st.Ranges {
+			pos, err := rangeStatePosition(rs, t.opts.Now())
+			if err != nil {
+				return nil, err
+			}
+			tr := &tailRange{partition: rs.PartitionID, rng: rs.Range, pos: pos}
+			for _, p := range parts {
+				if p.ID == rs.PartitionID && p.Range == rs.Range {
+					tr.whole = true
+				}
+			}
+			out = append(out, tr)
+		}
+		return out, nil
+	}
+	start := t.opts.Start
+	if len(t.pk) > 0 {
+		return []*tailRange{{rng: leases.FullRange, whole: true, pos: start}}, nil
+	}
+	parts, err := t.src.Partitions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	want := leases.FullRange
+	if t.opts.Range != nil {
+		want = *t.opts.Range
+	}
+	var out []*tailRange
+	for _, p := range parts {
+		r, ok := intersect(p.Range, want)
+		if !ok {
+			continue
+		}
+		out = append(out, &tailRange{partition: p.ID, rng: r, whole: r == p.Range, pos: start})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no partition overlaps range %s", want)
+	}
+	return out, nil
+}
+
+func rangeStatePosition(rs RangeState, now time.Time) (StartFrom, error) {
+	if rs.Continuation != "" {
+		return StartFrom{Kind: StartContinuation, Continuation: rs.Continuation}, nil
+	}
+	s, err := ParseStart(rs.Start, now)
+	if err != nil {
+		return StartFrom{}, fmt.Errorf("tail state range %s: %w", rs.Range, err)
+	}
+	return s, nil
+}
+
+// add registers a range. Callers hold t.mu.
+func (t *tailRun) add(tr *tailRange) {
+	tr.id = t.nextID
+	t.nextID++
+	t.state[tr.id] = tr
+}
+
+// status reports the counts. Callers hold t.mu.
+func (t *tailRun) status() {
+	if t.opts.OnStatus != nil {
+		t.opts.OnStatus(TailStatus{Ranges: len(t.state), CaughtUp: t.caught, Items: t.sum.Items})
+	}
+}
+
+// stopAll ends the whole tail for reason. Callers hold t.mu.
+func (t *tailRun) stopAll(reason string) {
+	if t.reason == "" {
+		t.reason = reason
+	}
+	t.cancel(errors.New("tail stopped: " + reason))
+}
+
+func (t *tailRun) runRange(ctx context.Context, g *errgroup.Group, tr *tailRange) error {
+	req := ReadRequest{PartitionID: tr.partition, Start: tr.pos, MaxItems: t.opts.PageSize, PartitionKey: t.pk}
+	if !tr.whole {
+		req.Range = tr.rng
+	}
+	r := NewReader(t.src, req, t.opts.Reader)
+	for {
+		before := r.Position()
+		page, err := r.Next(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case IsRangeGone(err):
+			return t.split(ctx, g, tr)
+		case err != nil:
+			return fmt.Errorf("tail range %s: %w", tr.rng, err)
+		}
+		done, err := t.deliver(tr, before, page)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// deliver emits a page's changes and moves the range's position. It reports whether the range
+// is finished.
+func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reason != "" {
+		return true, nil
+	}
+	t.sum.Pages++
+	t.sum.RequestCharge += page.RequestCharge
+	until := t.opts.Until
+	for i, raw := range page.Items {
+		lsn, ts := changeMeta(raw)
+		if !until.IsZero() && !ts.IsZero() && ts.After(until) {
+			tr.pos = resumeBefore(page.Items, i, before)
+			t.finishUntil(tr)
+			return true, nil
+		}
+		if err := t.emit(Change{Item: raw, PartitionID: tr.partition, Range: tr.rng, LSN: lsn, TS: ts}); err != nil {
+			tr.pos = resumeBefore(page.Items, i, before)
+			return true, err
+		}
+		t.sum.Items++
+		if t.opts.MaxItems > 0 && t.sum.Items >= t.opts.MaxItems {
+			if i == len(page.Items)-1 {
+				tr.pos = continuationAfter(page, before)
+			} else {
+				tr.pos = resumeBefore(page.Items, i+1, before)
+			}
+			t.stopAll(TailStopMaxItems)
+			return true, nil
+		}
+	}
+	tr.pos = continuationAfter(page, before)
+	if len(page.Items) > 0 {
+		if tr.caughtUp {
+			tr.caughtUp = false
+			t.caught--
+			t.status()
+		}
+		return false, nil
+	}
+	if !tr.caughtUp {
+		tr.caughtUp = true
+		t.caught++
+		t.status()
+	}
+	if !until.IsZero() && !t.opts.Now().Before(until) {
+		t.finishUntil(tr)
+		return true, nil
+	}
+	if t.opts.ExitAtEnd {
+		tr.done = true
+	}
+	return tr.done, nil
+}
+
+// finishUntil marks a range as finished by Until and stops the tail once every range is
+// finished. Callers hold t.mu.
+func (t *tailRun) finishUntil(tr *tailRange) {
+	tr.done = true
+	for _, o := range t.state {
+		if !o.done {
+			return
+		}
+	}
+	t.stopAll(TailStopUntil)
+}
+
+// continuationAfter is the position after a whole page.
+func continuationAfter(page Page, before StartFrom) StartFrom {
+	if page.Continuation == "" {
+		return before
+	}
+	return StartFrom{Kind: StartContinuation, Continuation: page.Continuation}
+}
+
+// resumeBefore is the position that re-reads items[i] and what follows it: just before its LSN.
+// Without a usable LSN it falls back to the page's start, re-delivering rather than losing.
+func resumeBefore(items []json.RawMessage, i int, before StartFrom) StartFrom {
+	lsn, _ := changeMeta(items[i])
+	if lsn <= 0 {
+		return before
+	}
+	return StartFrom{Kind: StartContinuation, Continuation: LSNContinuation(lsn - 1)}
+}
+
+// split replaces a gone range by the partitions now covering it, each starting at the gone
+// range's position.
+func (t *tailRun) split(ctx context.Context, g *errgroup.Group, tr *tailRange) error {
+	parts, err := t.src.Partitions(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("list partitions after split of %s: %w", tr.partition, err)
+	}
+	var children []*tailRange
+	for _, p := range parts {
+		if p.ID == tr.partition {
+			continue
+		}
+		if r, ok := intersect(p.Range, tr.rng); ok {
+			children = append(children, &tailRange{partition: p.ID, rng: r, whole: r == p.Range, pos: tr.pos})
+		}
+	}
+	if len(children) == 0 {
+		return fmt.Errorf("partition %s is gone and no partition covers range %s", tr.partition, tr.rng)
+	}
+	t.mu.Lock()
+	if t.reason != "" {
+		t.mu.Unlock()
+		return nil
+	}
+	delete(t.state, tr.id)
+	if tr.caughtUp {
+		t.caught--
+	}
+	for _, c := range children {
+		t.add(c)
+	}
+	t.sum.Splits++
+	t.opts.Logger.Info("partition split", "partition", tr.partition, "range", tr.rng.String(), "children", len(children))
+	t.status()
+	t.mu.Unlock()
+	for _, c := range children {
+		g.Go(func() error { return t.runRange(ctx, g, c) })
+	}
+	return nil
+}
+
+func (t *tailRun) saveLoop(ctx context.Context, done <-chan struct{}) {
+	tick := time.NewTicker(t.opts.SaveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.mu.Lock()
+		st := t.snapshot()
+		t.mu.Unlock()
+		if err := t.opts.SaveState(st); err != nil {
+			t.mu.Lock()
+			t.saveErr = fmt.Errorf("save tail state: %w", err)
+			t.cancel(t.saveErr)
+			t.mu.Unlock()
+			return
+		}
+	}
+}
+
+// snapshot is the current state, ranges in key order. Callers hold t.mu.
+func (t *tailRun) snapshot() TailState {
+	st := TailState{Version: TailStateVersion, PartitionKey: t.pk, Ranges: []RangeState{}}
+	for _, tr := range t.state {
+		rs := RangeState{PartitionID: tr.partition, Range: tr.rng}
+		if tr.pos.Kind == StartContinuation {
+			rs.Continuation = tr.pos.Continuation
+		} else {
+			rs.Start = FormatStart(tr.pos)
+		}
+		st.Ranges = append(st.Ranges, rs)
+	}
+	slices.SortFunc(st.Ranges, func(a, b RangeState) int {
+		if c := leases.CompareEPK(a.Range.Min, b.Range.Min); c != 0 {
+			return c
+		}
+		return leases.CompareEPK(a.Range.Max, b.Range.Max)
+	})
+	return st
+}
+
+// intersect returns the overlap of two EPK ranges ("" as Max means the top).
+func intersect(a, b Range) (Range, bool) {
+	top := func(s string) string {
+		if s == "" {
+			return "FF"
+		}
+		return s
+	}
+	r := Range{Min: a.Min, Max: top(a.Max)}
+	if leases.CompareEPK(b.Min, r.Min) > 0 {
+		r.Min = b.Min
+	}
+	if leases.CompareEPK(top(b.Max), r.Max) < 0 {
+		r.Max = top(b.Max)
+	}
+	return r, leases.CompareEPK(r.Min, r.Max) < 0
+}
+
+// changeMeta reads an item's _lsn and _ts without keeping the decode; numbers or numeric
+// strings are accepted, the key case-insensitively.
+func changeMeta(raw json.RawMessage) (int64, time.Time) {
+	var v struct {
+		LSN json.RawMessage `json:"_lsn"`
+		TS  json.RawMessage `json:"_ts"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return 0, time.Time{}
+	}
+	var ts time.Time
+	if n := jsonInt(v.TS); n > 0 {
+		ts = time.Unix(n, 0).UTC()
+	}
+	return jsonInt(v.LSN), ts
+}
+
+func jsonInt(raw json.RawMessage) int64 {
+	s := string(bytes.Trim(bytes.TrimSpace(raw), `"`))
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// limitedSource bounds the reads in flight.
+type limitedSource struct {
+	Source
+	sem chan struct{}
+}
+
+func (l *limitedSource) ReadPage(ctx context.Context, req ReadRequest) (Page, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return Page{}, ctx.Err()
+	}
+	defer func() { <-l.sem }()
+	return l.Source.ReadPage(ctx, req)
+}
