@@ -12,6 +12,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Undefined marks an absent partition-key component: the document has no
@@ -148,9 +149,10 @@ func Equal(a, b []any) bool {
 // Canonical returns a canonical JSON array for the key, usable as a storage
 // key: Equal keys give the same string and different keys different strings.
 // Undefined is written as {}, so the result parses back with ParseHeader.
-// NaN and infinities, which JSON cannot carry, are written as the bare tokens
-// NaN, +Inf and -Inf; strings are written as encoding/json writes them, so
-// invalid UTF-8 bytes become U+FFFD.
+// Two departures from JSON keep it injective for keys JSON cannot carry:
+// bytes of invalid UTF-8 in strings are written as \xXX (the Go escape
+// ParseHeader accepts), and NaN and infinities as the bare tokens NaN, +Inf
+// and -Inf.
 func Canonical(components []any) string {
 	var sb strings.Builder
 	sb.WriteByte('[')
@@ -176,14 +178,48 @@ func Canonical(components []any) string {
 				sb.Write(b)
 			}
 		case string:
-			b, _ := json.Marshal(v) // cannot fail for strings
-			sb.Write(b)
+			writeString(&sb, v)
 		default:
 			sb.WriteString("{}")
 		}
 	}
 	sb.WriteByte(']')
 	return sb.String()
+}
+
+// writeString writes s as a JSON string literal, with invalid UTF-8 bytes as
+// \xXX.
+func writeString(sb *strings.Builder, s string) {
+	const hexDigits = "0123456789abcdef"
+	sb.WriteByte('"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			sb.WriteByte('\\')
+			sb.WriteByte(c)
+			i++
+		case c < 0x20:
+			sb.WriteString(`\u00`)
+			sb.WriteByte(hexDigits[c>>4])
+			sb.WriteByte(hexDigits[c&0xF])
+			i++
+		case c < utf8.RuneSelf:
+			sb.WriteByte(c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				sb.WriteString(`\x`)
+				sb.WriteByte(hexDigits[c>>4])
+				sb.WriteByte(hexDigits[c&0xF])
+			} else {
+				sb.WriteString(s[i : i+size])
+			}
+			i += size
+		}
+	}
+	sb.WriteByte('"')
 }
 
 // FromDocument extracts the partition-key components of doc for the
