@@ -65,7 +65,8 @@ var (
 // Verify checks r's master-key Authorization header
 // (type=master&ver=1.0&sig=..., URL-encoded) against the request's verb,
 // unescaped path and x-ms-date header, with key the Base64-decoded account
-// key. Only master-key tokens are accepted. The error wraps ErrMissing,
+// key. Only master-key tokens are accepted, and the date is not checked for
+// clock skew (a test emulator should not reject a slow clock). The error wraps ErrMissing,
 // ErrMalformed or ErrMismatch and describes what was signed, never the key or
 // the expected signature.
 func Verify(r *http.Request, key []byte) error {

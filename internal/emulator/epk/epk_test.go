@@ -148,3 +148,11 @@ func putLE(b []byte, v uint64) {
 		b[i] = byte(v >> (8 * i))
 	}
 }
+
+func BenchmarkHashV2(b *testing.B) {
+	b.ReportAllocs()
+	key := []any{"tenant-1", 42.0}
+	for b.Loop() {
+		HashV2(key)
+	}
+}

@@ -43,3 +43,18 @@ func FuzzParse(f *testing.F) {
 		q.Compare(doc, map[string]any{})
 	})
 }
+
+func BenchmarkMatch(b *testing.B) {
+	b.ReportAllocs()
+	q, err := Parse(`SELECT * FROM c WHERE STARTSWITH(c.id, @prefix) AND (c.owner = @o OR NOT IS_DEFINED(c.owner))`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc := map[string]any{"id": "cfp.lease.0", "owner": "host-a", "continuationToken": "\"42\""}
+	params := map[string]any{"@prefix": "cfp.", "@o": "host-b"}
+	for b.Loop() {
+		if _, err := q.Match(doc, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
