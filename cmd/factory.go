@@ -59,6 +59,19 @@ type globalOptions struct {
 	LogFormat        string
 	NoColor          bool
 	PreferredRegions []string
+
+	// sources says where each global flag's value came from: "flag", the environment
+	// variable's name, or "" for the default.
+	sources map[string]string
+}
+
+// source returns where the value of the global flag name came from: "flag", an environment
+// variable's name, or "default".
+func (g *globalOptions) source(name string) string {
+	if s := g.sources[name]; s != "" {
+		return s
+	}
+	return "default"
 }
 
 // Flag names and the environment variables behind them.
@@ -101,6 +114,12 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 // applyEnv fills the options the user did not set on the command line from the environment.
 // Invalid values from the environment are usage errors naming the variable.
 func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+	g.sources = map[string]string{}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			g.sources[f.Name] = "flag"
+		}
+	})
 	for _, fe := range globalEnv {
 		f := fs.Lookup(fe.flag)
 		if f == nil || f.Changed {
@@ -113,6 +132,10 @@ func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string) 
 		if err := f.Value.Set(v); err != nil {
 			return briefUsageErrorf("invalid %s %q: %w", fe.env, v, err)
 		}
+		g.sources[fe.flag] = fe.env
+	}
+	if g.sources["key-file"] == "" && g.sources["key"] == "" && strings.TrimSpace(getenv("COSMOS_KEY")) != "" {
+		g.sources["key"] = "COSMOS_KEY"
 	}
 	if getenv("NO_COLOR") != "" {
 		g.NoColor = true
@@ -248,10 +271,13 @@ func (f *factory) accountKey() (string, error) {
 	return key, nil
 }
 
-func connectionStringKey(cs string) string {
-	for _, part := range strings.Split(cs, ";") {
+func connectionStringKey(cs string) string { return connectionStringField(cs, "AccountKey") }
+
+// connectionStringField returns the value of name in an "A=...;B=...;" connection string.
+func connectionStringField(cs, name string) string {
+	for part := range strings.SplitSeq(cs, ";") {
 		k, v, ok := strings.Cut(part, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(k), "AccountKey") {
+		if ok && strings.EqualFold(strings.TrimSpace(k), name) {
 			return strings.TrimSpace(v)
 		}
 	}

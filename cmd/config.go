@@ -1,0 +1,130 @@
+package cmd
+
+import (
+	"context"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+func init() { registerCommand("", newConfigCmd) }
+
+type configOptions struct {
+	f *factory
+}
+
+// configView is the JSON of `cfp config -o json`, a public contract (docs/scripting.md). It
+// never holds a key: KeySource says where the key comes from.
+type configView struct {
+	Account          string   `json:"account"`
+	Endpoint         string   `json:"endpoint,omitempty"`
+	LocalDir         string   `json:"localDir,omitempty"`
+	Auth             string   `json:"auth,omitempty"`
+	KeySource        string   `json:"keySource,omitempty"`
+	PreferredRegions []string `json:"preferredRegions,omitempty"`
+	Database         string   `json:"database,omitempty"`
+	Container        string   `json:"container,omitempty"`
+	LeaseDatabase    string   `json:"leaseDatabase,omitempty"`
+	LeaseContainer   string   `json:"leaseContainer"`
+	Processor        string   `json:"processor,omitempty"`
+	LeaseIDPrefix    string   `json:"leaseIdPrefix,omitempty"`
+}
+
+func newConfigCmd(f *factory) *cobra.Command {
+	opts := &configOptions{f: f}
+	return &cobra.Command{
+		Use:   "config",
+		Short: "Show the account, container and processor cfp would use",
+		Long: `Show the configuration cfp resolves from flags and the environment: which account
+(endpoint, connection string or local data directory), how it authenticates, where the key
+comes from (never the key itself), and the monitored container, lease container and
+processor. Each value says where it came from. Nothing is contacted.
+
+Use it to check a shell's COSMOS_* and CFP_* variables before running a command.`,
+		Example: `  cfp config
+  COSMOS_CONNECTION_STRING="AccountEndpoint=...;AccountKey=...;" cfp config -d shop -c orders
+  cfp config -o json --jq .endpoint`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runConfig(c.Context(), opts)
+		},
+	}
+}
+
+func runConfig(ctx context.Context, opts *configOptions) error {
+	f := opts.f
+	g := f.Global
+	acct, err := f.accountConfig()
+	if err != nil {
+		return err
+	}
+	v := configView{
+		Auth:             acct.Auth,
+		PreferredRegions: acct.PreferredRegions,
+		Database:         g.Database,
+		Container:        g.Container,
+		LeaseDatabase:    f.leaseDatabase(),
+		LeaseContainer:   g.LeaseContainer,
+		Processor:        g.Processor,
+		LeaseIDPrefix:    g.LeaseIDPrefix,
+	}
+	var accountSource string
+	switch {
+	case acct.LocalDir != "":
+		v.Account, v.LocalDir, accountSource = "local", acct.LocalDir, g.source("local")
+	case acct.ConnectionString != "":
+		v.Account, accountSource = "connection-string", g.source("connection-string")
+		v.Endpoint = connectionStringField(acct.ConnectionString, "AccountEndpoint")
+		v.KeySource = "connection string"
+	default:
+		v.Account, v.Endpoint, accountSource = "endpoint", acct.Endpoint, g.source("endpoint")
+		if acct.Key != "" {
+			switch {
+			case g.KeyFile != "":
+				v.KeySource = "--key-file " + g.KeyFile
+			case g.Key != "":
+				v.KeySource = "--key"
+			default:
+				v.KeySource = "COSMOS_KEY"
+			}
+		}
+	}
+
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	return p.Print(ctx, v, func(t *render.Table) {
+		*t = *render.NewTable(f.IO, "setting", "value", "source")
+		t.Row("account", v.Account, accountSource)
+		if v.LocalDir != "" {
+			t.Row("local dir", v.LocalDir, accountSource)
+		}
+		if v.Endpoint != "" {
+			t.Row("endpoint", v.Endpoint, accountSource)
+		}
+		if v.Auth != "" {
+			t.Row("auth", v.Auth, "")
+		}
+		if v.KeySource != "" {
+			t.Row("key", "(set)", v.KeySource)
+		}
+		if len(v.PreferredRegions) > 0 {
+			t.Row("preferred regions", strings.Join(v.PreferredRegions, ", "), g.source("preferred-regions"))
+		}
+		t.Row("database", v.Database, g.source("database"))
+		t.Row("container", v.Container, g.source("container"))
+		leaseDBSource := g.source("lease-database")
+		if g.LeaseDatabase == "" && v.LeaseDatabase != "" {
+			leaseDBSource = "--database"
+		}
+		t.Row("lease database", v.LeaseDatabase, leaseDBSource)
+		t.Row("lease container", v.LeaseContainer, g.source("lease-container"))
+		t.Row("processor", v.Processor, g.source("processor"))
+		if v.LeaseIDPrefix != "" {
+			t.Row("lease id prefix", v.LeaseIDPrefix, g.source("lease-id-prefix"))
+		}
+	})
+}
