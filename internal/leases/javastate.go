@@ -43,8 +43,8 @@ type JavaStartFrom struct {
 
 // JavaToken is one entry of a composite continuation: a raw ETag for a range.
 type JavaToken struct {
-	Token string
-	Range Range
+	Token string `json:"token"`
+	Range Range  `json:"range"`
 }
 
 // Java state property names (implementation/Constants.java).
@@ -77,7 +77,7 @@ func DecodeJavaState(s string) (*JavaState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode java state: base64: %w", err)
 	}
-	o, err := parseObject(raw)
+	o, err := parseExact(raw)
 	if err != nil {
 		return nil, fmt.Errorf("decode java state: %w", err)
 	}
@@ -85,7 +85,7 @@ func DecodeJavaState(s string) (*JavaState, error) {
 		return nil, errors.New("decode java state: not a ChangeFeedStateV1")
 	}
 	st := &JavaState{raw: o, urlSafe: urlSafe, unpadded: unpadded}
-	if v, ok := o.vals[jsV]; ok {
+	if v, ok := o.vals[jsV]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &st.V); err != nil {
 			return nil, fmt.Errorf("decode java state: V: %w", err)
 		}
@@ -93,44 +93,50 @@ func DecodeJavaState(s string) (*JavaState, error) {
 	st.Rid, _ = o.str(jsRid)
 	st.Mode, _ = o.str(jsMode)
 	if v, ok := o.vals[jsStartFrom]; ok && !isNull(v) {
-		var sf struct {
-			Type          string `json:"Type"`
-			PointInTimeMs *int64 `json:"PointInTimeMs"`
-			Etag          string `json:"Etag"`
-		}
-		if err := json.Unmarshal(v, &sf); err != nil {
+		sf, err := parseExact(v)
+		if err != nil {
 			return nil, fmt.Errorf("decode java state: StartFrom: %w", err)
 		}
-		st.StartFrom = JavaStartFrom{Type: sf.Type, ETag: sf.Etag}
-		if sf.PointInTimeMs != nil {
-			st.StartFrom.PointInTime = time.UnixMilli(*sf.PointInTimeMs).UTC()
+		st.StartFrom.Type, _ = sf.str("Type")
+		st.StartFrom.ETag, _ = sf.str("Etag")
+		if v, ok := sf.vals["PointInTimeMs"]; ok && !isNull(v) {
+			var ms int64
+			if err := json.Unmarshal(v, &ms); err != nil {
+				return nil, fmt.Errorf("decode java state: PointInTimeMs: %w", err)
+			}
+			st.StartFrom.PointInTime = time.UnixMilli(ms).UTC()
 		}
 	}
-	if v, ok := o.vals[jsRange]; ok && !isNull(v) {
-		if err := json.Unmarshal(v, &st.Range); err != nil {
-			return nil, fmt.Errorf("decode java state: Range: %w", err)
-		}
+	if st.Range, err = exactRange(o.vals[jsRange]); err != nil {
+		return nil, fmt.Errorf("decode java state: Range: %w", err)
 	}
 	if v, ok := o.vals[jsContinuation]; ok && !isNull(v) {
-		var c struct {
-			Continuation []struct {
-				Token *string `json:"token"`
-				Range Range   `json:"range"`
-			} `json:"Continuation"`
-			Range *Range `json:"Range"`
-		}
-		if err := json.Unmarshal(v, &c); err != nil {
+		c, err := parseExact(v)
+		if err != nil {
 			return nil, fmt.Errorf("decode java state: Continuation: %w", err)
 		}
-		for _, t := range c.Continuation {
-			tok := JavaToken{Range: t.Range}
-			if t.Token != nil {
-				tok.Token = *t.Token
+		var entries []json.RawMessage
+		if v, ok := c.vals[jsContinuation]; ok && !isNull(v) {
+			if err := json.Unmarshal(v, &entries); err != nil {
+				return nil, fmt.Errorf("decode java state: Continuation: %w", err)
+			}
+		}
+		for _, ev := range entries {
+			e, err := parseExact(ev)
+			if err != nil {
+				return nil, fmt.Errorf("decode java state: continuation entry: %w", err)
+			}
+			tok := JavaToken{}
+			tok.Token, _ = e.str("token")
+			if tok.Range, err = exactRange(e.vals["range"]); err != nil {
+				return nil, fmt.Errorf("decode java state: continuation range: %w", err)
 			}
 			st.Tokens = append(st.Tokens, tok)
 		}
-		if c.Range != nil {
-			st.Range = *c.Range
+		if r, err := exactRange(c.vals[jsRange]); err != nil {
+			return nil, fmt.Errorf("decode java state: Range: %w", err)
+		} else if c.has(jsRange) {
+			st.Range = r
 		}
 	}
 	return st, nil
@@ -178,7 +184,7 @@ func (st *JavaState) clone() *JavaState {
 func EncodeJavaState(st *JavaState) (string, error) {
 	o := st.raw.clone()
 	if o == nil {
-		o = newObject()
+		o = newExact()
 	}
 	if err := o.set(jsV, max(st.V, 1)); err != nil {
 		return "", err
@@ -192,9 +198,9 @@ func EncodeJavaState(st *JavaState) (string, error) {
 		}
 	}
 	if st.StartFrom.Type != "" {
-		sf := newObject()
+		sf := newExact()
 		if v, ok := o.vals[jsStartFrom]; ok {
-			if p, err := parseObject(v); err == nil {
+			if p, err := parseExact(v); err == nil {
 				sf = p
 			}
 		}
@@ -221,9 +227,9 @@ func EncodeJavaState(st *JavaState) (string, error) {
 			return "", err
 		}
 	} else {
-		c := newObject()
+		c := newExact()
 		if v, ok := o.vals[jsContinuation]; ok {
-			if p, err := parseObject(v); err == nil {
+			if p, err := parseExact(v); err == nil {
 				c = p
 			}
 		}
@@ -233,9 +239,9 @@ func EncodeJavaState(st *JavaState) (string, error) {
 		}
 		entries := make([]*object, len(st.Tokens))
 		for i, t := range st.Tokens {
-			e := newObject()
+			e := newExact()
 			if i < len(old) {
-				if p, err := parseObject(old[i]); err == nil {
+				if p, err := parseExact(old[i]); err == nil {
 					e = p
 				}
 			}
@@ -290,6 +296,20 @@ func NewJavaState(rid, mode string, rng Range, token string) *JavaState {
 	}
 	st := &JavaState{V: 1, Rid: rid, Mode: mode, StartFrom: JavaStartFrom{Type: "NOW"}, Range: rng}
 	return st.WithToken(token, rng)
+}
+
+// exactRange reads {"min":..,"max":..} with exact names; absent or null is the zero Range.
+func exactRange(v json.RawMessage) (Range, error) {
+	if isNull(v) {
+		return Range{}, nil
+	}
+	o, err := parseExact(v)
+	if err != nil {
+		return Range{}, err
+	}
+	min, _ := o.str("min")
+	max, _ := o.str("max")
+	return Range{Min: min, Max: max}, nil
 }
 
 func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }

@@ -477,13 +477,14 @@ func Encode(l *Lease) ([]byte, error) {
 }
 
 // javaContinuation is the ContinuationToken of a Java EPK lease: the original state re-encoded
-// with the lease's continuation, or null.
+// with the lease's continuation (without one, the state's StartFrom decides where Java starts),
+// or null for a lease that never had a state.
 func (l *Lease) javaContinuation() (any, error) {
-	if l.Continuation == "" {
-		return nil, nil
-	}
 	st := l.java
 	if st == nil {
+		if l.Continuation == "" {
+			return nil, nil
+		}
 		st = NewJavaState("", javaMode(l.Mode), l.Range, "")
 	}
 	if st.Token() == l.Continuation && l.raw != nil {

@@ -13,6 +13,9 @@ import (
 type object struct {
 	keys []string
 	vals map[string]json.RawMessage
+	// exact disables the case-insensitive fallback of lookup (Jackson, which reads Java states,
+	// matches names exactly).
+	exact bool
 }
 
 func newObject() *object { return &object{vals: map[string]json.RawMessage{}} }
@@ -47,7 +50,7 @@ func parseObject(b []byte) (*object, error) {
 	if _, err := dec.Token(); err != nil {
 		return nil, fmt.Errorf("parse json: %w", err)
 	}
-	if _, err := dec.Token(); err == nil {
+	if rest := b[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
 		return nil, errors.New("parse json: data after the object")
 	}
 	return o, nil
@@ -57,7 +60,7 @@ func (o *object) clone() *object {
 	if o == nil {
 		return nil
 	}
-	c := &object{keys: append([]string(nil), o.keys...), vals: make(map[string]json.RawMessage, len(o.vals))}
+	c := &object{keys: append([]string(nil), o.keys...), vals: make(map[string]json.RawMessage, len(o.vals)), exact: o.exact}
 	for k, v := range o.vals {
 		c.vals[k] = append(json.RawMessage(nil), v...)
 	}
@@ -74,6 +77,9 @@ func (o *object) has(k string) bool {
 func (o *object) lookup(name string) (string, json.RawMessage, bool) {
 	if v, ok := o.vals[name]; ok {
 		return name, v, true
+	}
+	if o.exact {
+		return "", nil, false
 	}
 	for _, k := range o.keys {
 		if strings.EqualFold(k, name) {
@@ -166,4 +172,21 @@ func nullableString(s string) any {
 		return nil
 	}
 	return s
+}
+
+// parseExact parses an object whose names match exactly (a Java state or part of one).
+func parseExact(b []byte) (*object, error) {
+	o, err := parseObject(b)
+	if err != nil {
+		return nil, err
+	}
+	o.exact = true
+	return o, nil
+}
+
+// newExact returns an empty object whose names match exactly.
+func newExact() *object {
+	o := newObject()
+	o.exact = true
+	return o
 }
