@@ -5,7 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // Exit codes of cfp; `cfp help exit-codes` documents them and scripts rely on them.
@@ -110,6 +115,10 @@ func exitCode(err error, interrupted bool) int {
 }
 
 func isAuthFailure(err error) bool {
+	var ae *cosmos.AuthError
+	if errors.As(err, &ae) {
+		return true
+	}
 	for _, e := range flatten(err) {
 		if a, ok := e.(AuthFailure); ok && a.AuthError() {
 			return true
@@ -118,7 +127,8 @@ func isAuthFailure(err error) bool {
 	return false
 }
 
-// hintOf returns the outermost hint in err's chain, or "".
+// hintOf returns the outermost hint in err's chain, else a hint for a cause cfp knows (auth,
+// not found, throttling, an unreachable endpoint), or "".
 func hintOf(err error) string {
 	for _, e := range flatten(err) {
 		if h, ok := e.(hinted); ok {
@@ -126,6 +136,19 @@ func hintOf(err error) string {
 				return s
 			}
 		}
+	}
+	var ae *cosmos.AuthError
+	var throttled *feed.ThrottledError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Hint
+	case errors.Is(err, leases.ErrNotFound):
+		return "check the names in -d/--database, -c/--container and --lease-container; 'cfp config' shows what cfp uses"
+	case errors.As(err, &throttled):
+		return "the account is throttling requests (HTTP 429): retry later or raise the container's throughput"
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return "check the endpoint and the network; for a local emulator, start 'cfp emulator' or use --local"
 	}
 	return ""
 }

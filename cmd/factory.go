@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -27,6 +29,12 @@ type factory struct {
 	Getenv func(string) string
 	// Now is the clock for ages and time specs.
 	Now func() time.Time
+	// Account opens the configured account on first use and returns the same account on
+	// later calls; MainWithIO closes it when the command returns. Tests may replace it.
+	Account func(ctx context.Context) (*cosmos.Account, error)
+
+	accountMu sync.Mutex
+	account   *cosmos.Account
 
 	queryOnce sync.Once
 	query     *render.Query
@@ -184,6 +192,53 @@ type accountConfig struct {
 	Auth             string
 	LocalDir         string
 	PreferredRegions []string
+}
+
+// openAccount is the default factory.Account: it resolves the configuration and opens the
+// account once.
+func (f *factory) openAccount(ctx context.Context) (*cosmos.Account, error) {
+	f.accountMu.Lock()
+	defer f.accountMu.Unlock()
+	if f.account != nil {
+		return f.account, nil
+	}
+	cfg, err := f.accountConfig()
+	if err != nil {
+		return nil, err
+	}
+	acct, err := cosmos.Open(ctx, cosmos.Config{
+		Endpoint:         cfg.Endpoint,
+		Key:              cfg.Key,
+		ConnectionString: cfg.ConnectionString,
+		Auth:             cfg.Auth,
+		LocalDir:         cfg.LocalDir,
+		PreferredRegions: cfg.PreferredRegions,
+		Logger:           f.Log,
+	})
+	if err != nil {
+		if errors.Is(err, cosmos.ErrNoAccount) {
+			return nil, &UsageError{Err: errNoAccount, Brief: true}
+		}
+		var locked *emulator.LockedError
+		if errors.As(err, &locked) {
+			return nil, withHint(err, "stop the other cfp, or serve the directory with `cfp emulator --data "+locked.Dir+"` and connect with --endpoint")
+		}
+		return nil, err
+	}
+	f.account = acct
+	return acct, nil
+}
+
+// closeAccount closes the account if one was opened.
+func (f *factory) closeAccount() error {
+	f.accountMu.Lock()
+	defer f.accountMu.Unlock()
+	if f.account == nil {
+		return nil
+	}
+	err := f.account.Close()
+	f.account = nil
+	return err
 }
 
 // errNoAccount is the one-line usage error for a run with no account configured.

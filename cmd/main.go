@@ -47,6 +47,7 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 		Now:    time.Now,
 	}
 	f.Log = f.newLogger()
+	f.Account = f.openAccount
 
 	root := newRootCmd(f)
 	root.SetArgs(args)
@@ -56,6 +57,9 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 
 	c, err := root.ExecuteContextC(ctx)
 	interrupted := ctx.Err() != nil
+	if cerr := f.closeAccount(); cerr != nil && err == nil {
+		err = fmt.Errorf("close account: %w", cerr)
+	}
 	err = asUsageError(err)
 	printError(ios.ErrOut, err, f.redact)
 
