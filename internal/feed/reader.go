@@ -113,6 +113,23 @@ func (r *Reader) Next(ctx context.Context) (Page, error) {
 		}
 	}
 	r.waitNow = false
+	for {
+		before := r.req.Start
+		page, err := r.readOnce(ctx)
+		if err != nil {
+			return Page{}, err
+		}
+		if len(page.Items) == 0 && filteredGap(before, page) {
+			// The service skipped changes outside our sub-range or key but has more to scan.
+			continue
+		}
+		r.waitNow = len(page.Items) == 0
+		return page, nil
+	}
+}
+
+// readOnce reads exactly one page, retrying throttled reads, and moves the position past it.
+func (r *Reader) readOnce(ctx context.Context) (Page, error) {
 	throttles := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -122,6 +139,10 @@ func (r *Reader) Next(ctx context.Context) (Page, error) {
 		var th *ThrottledError
 		switch {
 		case err == nil:
+			if page.Continuation != "" {
+				r.req.Start = StartFrom{Kind: StartContinuation, Continuation: page.Continuation}
+			}
+			return page, nil
 		case errors.As(err, &th):
 			throttles++
 			if r.opts.MaxThrottleRetries > 0 && throttles > r.opts.MaxThrottleRetries {
@@ -132,7 +153,6 @@ func (r *Reader) Next(ctx context.Context) (Page, error) {
 			if err := r.opts.Sleep(ctx, d); err != nil {
 				return Page{}, err
 			}
-			continue
 		case IsRangeGone(err):
 			return Page{}, err
 		case ctx.Err() != nil:
@@ -140,17 +160,6 @@ func (r *Reader) Next(ctx context.Context) (Page, error) {
 		default:
 			return Page{}, fmt.Errorf("read %s: %w", r.describe(), err)
 		}
-		throttles = 0
-		before := r.req.Start
-		if page.Continuation != "" {
-			r.req.Start = StartFrom{Kind: StartContinuation, Continuation: page.Continuation}
-		}
-		if len(page.Items) == 0 && filteredGap(before, page) {
-			// The service skipped changes outside our sub-range or key but has more to scan.
-			continue
-		}
-		r.waitNow = len(page.Items) == 0
-		return page, nil
 	}
 }
 

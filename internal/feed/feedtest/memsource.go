@@ -265,7 +265,8 @@ func (m *MemSource) Reads() int {
 	return m.reads
 }
 
-// ReadPage reads one page. Scope: the named partition (or, with only PartitionKey set, the
+// ReadPage reads one page. A partition id that is gone or never existed fails with
+// *feed.RangeGoneError, as the service answers 410/1002 for ids missing from its routing map. Scope: the named partition (or, with only PartitionKey set, the
 // partition holding that key), further restricted to req.Range and req.PartitionKey. Start:
 // a continuation returns items with a greater LSN, beginning returns all, now returns none but
 // the current position, a time returns items whose _ts is at or after it (whole seconds).
@@ -295,10 +296,7 @@ func (m *MemSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	switch {
 	case req.PartitionID != "":
 		p = m.parts[req.PartitionID]
-		if p == nil {
-			return feed.Page{}, fmt.Errorf("partition %s: %w", req.PartitionID, feed.ErrNotFound)
-		}
-		if p.gone {
+		if p == nil || p.gone {
 			return feed.Page{}, &feed.RangeGoneError{PartitionID: req.PartitionID}
 		}
 	case hasPK:

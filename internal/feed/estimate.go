@@ -1,0 +1,251 @@
+package feed
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Estimator defaults, applied to zero fields of EstimateOptions.
+const (
+	DefaultEstimateConcurrency = 16
+	DefaultLeaseExpiration     = 60 * time.Second
+)
+
+// Why a lease's lag is the sentinel 1 rather than a measured number (LeaseLag.Sentinel).
+const (
+	SentinelNoContinuation  = "no-continuation"
+	SentinelRangeGone       = "range-gone"
+	SentinelSpansPartitions = "spans-partitions"
+	SentinelMissingLSN      = "missing-lsn"
+)
+
+// EstimateOptions configures Estimate. Zero fields take the documented defaults.
+type EstimateOptions struct {
+	// Concurrency bounds the reads in flight (default 16).
+	Concurrency int
+	// Expiration is the lease expiration interval that decides STATE (default 60s).
+	Expiration time.Duration
+	// ReadFromBeginning reads leases without a continuation from the beginning (older .NET and
+	// Java PK-range estimators) instead of reporting the sentinel 1 (.NET >= 3.62.0, default).
+	ReadFromBeginning bool
+	// Partitions, when set, is the container's partition list; otherwise Estimate lists them.
+	Partitions []Partition
+	// Now is the clock (default time.Now); Reader carries throttling backoff and sleep
+	// (MaxThrottleRetries defaults to 3 here).
+	Now    func() time.Time
+	Reader ReaderOptions
+	Logger *slog.Logger
+}
+
+func (o *EstimateOptions) setDefaults() {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultEstimateConcurrency
+	}
+	if o.Expiration <= 0 {
+		o.Expiration = DefaultLeaseExpiration
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Reader.MaxThrottleRetries == 0 {
+		o.Reader.MaxThrottleRetries = 3
+	}
+	if o.Reader.Logger == nil {
+		o.Reader.Logger = o.Logger
+	}
+}
+
+// LeaseLag is the estimate for one lease.
+type LeaseLag struct {
+	// Lease is the lease estimated.
+	Lease *leases.Lease
+	// Token, Range, Owner and State describe the lease; Range is the partition's range for a
+	// PK-range lease without FeedRange, when the partition is live.
+	Token string
+	Range Range
+	Owner string
+	State string
+	// PartitionID is the partition read ("" when nothing was read).
+	PartitionID string
+	// Checkpoint is the lease's LSN; HasCheckpoint is false without a continuation.
+	Checkpoint    int64
+	HasCheckpoint bool
+	// Latest is the partition's LSN from the session token (0 when nothing was read).
+	Latest int64
+	// Lag is the .NET estimator's number, in LSNs.
+	Lag int64
+	// Sentinel says why Lag is the sentinel 1 ("" when it was measured).
+	Sentinel string
+	// OldestPending is the _ts of the oldest change not yet processed (zero when none or
+	// unknown); TimeLag is its age at Now.
+	OldestPending time.Time
+	TimeLag       time.Duration
+	// Age is how long ago the lease was last written (0 when its timestamp is unknown).
+	Age time.Duration
+	// RequestCharge is the RU cost of the read.
+	RequestCharge float64
+}
+
+// EstimateSummary totals an estimate.
+type EstimateSummary struct {
+	// TotalLag is the sum of the leases' lags, or 1 when there are no leases (the .NET push
+	// estimator's rule).
+	TotalLag int64
+	// Leases is the number of leases, Owned how many have a live owner, LiveOwners how many
+	// distinct instances own them.
+	Leases, Owned, LiveOwners int
+	// MaxTimeLag is the largest TimeLag.
+	MaxTimeLag time.Duration
+	// RequestCharge is the RU cost of every read.
+	RequestCharge float64
+}
+
+// Estimate computes each lease's lag the way the .NET pull estimator does (spec/leases.md §8.1,
+// §8.5): one read of at most one item from the lease's continuation, in parallel up to
+// Concurrency. A lease without a continuation, a gone partition, and an EPK range spanning
+// several partitions give the sentinel 1 without failing. Any other read error fails the
+// estimate, as in .NET. The results keep the order of ls.
+func Estimate(ctx context.Context, src Source, ls []*leases.Lease, opts EstimateOptions) ([]LeaseLag, EstimateSummary, error) {
+	opts.setDefaults()
+	parts := opts.Partitions
+	if parts == nil && len(ls) > 0 {
+		var err error
+		if parts, err = src.Partitions(ctx); err != nil {
+			return nil, EstimateSummary{}, fmt.Errorf("estimate: list partitions: %w", err)
+		}
+	}
+	now := opts.Now()
+	out := make([]LeaseLag, len(ls))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	for i, l := range ls {
+		g.Go(func() error {
+			ll, err := estimateLease(gctx, src, l, parts, now, opts)
+			if err != nil {
+				return fmt.Errorf("estimate lease %s: %w", l.Token, err)
+			}
+			out[i] = ll
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, EstimateSummary{}, err
+	}
+	return out, summarize(out), nil
+}
+
+func summarize(lags []LeaseLag) EstimateSummary {
+	s := EstimateSummary{Leases: len(lags)}
+	owners := map[string]bool{}
+	for _, l := range lags {
+		s.TotalLag += l.Lag
+		s.RequestCharge += l.RequestCharge
+		s.MaxTimeLag = max(s.MaxTimeLag, l.TimeLag)
+		if l.State == leases.StateOwned {
+			s.Owned++
+			owners[l.Owner] = true
+		}
+	}
+	s.LiveOwners = len(owners)
+	if len(lags) == 0 {
+		s.TotalLag = 1
+	}
+	return s
+}
+
+// estimateLease reads one lease.
+func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Partition, now time.Time, opts EstimateOptions) (LeaseLag, error) {
+	ll := LeaseLag{Lease: l, Token: l.Token, Range: l.Range, Owner: l.Owner, State: l.State(now, opts.Expiration)}
+	if !l.Timestamp.IsZero() {
+		ll.Age = max(0, now.Sub(l.Timestamp))
+	}
+	ll.Checkpoint, ll.HasCheckpoint = l.LSN()
+
+	req := ReadRequest{MaxItems: 1}
+	if isPKRangeLease(l) {
+		req.PartitionID = l.Token
+		for _, p := range parts {
+			if p.ID == l.Token && !l.HasRange() {
+				ll.Range = p.Range
+			}
+		}
+	} else {
+		var over []Partition
+		for _, p := range parts {
+			if _, ok := intersect(p.Range, l.Range); ok {
+				over = append(over, p)
+			}
+		}
+		switch len(over) {
+		case 0:
+			return sentinel(ll, SentinelRangeGone), nil
+		case 1:
+			req.PartitionID = over[0].ID
+			if r, _ := intersect(over[0].Range, l.Range); r != over[0].Range {
+				req.Range = r
+			}
+		default:
+			return sentinel(ll, SentinelSpansPartitions), nil
+		}
+	}
+
+	switch {
+	case l.Continuation != "":
+		req.Start = StartFrom{Kind: StartContinuation, Continuation: l.Continuation}
+	case opts.ReadFromBeginning:
+		req.Start = StartFrom{Kind: StartBeginning}
+	default:
+		return sentinel(ll, SentinelNoContinuation), nil
+	}
+
+	page, err := NewReader(src, req, opts.Reader).readOnce(ctx)
+	if IsRangeGone(err) {
+		return sentinel(ll, SentinelRangeGone), nil
+	}
+	if err != nil {
+		return LeaseLag{}, err
+	}
+	ll.PartitionID = req.PartitionID
+	ll.Latest = page.LatestLSN
+	ll.RequestCharge = page.RequestCharge
+	var first int64
+	if len(page.Items) > 0 {
+		var ts time.Time
+		first, ts = changeMeta(page.Items[0])
+		if !ts.IsZero() {
+			ll.OldestPending = ts
+			ll.TimeLag = max(0, now.Sub(ts))
+		}
+	}
+	ll.Lag = EstimateLag(page.LatestLSN, first, len(page.Items) > 0)
+	if len(page.Items) > 0 && first <= 0 {
+		ll.Sentinel = SentinelMissingLSN
+	}
+	return ll, nil
+}
+
+func sentinel(ll LeaseLag, why string) LeaseLag {
+	ll.Lag, ll.Sentinel = 1, why
+	return ll
+}
+
+// isPKRangeLease reports whether the lease names a physical partition by id (.NET v0, Java
+// PK-range) rather than an EPK range.
+func isPKRangeLease(l *leases.Lease) bool {
+	switch l.Family {
+	case leases.FamilyDotNetV0, leases.FamilyJavaPK:
+		return true
+	case leases.FamilyDotNetV1, leases.FamilyJavaEPK:
+		return false
+	}
+	return !l.HasRange()
+}
