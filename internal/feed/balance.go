@@ -36,7 +36,7 @@ import (
 func PlanAcquire(all []*leases.Lease, self string, now time.Time, expiration time.Duration) []*leases.Lease {
 	seen := make(map[string]bool, len(all))
 	var free []*leases.Lease
-	counts := map[string]int{}   // live owner -> leases
+	counts := map[string]int{} // live owner -> leases
 	byOwner := map[string][]*leases.Lease{}
 	mine := 0
 	total := 0

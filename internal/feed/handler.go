@@ -60,6 +60,8 @@ const (
 	CloseShutdown CloseReason = "shutdown"
 	// CloseLeaseLost: another host took the lease (or it expired); nothing can be checkpointed.
 	CloseLeaseLost CloseReason = "lease-lost"
+	// CloseRebalance: another host asked for the lease; it is checkpointed and released.
+	CloseRebalance CloseReason = "rebalance"
 	// CloseSplit: the lease's range split or merged; child leases continue from its checkpoint.
 	CloseSplit CloseReason = "split"
 )
@@ -68,7 +70,7 @@ const (
 // lease, for example). The host calls OpenLease before the first batch of a lease and CloseLease
 // after the last one; both run on the lease's worker goroutine, never concurrently with Handle
 // for that lease. An OpenLease error is retried with backoff before any batch is delivered.
-// CloseLease with CloseShutdown may answer nil to have the host checkpoint batches that were
+// CloseLease with CloseShutdown or CloseRebalance may answer nil to have the host checkpoint batches that were
 // acknowledged with ErrNoCheckpoint, or ErrNoCheckpoint to leave them unrecorded; its answer is
 // ignored for the other reasons, since the lease is no longer this host's to write.
 type LeaseHandler interface {

@@ -35,8 +35,9 @@ import (
 //
 // "initialize" is sent once per child before its first batch ("continuation" is the lease's
 // checkpoint, empty when it has none). "lease-lost" means another host owns the lease now and
-// nothing more can be checkpointed; "shutdown" (reason "shutdown" or "split") is the end of
-// the lease on this host. After either, the host closes the child's stdin and the child should
+// nothing more can be checkpointed; "shutdown" is the end of the lease on this host, with
+// reason "shutdown" (the host stops), "rebalance" (another host asked for the lease) or
+// "split" (child leases take over). After either, the host closes the child's stdin and the child should
 // exit; it is sent SIGTERM after KillDelay and killed after another KillDelay. Batches
 // answered "done" but never covered by a "checkpoint" are delivered again after a restart or
 // a handler error (at least once). A child that exits early is restarted, with a new
@@ -133,7 +134,7 @@ func (x *ExecLines) Handle(ctx context.Context, b feed.Batch) error {
 }
 
 // CloseLease tells the lease's child that the lease ended ("lease-lost" or "shutdown") and
-// waits for it to exit. With CloseShutdown it returns nil when the child answered "checkpoint"
+// waits for it to exit. For a shutdown or rebalance it returns nil when the child answered "checkpoint"
 // and feed.ErrNoCheckpoint otherwise.
 func (x *ExecLines) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
 	x.mu.Lock()

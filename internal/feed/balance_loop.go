@@ -1,0 +1,251 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Handoff: how cfp hosts move a lease between them without ever processing it twice at once.
+//
+// .NET steals a lease by overwriting its Owner, so the old owner may still be in the middle of
+// a batch when the new one starts reading. A cfp host that plans to steal a lease from a live
+// owner first asks for it: it writes properties["cfpHandoff"] = "<owner>><requester>" on the
+// lease (an If-Match write that keeps the Owner). A cfp owner sees the request at its next
+// renew, checkpoint or balancing cycle, stops delivering batches, lets the batch in flight
+// finish, checkpoints and releases the lease, and stays away from it for a few cycles; the
+// requester (or any host below its share) then takes it as a free lease. An owner that does
+// not answer within the lease expiration (a .NET host, which ignores the property, or a host
+// that cannot write) has the lease stolen the .NET way: a cfp host that could not write its
+// lease since the request has stopped processing it by then (see ownedLease.valid). Java
+// leases do not persist properties: they are stolen directly. Taking a lease always removes
+// the property.
+const (
+	handoffKey = "cfpHandoff"
+	handoffSep = ">"
+)
+
+// balanceLoop runs an acquire cycle at once and then every AcquireInterval until ctx ends.
+func (p *Processor) balanceLoop(ctx context.Context) {
+	p.acquireCycle(ctx, true)
+	t := time.NewTicker(p.opts.AcquireInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.acquireCycle(ctx, false)
+		}
+	}
+}
+
+// acquireCycle lists the leases, answers handoff requests for leases this host holds, plans
+// with PlanAcquire and acquires (or asks for) the plan. The first cycle also takes back every
+// lease that still names this instance, live or not, as .NET does at start-up.
+func (p *Processor) acquireCycle(ctx context.Context, first bool) {
+	all, err := p.store.List(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.infraError(ctx, "list leases", "", err)
+		}
+		return
+	}
+	p.limit.reset("list leases\x00")
+	now := p.opts.Now()
+	p.pruneHandoffs(now)
+
+	candidates := make([]*leases.Lease, 0, len(all))
+	for _, l := range all {
+		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
+			p.checkHandoff(ol, l)
+		}
+		if p.coolingDown(l.Token, now) {
+			// Handed off lately: count it for its new owner, never plan to take it back.
+			if l.Expired(now, p.opts.Expiration) {
+				continue
+			}
+		}
+		candidates = append(candidates, l)
+	}
+	plan := PlanAcquire(candidates, p.opts.Instance, now, p.opts.Expiration)
+	if first {
+		var mine []*leases.Lease
+		for _, l := range all {
+			if strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token) && !handoffAsked(l, p.opts.Instance) {
+				mine = append(mine, l)
+			}
+		}
+		plan = append(mine, plan...)
+	}
+	tried := map[string]bool{}
+	for _, l := range plan {
+		if ctx.Err() != nil {
+			return
+		}
+		if tried[l.Token] || p.isOwned(l.Token) {
+			continue
+		}
+		tried[l.Token] = true
+		live := !l.Expired(now, p.opts.Expiration) && !strings.EqualFold(l.Owner, p.opts.Instance)
+		if live && p.askFirst(l, now) {
+			p.askHandoff(ctx, l, now)
+			continue
+		}
+		acquired, err := p.acquire(ctx, l)
+		if errors.Is(err, leases.ErrLeaseLost) {
+			p.log.Debug("lease taken by another host first", "lease", l.Token, "err", err)
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				p.infraError(ctx, "acquire lease", l.Token, err)
+			}
+			continue
+		}
+		from := "free"
+		if l.Owner != "" && !strings.EqualFold(l.Owner, p.opts.Instance) {
+			from = l.Owner
+		}
+		p.log.Info("lease acquired", "lease", l.Token, "range", l.Range.String(), "from", from)
+		p.start(acquired)
+	}
+}
+
+// acquire takes l (free, expired, or stolen) if its owner has not changed since it was
+// listed, and clears any handoff request on it.
+func (p *Processor) acquire(ctx context.Context, l *leases.Lease) (*leases.Lease, error) {
+	seen := l.Owner
+	return p.store.Update(ctx, l, func(n *leases.Lease) error {
+		if n.Owner != seen {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		n.Owner = p.opts.Instance
+		delete(n.Properties, handoffKey)
+		return nil
+	})
+}
+
+// askFirst reports whether a steal of the live lease l should be a handoff request: yes,
+// unless the lease cannot carry one or an earlier request went unanswered for too long.
+func (p *Processor) askFirst(l *leases.Lease, now time.Time) bool {
+	if l.Family == leases.FamilyJavaPK || l.Family == leases.FamilyJavaEPK {
+		return false
+	}
+	p.hoMu.Lock()
+	defer p.hoMu.Unlock()
+	asked, ok := p.asked[l.Token]
+	if !ok || asked.owner != l.Owner {
+		return true
+	}
+	return now.Sub(asked.at) < p.opts.Expiration
+}
+
+// askHandoff writes the handoff request on l (once per owner).
+func (p *Processor) askHandoff(ctx context.Context, l *leases.Lease, now time.Time) {
+	p.hoMu.Lock()
+	asked, ok := p.asked[l.Token]
+	p.hoMu.Unlock()
+	if ok && asked.owner == l.Owner {
+		return // asked already: wait for the answer
+	}
+	seen := l.Owner
+	_, err := p.store.Update(ctx, l, func(n *leases.Lease) error {
+		if n.Owner != seen {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if n.Properties == nil {
+			n.Properties = map[string]string{}
+		}
+		n.Properties[handoffKey] = seen + handoffSep + p.opts.Instance
+		return nil
+	})
+	if errors.Is(err, leases.ErrLeaseLost) {
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.infraError(ctx, "ask for lease", l.Token, err)
+		}
+		return
+	}
+	p.hoMu.Lock()
+	p.asked[l.Token] = handoffAsk{owner: seen, at: now}
+	p.hoMu.Unlock()
+	p.log.Info("lease handoff requested", "lease", l.Token, "from", seen)
+}
+
+// handoffAsked reports whether l carries a handoff request addressed to owner.
+func handoffAsked(l *leases.Lease, owner string) bool {
+	from, to, ok := strings.Cut(l.Properties[handoffKey], handoffSep)
+	return ok && strings.EqualFold(from, owner) && !strings.EqualFold(to, owner)
+}
+
+// checkHandoff stops the worker of ol when l (its newest version) asks for a handoff.
+func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) {
+	if l == nil || !handoffAsked(l, p.opts.Instance) || ol.ctx.Err() != nil {
+		return
+	}
+	p.hoMu.Lock()
+	p.handedOff[l.Token] = p.opts.Now()
+	p.hoMu.Unlock()
+	_, to, _ := strings.Cut(l.Properties[handoffKey], handoffSep)
+	p.log.Info("lease handoff", "lease", l.Token, "to", to)
+	ol.cancel(errHandoff)
+}
+
+// coolingDown reports whether this host handed token off lately.
+func (p *Processor) coolingDown(token string, now time.Time) bool {
+	p.hoMu.Lock()
+	defer p.hoMu.Unlock()
+	at, ok := p.handedOff[token]
+	return ok && now.Sub(at) < 3*p.opts.AcquireInterval
+}
+
+// pruneHandoffs forgets old requests and cool-downs.
+func (p *Processor) pruneHandoffs(now time.Time) {
+	p.hoMu.Lock()
+	defer p.hoMu.Unlock()
+	for t, at := range p.handedOff {
+		if now.Sub(at) >= 3*p.opts.AcquireInterval {
+			delete(p.handedOff, t)
+		}
+	}
+	for t, a := range p.asked {
+		if now.Sub(a.at) >= 2*p.opts.Expiration {
+			delete(p.asked, t)
+		}
+	}
+}
+
+type handoffAsk struct {
+	owner string
+	at    time.Time
+}
+
+// isOwned reports whether a worker runs for token.
+func (p *Processor) isOwned(token string) bool { return p.ownedLease(token) != nil }
+
+func (p *Processor) ownedLease(token string) *ownedLease {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned[token]
+}
+
+// infraError logs (rate-limited) and notifies a failure of the store or the feed.
+func (p *Processor) infraError(ctx context.Context, op, token string, err error) {
+	p.notify(Event{Type: EventError, Lease: token, Err: err, Cause: CauseInfra})
+	if ok, suppressed := p.limit.allow(op + "\x00" + token); ok {
+		attrs := []any{"op", op, "err", err}
+		if token != "" {
+			attrs = append(attrs, "lease", token)
+		}
+		if suppressed > 0 {
+			attrs = append(attrs, "suppressed", suppressed)
+		}
+		p.log.WarnContext(ctx, "lease operation failed", attrs...)
+	}
+}

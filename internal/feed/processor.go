@@ -1,0 +1,407 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Processor defaults: the .NET change feed processor's (spec/leases.md §4.1), and cfp's own
+// shutdown bounds.
+const (
+	DefaultAcquireInterval = leases.DefaultAcquireInterval // 13s
+	DefaultRenewInterval   = leases.DefaultRenewInterval   // 17s
+	DefaultExpiration      = leases.DefaultExpiration      // 60s
+	DefaultPollInterval    = DefaultPoll                   // 5s
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultReleaseTimeout  = 10 * time.Second
+	DefaultErrorBackoff    = time.Second
+	DefaultMaxErrorBackoff = 30 * time.Second
+	// bootstrapWait is .NET's sleep between attempts to take the bootstrap lock.
+	bootstrapWait = 15 * time.Second
+)
+
+// ProcessorOptions configures a Processor. Zero fields take the documented defaults, applied by
+// NewProcessor (see WithDefaults).
+type ProcessorOptions struct {
+	// Instance is this host's name, written as the Owner of the leases it holds (required).
+	Instance string
+	// AcquireInterval is the balancing period (default 13s).
+	AcquireInterval time.Duration
+	// RenewInterval is the period of lease renewals (default 17s).
+	RenewInterval time.Duration
+	// Expiration is how long a lease stays owned without a write (default 60s).
+	Expiration time.Duration
+	// PollInterval is the wait after an empty page (default 5s).
+	PollInterval time.Duration
+	// MaxItems bounds a batch (0: the service default).
+	MaxItems int
+	// StartFrom is where leases without a continuation start (default: now). Leases with a
+	// continuation always resume from it.
+	StartFrom StartFrom
+	// Mode is the lease mode, leases.ModeIncremental (default) or leases.ModeFullFidelity; a
+	// processor refuses leases written in the other mode, as .NET does.
+	Mode string
+	// Now is the clock for lease expiry (default time.Now).
+	Now func() time.Time
+	// Logger receives the processor's logs (default: discard). Repeated errors are
+	// rate-limited.
+	Logger *slog.Logger
+	// Notify, when set, is called for every lifecycle event, synchronously and from several
+	// goroutines: it must be quick and safe for concurrent use.
+	Notify func(Event)
+	// ShutdownTimeout bounds how long a batch in flight may run after Run's context ended
+	// (default 30s); its handler's context is cancelled then.
+	ShutdownTimeout time.Duration
+	// ReleaseTimeout is the fresh deadline of the final checkpoints and releases after
+	// shutdown (default 10s).
+	ReleaseTimeout time.Duration
+	// ErrorBackoff is the first wait after a failed read, handler or lease operation; it
+	// doubles per consecutive failure up to MaxErrorBackoff (defaults 1s and 30s).
+	ErrorBackoff, MaxErrorBackoff time.Duration
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o ProcessorOptions) WithDefaults() ProcessorOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.AcquireInterval, DefaultAcquireInterval)
+	def(&o.RenewInterval, DefaultRenewInterval)
+	def(&o.Expiration, DefaultExpiration)
+	def(&o.PollInterval, DefaultPollInterval)
+	def(&o.ShutdownTimeout, DefaultShutdownTimeout)
+	def(&o.ReleaseTimeout, DefaultReleaseTimeout)
+	def(&o.ErrorBackoff, DefaultErrorBackoff)
+	def(&o.MaxErrorBackoff, DefaultMaxErrorBackoff)
+	if o.Mode == "" {
+		o.Mode = leases.ModeIncremental
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Notify == nil {
+		o.Notify = func(Event) {}
+	}
+	return o
+}
+
+// Validate checks options after defaults were applied.
+func (o ProcessorOptions) Validate() error {
+	var errs []error
+	if strings.TrimSpace(o.Instance) == "" {
+		errs = append(errs, errors.New("an instance name is required"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"acquire interval", o.AcquireInterval}, {"renew interval", o.RenewInterval},
+		{"lease expiration", o.Expiration}, {"poll interval", o.PollInterval},
+		{"shutdown timeout", o.ShutdownTimeout}, {"release timeout", o.ReleaseTimeout},
+		{"error backoff", o.ErrorBackoff}, {"max error backoff", o.MaxErrorBackoff},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if o.RenewInterval > 0 && o.Expiration > 0 && o.RenewInterval >= o.Expiration {
+		errs = append(errs, fmt.Errorf("renew interval %s must be shorter than the lease expiration %s", o.RenewInterval, o.Expiration))
+	}
+	if o.MaxItems < 0 {
+		errs = append(errs, fmt.Errorf("max items must not be negative, got %d", o.MaxItems))
+	}
+	if !strings.EqualFold(o.Mode, leases.ModeIncremental) && !strings.EqualFold(o.Mode, leases.ModeFullFidelity) {
+		errs = append(errs, fmt.Errorf("unknown mode %q (want %q or %q)", o.Mode, leases.ModeIncremental, leases.ModeFullFidelity))
+	}
+	if o.StartFrom.Kind == StartContinuation {
+		errs = append(errs, errors.New("a processor starts leases from now, the beginning or a time, not from a continuation"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("processor options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Processor is a change feed processor host, interoperable with .NET v3 hosts that share its
+// lease prefix: it bootstraps the lease store, balances leases with the other hosts, renews
+// the leases it holds and runs one worker per lease that reads the lease's range, hands each
+// non-empty page to the Handler and checkpoints it afterwards (at least once).
+type Processor struct {
+	src   Source
+	store *leases.Store
+	h     Handler
+	lh    LeaseHandler // h, when it keeps per-lease state
+	opts  ProcessorOptions
+	log   *slog.Logger
+	limit *logLimiter
+
+	bootMu sync.Mutex
+	boot   *BootstrapResult
+
+	hoMu      sync.Mutex
+	asked     map[string]handoffAsk // handoff requests this host made, by token
+	handedOff map[string]time.Time  // leases this host handed off, by token
+
+	mu    sync.Mutex
+	owned map[string]*ownedLease // by token
+	group *errgroup.Group
+	run   context.Context // the group's context: ends at shutdown
+}
+
+// BootstrapResult says what Bootstrap found.
+type BootstrapResult struct {
+	// Existed is true when the lease store was already initialized or held leases: StartFrom
+	// then applies only to leases without a continuation.
+	Existed bool
+	// Created is how many leases this host created.
+	Created int
+}
+
+// NewProcessor returns a processor over src whose leases live in store. Zero option fields take
+// their defaults.
+func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOptions) (*Processor, error) {
+	if src == nil || store == nil || h == nil {
+		return nil, errors.New("new processor: source, lease store and handler are required")
+	}
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Processor{
+		src: src, store: store, h: h, opts: opts,
+		log:   opts.Logger.With("owner", opts.Instance),
+		limit: newLogLimiter(opts.Now, DefaultMaxErrorBackoff),
+		owned: map[string]*ownedLease{},
+		asked: map[string]handoffAsk{}, handedOff: map[string]time.Time{},
+	}
+	p.lh, _ = h.(LeaseHandler)
+	return p, nil
+}
+
+// Options returns the processor's options, defaults applied.
+func (p *Processor) Options() ProcessorOptions { return p.opts }
+
+// Owned returns the tokens of the leases this host processes now.
+func (p *Processor) Owned() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.owned))
+	for t := range p.owned {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Run bootstraps the lease store (unless Bootstrap ran), then balances, renews and processes
+// leases until ctx ends or the handler returns a Stop error. It returns only after every worker
+// stopped, the last checkpoints were written and every lease it held was released, under a
+// fresh deadline (ReleaseTimeout), so that other hosts take them over at their next cycle. A
+// shutdown caused by ctx returns nil.
+func (p *Processor) Run(ctx context.Context) error {
+	if _, err := p.Bootstrap(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	p.mu.Lock()
+	if p.group != nil {
+		p.mu.Unlock()
+		return errors.New("processor is already running")
+	}
+	p.group, p.run = g, gctx
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.group, p.run = nil, nil
+		p.mu.Unlock()
+	}()
+
+	g.Go(func() error { p.balanceLoop(gctx); return nil })
+	g.Go(func() error { p.renewLoop(gctx); return nil })
+	err := g.Wait()
+	var stop *StopError
+	if errors.As(err, &stop) {
+		return err
+	}
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// Bootstrap initializes the lease store if needed, as .NET's bootstrapper does (spec §2.2):
+// when the .info marker is missing, the host holding the .lock marker creates one .NET v0
+// lease per physical partition that no lease covers yet, then writes .info; the others wait
+// for it. It also refuses leases written in another mode. Run calls it; call it first to learn
+// whether leases already existed. It runs once per Processor.
+func (p *Processor) Bootstrap(ctx context.Context) (BootstrapResult, error) {
+	p.bootMu.Lock()
+	defer p.bootMu.Unlock()
+	if p.boot != nil {
+		return *p.boot, nil
+	}
+	res, err := p.bootstrap(ctx)
+	if err != nil {
+		return BootstrapResult{}, err
+	}
+	p.boot = &res
+	return res, nil
+}
+
+func (p *Processor) bootstrap(ctx context.Context) (BootstrapResult, error) {
+	wait := min(bootstrapWait, p.opts.AcquireInterval)
+	for {
+		ok, err := p.store.IsInitialized(ctx)
+		if err != nil {
+			return BootstrapResult{}, fmt.Errorf("bootstrap: %w", err)
+		}
+		if ok {
+			existing, err := p.store.List(ctx)
+			if err != nil {
+				return BootstrapResult{}, fmt.Errorf("bootstrap: %w", err)
+			}
+			return BootstrapResult{Existed: true}, p.checkMode(existing)
+		}
+		locked, err := p.store.TryLock(ctx, leases.DefaultLockTTL)
+		if err != nil {
+			return BootstrapResult{}, fmt.Errorf("bootstrap: %w", err)
+		}
+		if locked {
+			return p.createMissing(ctx)
+		}
+		p.log.Debug("waiting for another host to initialize the lease store", "wait", wait)
+		if err := sleepCtx(ctx, wait); err != nil {
+			return BootstrapResult{}, err
+		}
+	}
+}
+
+// createMissing runs under the bootstrap lock: one v0 lease per partition not yet covered,
+// then the .info marker, then the lock is removed.
+func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err error) {
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ReleaseTimeout)
+		defer cancel()
+		if uerr := p.store.Unlock(uctx); uerr != nil && err == nil {
+			err = fmt.Errorf("bootstrap: %w", uerr)
+		}
+	}()
+	existing, err := p.store.List(ctx)
+	if err != nil {
+		return res, fmt.Errorf("bootstrap: %w", err)
+	}
+	if err := p.checkMode(existing); err != nil {
+		return res, err
+	}
+	res.Existed = len(existing) > 0
+	parts, err := p.src.Partitions(ctx)
+	if err != nil {
+		return res, fmt.Errorf("bootstrap: list partitions: %w", err)
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(25) // .NET's DefaultDegreeOfParallelism
+	for _, part := range parts {
+		if covered(existing, part) {
+			continue
+		}
+		g.Go(func() error {
+			l := leases.NewDotNetV0(p.store.Prefix(), part.ID, part.Range, p.opts.Mode)
+			_, err := p.store.Create(gctx, l)
+			if errors.Is(err, leases.ErrConflict) {
+				return nil // another host created it
+			}
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			res.Created++
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, fmt.Errorf("bootstrap: %w", err)
+	}
+	if err := p.store.MarkInitialized(ctx); err != nil {
+		return res, fmt.Errorf("bootstrap: %w", err)
+	}
+	p.log.Info("lease store initialized", "created", res.Created, "partitions", len(parts))
+	return res, nil
+}
+
+// covered is .NET's test for an existing lease of a partition: a PK-range lease named after
+// it, or an EPK lease sharing its min or max.
+func covered(existing []*leases.Lease, part Partition) bool {
+	for _, l := range existing {
+		if pkRangeLease(l) {
+			if l.Token == part.ID {
+				return true
+			}
+			continue
+		}
+		if l.HasRange() && (leases.CompareEPK(l.Range.Min, part.Range.Min) == 0 || leases.CompareEPK(l.Range.Max, part.Range.Max) == 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// pkRangeLease reports whether l is named after a partition id (not an EPK range).
+func pkRangeLease(l *leases.Lease) bool {
+	return l.Family == leases.FamilyDotNetV0 || l.Family == leases.FamilyJavaPK
+}
+
+// checkMode refuses leases of another change feed mode (missing Mode = incremental).
+func (p *Processor) checkMode(ls []*leases.Lease) error {
+	for _, l := range ls {
+		mode := l.Mode
+		if mode == "" || strings.EqualFold(mode, "INCREMENTAL") {
+			mode = leases.ModeIncremental
+		} else if strings.EqualFold(mode, "FULL_FIDELITY") {
+			mode = leases.ModeFullFidelity
+		}
+		if !strings.EqualFold(mode, p.opts.Mode) {
+			return fmt.Errorf("lease %s was written in mode %q: switching to %q is not allowed", l.Token, mode, p.opts.Mode)
+		}
+	}
+	return nil
+}
+
+// notify stamps and sends an event.
+func (p *Processor) notify(e Event) {
+	e.Time = p.opts.Now()
+	e.Owner = p.opts.Instance
+	p.opts.Notify(e)
+}
+
+// backoff returns the wait after n consecutive failures (n >= 1).
+func (p *Processor) backoff(n int) time.Duration {
+	d := p.opts.ErrorBackoff
+	for i := 1; i < n && d < p.opts.MaxErrorBackoff; i++ {
+		d *= 2
+	}
+	return min(d, p.opts.MaxErrorBackoff)
+}
+
+// fresh returns a context for final writes after shutdown: not cancelled with ctx, bounded by
+// ReleaseTimeout.
+func (p *Processor) fresh(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), p.opts.ReleaseTimeout)
+}

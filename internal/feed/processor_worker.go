@@ -1,0 +1,408 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// errShutdown is the cause of a worker's end when the processor stops.
+var errShutdown = errors.New("processor shutting down")
+
+// errHandoff is the cause of a worker's end when another cfp host asked for its lease.
+var errHandoff = errors.New("lease handed off")
+
+// errSplit is the cause of a worker's end when its lease was replaced by child leases.
+var errSplit = errors.New("lease split")
+
+// ownedLease is a lease this host holds and the worker processing it.
+type ownedLease struct {
+	token  string
+	ctx    context.Context // ends when the lease is lost or the processor stops
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	lease     *leases.Lease // the newest version this host wrote
+	confirmed time.Time     // start of the last successful write of the lease
+}
+
+func (ol *ownedLease) current() *leases.Lease {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	return ol.lease
+}
+
+// update records a successful write that started at start.
+func (ol *ownedLease) update(l *leases.Lease, start time.Time) {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	// Keep the checkpointed continuation: a renew that raced with a checkpoint may return an
+	// older document, which the next write fixes through If-Match anyway.
+	ol.lease = l
+	if start.After(ol.confirmed) {
+		ol.confirmed = start
+	}
+}
+
+// valid reports whether the lease can still be ours at now: this host wrote it less than
+// expiration ago (measured from before the write, so that it stops before others may take it).
+func (ol *ownedLease) valid(now time.Time, expiration time.Duration) bool {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	return now.Before(ol.confirmed.Add(expiration))
+}
+
+// lose stops the worker because the lease is no longer ours.
+func (ol *ownedLease) lose(err error) { ol.cancel(err) }
+
+// start registers l as held and runs its worker in the processor's group.
+func (p *Processor) start(l *leases.Lease) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.group == nil || p.run.Err() != nil {
+		return // shutting down: the lease is released by the next owner's expiry check
+	}
+	if _, ok := p.owned[l.Token]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(p.run)
+	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp}
+	if ol.confirmed.IsZero() || ol.confirmed.After(p.opts.Now()) {
+		ol.confirmed = p.opts.Now()
+	}
+	p.owned[l.Token] = ol
+	run := p.run
+	p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
+	p.group.Go(func() error {
+		defer cancel(nil)
+		defer func() {
+			p.mu.Lock()
+			delete(p.owned, l.Token)
+			p.mu.Unlock()
+		}()
+		return p.work(run, ol)
+	})
+}
+
+// worker is the state of one lease's processing loop.
+type worker struct {
+	p            *Processor
+	run          context.Context // the processor's run context
+	ol           *ownedLease
+	info         LeaseInfo
+	reader       *Reader
+	checkpointed string    // the lease's continuation as stored
+	base         StartFrom // where to rewind to while nothing is checkpointed
+	pending      string    // processed but not checkpointed
+	deferred     bool      // pending comes from ErrNoCheckpoint
+}
+
+// work processes one lease until it is lost, split or the processor stops, then closes it:
+// the handler is told, a shutdown flushes pending checkpoints and releases the lease.
+func (p *Processor) work(run context.Context, ol *ownedLease) (err error) {
+	l := ol.current()
+	w := &worker{
+		p: p, run: run, ol: ol, checkpointed: l.Continuation,
+		info: LeaseInfo{Token: l.Token, Range: l.Range, Owner: p.opts.Instance, Continuation: l.Continuation},
+		base: p.opts.StartFrom,
+	}
+	if l.Continuation != "" {
+		w.base = StartFrom{Kind: StartContinuation, Continuation: l.Continuation}
+	}
+
+	// The handler's context outlives a shutdown by ShutdownTimeout so that the batch in flight
+	// can finish; a lost lease cancels it at once.
+	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ol.ctx))
+	var graceMu sync.Mutex
+	var grace *time.Timer
+	stopAfter := context.AfterFunc(ol.ctx, func() {
+		cause := context.Cause(ol.ctx)
+		if errors.Is(cause, leases.ErrLeaseLost) {
+			hcancel(cause)
+			return
+		}
+		graceMu.Lock()
+		grace = time.AfterFunc(p.opts.ShutdownTimeout, func() { hcancel(errShutdown) })
+		graceMu.Unlock()
+	})
+	defer func() {
+		stopAfter()
+		graceMu.Lock()
+		if grace != nil {
+			grace.Stop()
+		}
+		graceMu.Unlock()
+		hcancel(nil)
+	}()
+
+	reason, loopErr := w.loop(hctx)
+	fctx, cancel := p.fresh(run)
+	defer cancel()
+	return errors.Join(loopErr, w.close(fctx, reason))
+}
+
+// loop runs until the lease ends; it returns why, and a StopError from the handler.
+func (w *worker) loop(hctx context.Context) (CloseReason, error) {
+	p, ol := w.p, w.ol
+	if p.lh != nil {
+		for n := 1; ; n++ {
+			err := p.lh.OpenLease(hctx, w.info)
+			if err == nil {
+				break
+			}
+			if ol.ctx.Err() != nil {
+				return w.reason(), nil
+			}
+			p.handlerError(hctx, w.info, fmt.Errorf("open lease %s: %w", w.info.Token, err))
+			if sleepCtx(ol.ctx, p.backoff(n)) != nil {
+				return w.reason(), nil
+			}
+		}
+	}
+	failures, attempt := 0, 1
+	for {
+		if ol.ctx.Err() != nil {
+			return w.reason(), nil
+		}
+		if w.reader == nil {
+			if err := w.route(ol.ctx); err != nil {
+				if IsRangeGone(err) {
+					if reason, serr := w.split(); serr != nil || reason != "" {
+						return reason, serr
+					}
+					continue
+				}
+				failures++
+				if ol.ctx.Err() == nil {
+					p.infraError(ol.ctx, "route lease", w.info.Token, err)
+				}
+				_ = sleepCtx(ol.ctx, p.backoff(failures))
+				continue
+			}
+		}
+		page, err := w.reader.Next(ol.ctx)
+		if err != nil {
+			if ol.ctx.Err() != nil {
+				return w.reason(), nil
+			}
+			if IsRangeGone(err) {
+				if reason, serr := w.split(); serr != nil || reason != "" {
+					return reason, serr
+				}
+				continue // merged into one partition (the lease stays), or retry the split
+			}
+			failures++
+			p.infraError(ol.ctx, "read change feed", w.info.Token, err)
+			_ = sleepCtx(ol.ctx, p.backoff(failures))
+			continue
+		}
+		failures = 0
+		p.limit.reset("read change feed\x00" + w.info.Token)
+		if len(page.Items) == 0 {
+			if w.checkpointed == "" && w.pending == "" && w.base.Kind == StartNow {
+				w.base = w.reader.Position() // "now" resolved: rewind here, not to a later now
+			}
+			continue // .NET never checkpoints an empty page
+		}
+		// A lease lost (or expired under us) between the read and here is not delivered.
+		if ol.ctx.Err() != nil || !ol.valid(p.opts.Now(), p.opts.Expiration) {
+			if ol.ctx.Err() == nil {
+				ol.lose(&expiredError{token: w.info.Token})
+			}
+			return w.reason(), nil
+		}
+		b := Batch{
+			LeaseToken: w.info.Token, Range: w.info.Range, Owner: p.opts.Instance,
+			Items: page.Items, Continuation: page.Continuation, LatestLSN: page.LatestLSN, Attempt: attempt,
+		}
+		herr := p.h.Handle(hctx, b)
+		var stop *StopError
+		switch {
+		case herr == nil:
+			attempt = 1
+			p.notify(Event{Type: EventBatch, Lease: b.LeaseToken, Range: b.Range, Items: len(b.Items), Continuation: b.Continuation})
+			w.pending, w.deferred = page.Continuation, false
+			if lost := w.checkpoint(ol.ctx); lost {
+				return CloseLeaseLost, nil
+			}
+		case errors.Is(herr, ErrNoCheckpoint):
+			attempt = 1
+			p.notify(Event{Type: EventBatch, Lease: b.LeaseToken, Range: b.Range, Items: len(b.Items), Continuation: b.Continuation})
+			w.pending, w.deferred = page.Continuation, true
+		case errors.As(herr, &stop):
+			p.handlerError(hctx, w.info, herr)
+			return CloseShutdown, herr
+		case hctx.Err() != nil:
+			// Lost, or shutdown with the grace period over: the batch stays unprocessed.
+			return w.reason(), nil
+		default:
+			p.handlerError(hctx, w.info, herr)
+			attempt++
+			w.rewind()
+			if sleepCtx(ol.ctx, p.backoff(attempt-1)) != nil {
+				return w.reason(), nil
+			}
+		}
+	}
+}
+
+// reason maps the end of the lease context to a close reason.
+func (w *worker) reason() CloseReason {
+	cause := context.Cause(w.ol.ctx)
+	switch {
+	case errors.Is(cause, errSplit):
+		return CloseSplit
+	case errors.Is(cause, leases.ErrLeaseLost):
+		return CloseLeaseLost
+	case errors.Is(cause, errHandoff):
+		return CloseRebalance
+	}
+	return CloseShutdown
+}
+
+// rewind moves the reader back to the last checkpoint (or the start position), so that the
+// failed batch, and batches held with ErrNoCheckpoint, come again.
+func (w *worker) rewind() {
+	start := w.base
+	if w.checkpointed != "" {
+		start = StartFrom{Kind: StartContinuation, Continuation: w.checkpointed}
+	}
+	w.pending, w.deferred = "", false
+	if w.reader != nil {
+		w.reader.Seek(start)
+	}
+}
+
+// checkpoint writes w.pending; it reports whether the lease turned out lost. Other failures
+// keep the continuation pending for the next checkpoint.
+func (w *worker) checkpoint(ctx context.Context) (lost bool) {
+	p, ol := w.p, w.ol
+	if w.pending == "" {
+		return false
+	}
+	start := p.opts.Now()
+	l, err := p.store.Checkpoint(ctx, ol.current(), p.opts.Instance, w.pending)
+	switch {
+	case err == nil:
+		ol.update(l, start)
+		p.checkHandoff(ol, l)
+		w.checkpointed, w.pending, w.deferred = w.pending, "", false
+		p.limit.reset("checkpoint lease\x00" + w.info.Token)
+		p.notify(Event{Type: EventCheckpoint, Lease: w.info.Token, Range: w.info.Range, Continuation: w.checkpointed})
+		return false
+	case errors.Is(err, leases.ErrLeaseLost):
+		ol.lose(err)
+		return true
+	default:
+		if ctx.Err() == nil {
+			p.infraError(ctx, "checkpoint lease", w.info.Token, err)
+		}
+		return false
+	}
+}
+
+// close ends the lease on this host: the handler is told, a shutdown writes what is pending
+// and releases the lease, a lost lease is only reported.
+func (w *worker) close(ctx context.Context, reason CloseReason) error {
+	p, ol := w.p, w.ol
+	var closeErr error
+	if p.lh != nil {
+		closeErr = p.lh.CloseLease(ctx, w.info, reason)
+		if closeErr != nil && !errors.Is(closeErr, ErrNoCheckpoint) {
+			p.handlerError(ctx, w.info, fmt.Errorf("close lease %s: %w", w.info.Token, closeErr))
+		}
+	}
+	switch reason {
+	case CloseLeaseLost:
+		cause := context.Cause(ol.ctx)
+		p.log.Info("lease lost", "lease", w.info.Token, "err", cause)
+		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: cause})
+		return nil
+	case CloseSplit:
+		p.notify(Event{Type: EventReleased, Lease: w.info.Token, Range: w.info.Range})
+		return nil
+	}
+	// CloseShutdown and CloseRebalance: write what is pending, release.
+	flush := w.pending != "" && (!w.deferred || (p.lh != nil && closeErr == nil))
+	if flush {
+		if lost := w.checkpoint(ctx); lost {
+			p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: context.Cause(ol.ctx)})
+			return nil
+		}
+	}
+	err := p.store.Release(ctx, ol.current(), p.opts.Instance)
+	if errors.Is(err, leases.ErrLeaseLost) {
+		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: err})
+		return nil
+	}
+	if err != nil {
+		p.infraError(ctx, "release lease", w.info.Token, err)
+		return nil // the lease expires; this is no reason to fail Run
+	}
+	p.log.Info("lease released", "lease", w.info.Token)
+	p.notify(Event{Type: EventReleased, Lease: w.info.Token, Range: w.info.Range})
+	return nil
+}
+
+// handlerError logs (rate-limited) and notifies a handler failure.
+func (p *Processor) handlerError(ctx context.Context, info LeaseInfo, err error) {
+	p.notify(Event{Type: EventError, Lease: info.Token, Range: info.Range, Err: err, Cause: CauseUser})
+	if ok, suppressed := p.limit.allow("handler\x00" + info.Token); ok {
+		attrs := []any{"lease", info.Token, "err", err}
+		if suppressed > 0 {
+			attrs = append(attrs, "suppressed", suppressed)
+		}
+		p.log.WarnContext(ctx, "handler failed", attrs...)
+	}
+}
+
+// route builds the lease's reader: a PK-range lease reads its partition; an EPK lease reads
+// the one partition that holds its range (restricted to the range when it is a sub-range) and
+// is gone when its range spans several partitions.
+func (w *worker) route(ctx context.Context) error {
+	p := w.p
+	l := w.ol.current()
+	req := ReadRequest{MaxItems: p.opts.MaxItems, Start: w.base}
+	if w.checkpointed != "" {
+		req.Start = StartFrom{Kind: StartContinuation, Continuation: w.checkpointed}
+	}
+	if w.reader != nil {
+		req.Start = w.reader.Position()
+	}
+	if pkRangeLease(l) {
+		req.PartitionID = l.Token
+	} else {
+		parts, err := p.src.Partitions(ctx)
+		if err != nil {
+			return fmt.Errorf("route lease %s: %w", l.Token, err)
+		}
+		over := overlapping(parts, l.Range)
+		switch len(over) {
+		case 0:
+			return fmt.Errorf("route lease %s: no partition holds range %s", l.Token, l.Range)
+		case 1:
+		default:
+			return &RangeGoneError{PartitionID: l.Token}
+		}
+		req.PartitionID = over[0].ID
+		if over[0].Range != l.Range {
+			req.Range = l.Range
+		}
+	}
+	w.reader = NewReader(p.src, req, ReaderOptions{Poll: p.opts.PollInterval, Logger: p.log})
+	return nil
+}
+
+func overlapping(parts []Partition, r Range) []Partition {
+	var out []Partition
+	for _, part := range parts {
+		if part.Range.Overlaps(r) {
+			out = append(out, part)
+		}
+	}
+	return out
+}
