@@ -278,3 +278,15 @@ func TestMemSource_ConcurrentWritesAndReads(t *testing.T) {
 	}
 	<-done
 }
+
+func TestMemSource_Conformance(t *testing.T) {
+	t.Parallel()
+	RunSourceSuite(t, func(t *testing.T) Fixture {
+		m := NewMemSource(3)
+		return Fixture{
+			Source: m,
+			Write:  func(pk string, doc []byte) error { _, err := m.Write(pk, doc); return err },
+			Split:  func(id string) error { _, err := m.Split(id); return err },
+		}
+	})
+}
