@@ -243,10 +243,6 @@ func (a *Account) Endpoint() string { return a.endpoint }
 // `cfp emulator`-style fault injection.
 func (a *Account) Emulator() *emulator.Emulator { return a.emu }
 
-// Client returns the underlying azcosmos client, for cmd code that needs an SDK call this
-// package does not wrap yet. Prefer adding a method here.
-func (a *Account) Client() *azcosmos.Client { return a.client }
-
 // azureRegions are the normalised names of Azure regions, as they appear in regional endpoint
 // hosts ("<account>-<region>.documents.azure.com").
 var azureRegions = map[string]bool{}

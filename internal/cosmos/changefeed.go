@@ -96,6 +96,8 @@ type compositeRange struct {
 //
 // The start position becomes a one-range composite continuation for azcosmos: the raw ETag of a
 // continuation, "*" for now, no token for the beginning (or a time, sent as If-Modified-Since).
+// An empty continuation (a lease never checkpointed) reads from the beginning, as .NET does.
+// With PartitionKey and no PartitionID, the partition is found by hashing the key (V2 only).
 // A strict sub-range of the partition is sent as x-ms-start-epk/x-ms-end-epk. azcosmos follows
 // splits by itself; when the page reveals that the partition no longer serves the range (the
 // continuation spans several ranges, or the session token names another partition), ReadPage

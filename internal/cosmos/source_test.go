@@ -487,3 +487,34 @@ func TestOpen_RegionalEndpointWarns(t *testing.T) {
 		t.Errorf("the log leaks the key")
 	}
 }
+
+func TestOpen_LocalDirHeld(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := Open(context.Background(), Config{LocalDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatalf("Open() error = %v", err)
+	}
+	newFeedContainer(t, a)
+	_, err = Open(context.Background(), Config{LocalDir: dir, Logger: quiet})
+	var locked *emulator.LockedError
+	if !errors.As(err, &locked) {
+		t.Errorf("second Open() of a held directory error = %v, want *emulator.LockedError", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close() error = %v", err)
+	}
+	// Once released, the directory opens again, with its data.
+	b, err := Open(context.Background(), Config{LocalDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatalf("Open() after Close error = %v", err)
+	}
+	defer b.Close()
+	if info, err := b.Container("db", "orders").Info(context.Background()); err != nil || info.ContainerRID == "" {
+		t.Errorf("Info() after reopening = %+v, %v; want the container created before", info, err)
+	}
+	if a.Host() != "localhost" || b.Endpoint() != a.Endpoint() {
+		t.Errorf("Host() = %q, endpoints %s vs %s; want localhost and a stable endpoint", a.Host(), a.Endpoint(), b.Endpoint())
+	}
+}
