@@ -164,12 +164,11 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []str
 			e.fail(w, err)
 			return
 		}
-		children, err := e.store.split(req.DB, req.Coll, req.Range)
+		children, err := e.Split(req.DB, req.Coll, req.Range)
 		if err != nil {
 			e.fail(w, err)
 			return
 		}
-		e.log.Info("split partition", "db", req.DB, "coll", req.Coll, "range", req.Range, "children", children)
 		b, _ := json.Marshal(SplitResponse{Children: children})
 		writeJSON(w, http.StatusOK, 0, b)
 	default:

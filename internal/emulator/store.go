@@ -257,6 +257,31 @@ func decodeItem(v []byte, copyBody bool) (item, error) {
 	return it, nil
 }
 
+// peekItem reads the LSN, _ts, EPK and body of an encoded item without copying or allocating;
+// the slices alias v.
+func peekItem(v []byte) (lsn uint64, ts int64, epk, body []byte, err error) {
+	if len(v) < 22 {
+		return 0, 0, nil, nil, errors.New("corrupt item record")
+	}
+	lsn = binary.BigEndian.Uint64(v)
+	ts = int64(binary.BigEndian.Uint64(v[8:]))
+	p := v[16:]
+	for i := range 3 {
+		if len(p) < 2 {
+			return 0, 0, nil, nil, errors.New("corrupt item record")
+		}
+		n := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+n {
+			return 0, 0, nil, nil, errors.New("corrupt item record")
+		}
+		if i == 0 {
+			epk = p[2 : 2+n]
+		}
+		p = p[2+n:]
+	}
+	return lsn, ts, epk, p, nil
+}
+
 // opKind is a write operation.
 type opKind byte
 
@@ -893,6 +918,11 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 		start := rangeLSNKey(r.ID, since+1)
 		prefix := u32(r.ID)
 		page.Etag = max(since, r.LSN)
+		// Bodies are copied into one arena and sliced at the end: one allocation per page.
+		arena := make([]byte, 0, min(req.Max, 256)*256)
+		var ends []int
+		startEPK, endEPK := []byte(req.StartEPK), []byte(req.EndEPK)
+		bounded := req.EndEPK != "" && req.EndEPK != epkTop
 		for k, key := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, key = c.Next() {
 			if pkPrefix != nil && !bytes.HasPrefix(key, pkPrefix) {
 				continue
@@ -901,24 +931,31 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 			if v == nil {
 				return fmt.Errorf("latest index names a missing item")
 			}
-			it, err := decodeItem(v, false)
+			lsn, ts, epk, body, err := peekItem(v)
 			if err != nil {
 				return err
 			}
-			if req.StartEPK != "" && it.EPK < req.StartEPK {
+			if len(startEPK) > 0 && bytes.Compare(epk, startEPK) < 0 {
 				continue
 			}
-			if req.EndEPK != "" && req.EndEPK != epkTop && it.EPK >= req.EndEPK {
+			if bounded && bytes.Compare(epk, endEPK) >= 0 {
 				continue
 			}
-			if modTs != 0 && it.Ts < modTs {
+			if modTs != 0 && ts < modTs {
 				continue
 			}
-			page.Docs = append(page.Docs, bytes.Clone(it.Body))
-			if len(page.Docs) == req.Max {
-				page.Etag = it.LSN
+			arena = append(arena, body...)
+			ends = append(ends, len(arena))
+			if len(ends) == req.Max {
+				page.Etag = lsn
 				break
 			}
+		}
+		page.Docs = make([][]byte, len(ends))
+		from := 0
+		for i, end := range ends {
+			page.Docs[i] = arena[from:end:end]
+			from = end
 		}
 		return nil
 	})
