@@ -145,6 +145,9 @@ func (o *TailOptions) Validate() error {
 		if len(o.State.Ranges) == 0 {
 			return errors.New("tail state has no ranges")
 		}
+		if o.Range != nil {
+			return errors.New("a range cannot be combined with a tail state: the state has its ranges")
+		}
 		if len(o.PartitionKey) > 0 && !bytes.Equal(o.PartitionKey, o.State.PartitionKey) {
 			return errors.New("the partition key differs from the tail state's")
 		}
