@@ -1,0 +1,290 @@
+package leases
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Partition is a live physical partition of the monitored container, as the hygiene checks
+// need it (feed.Partition carries the same facts).
+type Partition struct {
+	ID      string
+	Range   Range
+	Parents []string
+}
+
+// FindingKind names a lease-set problem.
+type FindingKind string
+
+// Finding kinds reported by Check.
+const (
+	FindingGap           FindingKind = "gap"             // keys no lease covers
+	FindingOverlap       FindingKind = "overlap"         // keys two leases cover
+	FindingDuplicate     FindingKind = "duplicate-token" // one LeaseToken in several documents
+	FindingOrphanParent  FindingKind = "orphan-parent"   // a split parent next to its children
+	FindingPendingSplit  FindingKind = "pending-split"   // a lease over a partition that is gone
+	FindingStaleOwner    FindingKind = "stale-owner"     // an owner that stopped renewing
+	FindingUnknownRange  FindingKind = "unknown-range"   // a lease whose range is not known
+	FindingNoInfo        FindingKind = "no-info"         // leases without the .info marker
+	FindingStaleLock     FindingKind = "stale-lock"      // a bootstrap lock nobody removed
+	FindingMixedFamilies FindingKind = "mixed-families"  // .NET and Java EPK leases share a prefix
+	FindingMixedModes    FindingKind = "mixed-modes"     // leases of different change-feed modes
+)
+
+// Severity of a finding.
+type Severity string
+
+// Severities, from the one that breaks processing to the one that only informs.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+	SeverityInfo    Severity = "info"
+)
+
+// Finding is one problem found by Check.
+type Finding struct {
+	Kind     FindingKind
+	Severity Severity
+	// Tokens are the lease tokens concerned (sorted), if any.
+	Tokens []string
+	// Range is the key range concerned, if any.
+	Range *Range
+	// Owner is the owner concerned (stale-owner).
+	Owner string
+	// Message explains the finding in one sentence.
+	Message string
+}
+
+type checkConfig struct {
+	partitions []Partition
+	markers    bool
+	hasInfo    bool
+	lockTime   time.Time
+}
+
+// CheckOption adds facts that Check cannot learn from the leases alone.
+type CheckOption func(*checkConfig)
+
+// WithPartitions tells Check the live partitions of the monitored container, which resolves the
+// ranges of PK-range leases without FeedRange and finds leases pending a split and orphan parents.
+func WithPartitions(ps []Partition) CheckOption {
+	return func(c *checkConfig) { c.partitions = ps }
+}
+
+// WithMarkers tells Check whether the .info marker exists and when the .lock marker was last
+// written (zero: no lock).
+func WithMarkers(hasInfo bool, lockTime time.Time) CheckOption {
+	return func(c *checkConfig) { c.markers, c.hasInfo, c.lockTime = true, hasInfo, lockTime }
+}
+
+// ranged is a lease with its resolved range.
+type ranged struct {
+	l *Lease
+	r Range
+}
+
+// Check finds the problems of one prefix's lease set at now: gaps and overlaps in the coverage of
+// ["","FF"), duplicate tokens, orphan parents and leases pending a split (with WithPartitions),
+// owners that stopped renewing within expiration, a missing .info or stale .lock (with
+// WithMarkers), and families or modes that must not be mixed. Findings are sorted by severity.
+func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOption) []Finding {
+	var cfg checkConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var out []Finding
+	add := func(f Finding) {
+		slices.Sort(f.Tokens)
+		out = append(out, f)
+	}
+	partByID := map[string]Partition{}
+	for _, p := range cfg.partitions {
+		partByID[p.ID] = p
+	}
+
+	// Duplicates.
+	byToken := map[string][]*Lease{}
+	var tokens []string
+	for _, l := range ls {
+		if _, ok := byToken[l.Token]; !ok {
+			tokens = append(tokens, l.Token)
+		}
+		byToken[l.Token] = append(byToken[l.Token], l)
+	}
+	for _, t := range tokens {
+		if n := len(byToken[t]); n > 1 {
+			add(Finding{Kind: FindingDuplicate, Severity: SeverityError, Tokens: []string{t},
+				Message: fmt.Sprintf("lease token %s is in %d documents; .NET balancing fails on duplicates", t, n)})
+		}
+	}
+
+	// Ranges.
+	var known []ranged
+	unknown := 0
+	for _, t := range tokens {
+		l := byToken[t][0]
+		r, ok := l.Range, l.HasRange()
+		if !ok && (l.Family == FamilyDotNetV0 || l.Family == FamilyJavaPK) {
+			if p, found := partByID[l.Token]; found {
+				r, ok = p.Range, true
+			}
+		}
+		if !ok {
+			unknown++
+			msg := "lease has no range; pass the live partitions to resolve it"
+			if cfg.partitions != nil {
+				msg = "lease has no range and its token is not a live partition id"
+			}
+			add(Finding{Kind: FindingUnknownRange, Severity: SeverityWarning, Tokens: []string{t}, Message: msg})
+			continue
+		}
+		known = append(known, ranged{l, r})
+	}
+	slices.SortStableFunc(known, func(a, b ranged) int {
+		if c := CompareEPK(a.r.Min, b.r.Min); c != 0 {
+			return c
+		}
+		return CompareEPK(a.r.Max, b.r.Max)
+	})
+
+	// Overlaps: each lease against the one reaching furthest before it.
+	for i := 1; i < len(known); i++ {
+		far := known[0]
+		for _, k := range known[:i] {
+			if CompareEPK(k.r.Max, far.r.Max) > 0 {
+				far = k
+			}
+		}
+		cur := known[i]
+		if CompareEPK(cur.r.Min, far.r.Max) < 0 {
+			ov := Range{Min: cur.r.Min, Max: minEPK(cur.r.Max, far.r.Max)}
+			add(Finding{Kind: FindingOverlap, Severity: SeverityError, Tokens: []string{far.l.Token, cur.l.Token}, Range: &ov,
+				Message: fmt.Sprintf("leases %s and %s both cover %s; changes there are processed twice", far.l.Token, cur.l.Token, ov)})
+		}
+	}
+
+	// Gaps, only when every range is known.
+	if unknown == 0 && len(ls) > 0 {
+		cursor := FullRange.Min
+		for _, k := range known {
+			if CompareEPK(k.r.Min, cursor) > 0 {
+				g := Range{Min: cursor, Max: k.r.Min}
+				add(Finding{Kind: FindingGap, Severity: SeverityError, Range: &g,
+					Message: fmt.Sprintf("no lease covers %s; changes there are never processed", g)})
+			}
+			cursor = maxEPK(cursor, k.r.Max)
+		}
+		if CompareEPK(cursor, FullRange.Max) < 0 {
+			g := Range{Min: cursor, Max: FullRange.Max}
+			add(Finding{Kind: FindingGap, Severity: SeverityError, Range: &g,
+				Message: fmt.Sprintf("no lease covers %s; changes there are never processed", g)})
+		}
+	}
+
+	// Splits and orphan parents, against the live partitions.
+	if cfg.partitions != nil {
+		for _, k := range known {
+			gone := false
+			switch k.l.Family {
+			case FamilyDotNetV0, FamilyJavaPK:
+				_, live := partByID[k.l.Token]
+				gone = !live
+			default:
+				n := 0
+				for _, p := range cfg.partitions {
+					if p.Range.Overlaps(k.r) {
+						n++
+					}
+				}
+				gone = n > 1
+			}
+			if !gone {
+				continue
+			}
+			var children []string
+			for _, o := range known {
+				if o.l != k.l && o.l.Token != k.l.Token && within(o.r, k.r) {
+					children = append(children, o.l.Token)
+				}
+			}
+			if len(children) > 0 {
+				add(Finding{Kind: FindingOrphanParent, Severity: SeverityError, Tokens: append([]string{k.l.Token}, children...), Range: &k.r,
+					Message: fmt.Sprintf("lease %s was split into %s but still exists; delete it", k.l.Token, strings.Join(children, ", "))})
+				continue
+			}
+			add(Finding{Kind: FindingPendingSplit, Severity: SeverityInfo, Tokens: []string{k.l.Token}, Range: &k.r,
+				Message: fmt.Sprintf("lease %s spans a partition that split or merged; its owner splits it on the next read", k.l.Token)})
+		}
+	}
+
+	// Owners.
+	for _, l := range ls {
+		if l.State(now, expiration) == StateExpired {
+			age := now.Sub(l.Timestamp).Round(time.Second)
+			add(Finding{Kind: FindingStaleOwner, Severity: SeverityWarning, Tokens: []string{l.Token}, Owner: l.Owner,
+				Message: fmt.Sprintf("lease %s: owner %s has not renewed for %s (expiry %s)", l.Token, l.Owner, age, expiration)})
+		}
+	}
+
+	// Markers.
+	if cfg.markers {
+		if !cfg.hasInfo && len(ls) > 0 {
+			add(Finding{Kind: FindingNoInfo, Severity: SeverityWarning,
+				Message: "leases exist but the .info marker does not; the next processor start bootstraps again and may add overlapping leases"})
+		}
+		if !cfg.lockTime.IsZero() && now.Sub(cfg.lockTime) > DefaultLockTTL {
+			add(Finding{Kind: FindingStaleLock, Severity: SeverityWarning,
+				Message: fmt.Sprintf("the .lock marker is %s old; a bootstrap may be stuck (no TTL on the lease container?)", now.Sub(cfg.lockTime).Round(time.Second))})
+		}
+	}
+
+	// Families and modes.
+	families := map[Family][]string{}
+	modes := map[string][]string{}
+	for _, l := range ls {
+		families[l.Family] = append(families[l.Family], l.Token)
+		modes[normalMode(l.Mode)] = append(modes[normalMode(l.Mode)], l.Token)
+	}
+	_, hasJava := families[FamilyJavaEPK]
+	if hasJava && (len(families[FamilyDotNetV0]) > 0 || len(families[FamilyDotNetV1]) > 0) {
+		add(Finding{Kind: FindingMixedFamilies, Severity: SeverityError, Tokens: families[FamilyJavaEPK],
+			Message: "Java EPK and .NET leases share this prefix; neither SDK can read the other's leases"})
+	}
+	if len(modes) > 1 {
+		add(Finding{Kind: FindingMixedModes, Severity: SeverityError, Tokens: modes[ModeFullFidelity],
+			Message: "leases of incremental and all-versions-and-deletes processors share this prefix; processors refuse to start"})
+	}
+
+	rank := map[Severity]int{SeverityError: 0, SeverityWarning: 1, SeverityInfo: 2}
+	slices.SortStableFunc(out, func(a, b Finding) int { return rank[a.Severity] - rank[b.Severity] })
+	return out
+}
+
+// normalMode maps both SDKs' mode names to .NET's, "" to incremental.
+func normalMode(m string) string {
+	if strings.EqualFold(m, ModeFullFidelity) || strings.EqualFold(m, "FULL_FIDELITY") {
+		return ModeFullFidelity
+	}
+	return ModeIncremental
+}
+
+// within reports whether a lies inside b.
+func within(a, b Range) bool {
+	return CompareEPK(b.Min, a.Min) <= 0 && CompareEPK(a.Max, b.Max) <= 0
+}
+
+func minEPK(a, b string) string {
+	if CompareEPK(a, b) <= 0 {
+		return a
+	}
+	return b
+}
+
+func maxEPK(a, b string) string {
+	if CompareEPK(a, b) >= 0 {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,147 @@
+package leases
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// ProcessorInfo describes one lease prefix found in a lease container: one processor (or
+// estimator) deployment.
+type ProcessorInfo struct {
+	// Prefix is the lease prefix "<processor><host>_<db>_<container>".
+	Prefix string
+	// Processor is the processor name when the host could be told apart ("" otherwise: the name
+	// is glued to the account name; see ProcessorName).
+	Processor string
+	// ProcessorHost is the prefix without its database and container parts: the processor
+	// name followed by the account host.
+	ProcessorHost string
+	// Database and Container are the monitored container's identifiers as the prefix holds them.
+	Database, Container string
+	// ByName is true when Database and Container look like names rather than resource ids
+	// (Java's PK-range processor).
+	ByName bool
+	// Family is the family of most of the leases ("" without leases); Families counts each.
+	Family   Family
+	Families map[Family]int
+	// Leases is the number of lease documents that decode as leases; Invalid the number that
+	// do not.
+	Leases, Invalid int
+	// Owners are the distinct non-empty owners, sorted.
+	Owners []string
+	// LastActivity is the newest lease timestamp.
+	LastActivity time.Time
+	// HasInfo and HasLock report the .info and .lock markers.
+	HasInfo, HasLock bool
+}
+
+// Discover groups every lease and marker document of a lease container by prefix, sorted by
+// prefix. Documents that are neither are ignored.
+func Discover(docs []Document) []ProcessorInfo {
+	byPrefix := map[string]*ProcessorInfo{}
+	get := func(prefix string) *ProcessorInfo {
+		p, ok := byPrefix[prefix]
+		if !ok {
+			p = newProcessorInfo(prefix)
+			byPrefix[prefix] = p
+		}
+		return p
+	}
+	for _, d := range docs {
+		id := d.ID
+		if id == "" {
+			if o, err := parseObject(d.Body); err == nil {
+				id, _ = o.str(fID)
+			}
+		}
+		if prefix, kind, ok := markerPrefix(id); ok {
+			if kind == "info" {
+				get(prefix).HasInfo = true
+			} else {
+				get(prefix).HasLock = true
+			}
+			continue
+		}
+		prefix, _, ok := SplitID(id)
+		if !ok {
+			continue
+		}
+		p := get(prefix)
+		l, err := Decode(d)
+		if err != nil {
+			p.Invalid++
+			continue
+		}
+		p.Leases++
+		p.Families[l.Family]++
+		if l.Owner != "" && !slices.Contains(p.Owners, l.Owner) {
+			p.Owners = append(p.Owners, l.Owner)
+		}
+		if l.Timestamp.After(p.LastActivity) {
+			p.LastActivity = l.Timestamp
+		}
+	}
+	out := make([]ProcessorInfo, 0, len(byPrefix))
+	for _, p := range byPrefix {
+		slices.Sort(p.Owners)
+		for f, n := range p.Families {
+			if n > p.Families[p.Family] || (n == p.Families[p.Family] && f < p.Family) {
+				p.Family = f
+			}
+		}
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b ProcessorInfo) int { return strings.Compare(a.Prefix, b.Prefix) })
+	return out
+}
+
+// localHosts are account hosts that can be recognised at the end of a prefix.
+var localHosts = []string{"localhost", "127.0.0.1", "host.docker.internal", "[::1]"}
+
+func newProcessorInfo(prefix string) *ProcessorInfo {
+	p := &ProcessorInfo{Prefix: prefix, Families: map[Family]int{}}
+	i := strings.LastIndexByte(prefix, '_')
+	if i < 0 {
+		p.ProcessorHost = prefix
+		return p
+	}
+	p.Container = prefix[i+1:]
+	rest := prefix[:i]
+	if j := strings.LastIndexByte(rest, '_'); j >= 0 {
+		p.Database, rest = rest[j+1:], rest[:j]
+	}
+	p.ProcessorHost = rest
+	p.ByName = !looksLikeRid(p.Database) || !looksLikeRid(p.Container)
+	for _, h := range localHosts {
+		if name, ok := strings.CutSuffix(rest, h); ok {
+			p.Processor = name
+			break
+		}
+	}
+	return p
+}
+
+// ProcessorName returns the processor name of prefix given the account host the processor
+// used, and whether prefix is built on that host.
+func ProcessorName(prefix, host string) (string, bool) {
+	p := newProcessorInfo(prefix)
+	return strings.CutSuffix(p.ProcessorHost, host)
+}
+
+// looksLikeRid reports whether s is shaped like a Cosmos resource id: Base64 of 4 (database) or
+// 8 (container) bytes.
+func looksLikeRid(s string) bool {
+	if len(s) != 8 && len(s) != 12 {
+		return false
+	}
+	if !strings.HasSuffix(s, "=") {
+		return false
+	}
+	for _, c := range strings.TrimRight(s, "=") {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
