@@ -50,6 +50,9 @@ var (
 // epkTop is the exclusive upper bound of the EPK space; masked V2 EPKs start with 0-3.
 const epkTop = "FF"
 
+// maxPartitionKeyLen bounds the canonical partition key (the service allows 2 KB per value).
+const maxPartitionKeyLen = 8 << 10
+
 // epkHexLen is the length of inner range boundaries (a 128-bit V2 EPK in hex).
 const epkHexLen = 32
 
@@ -689,6 +692,9 @@ type writeResult struct {
 var systemProps = []string{"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"}
 
 func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
+	if len(w.PK) > maxPartitionKeyLen {
+		return writeResult{}, badRequest("the partition key is longer than %d bytes", maxPartitionKeyLen)
+	}
 	var res writeResult
 	var opErr error
 	// Concurrent writers share one commit. The function can run more than once, so it reports
