@@ -14,19 +14,19 @@ import (
 type FaultRule struct {
 	// Status is the error to answer: 429 (with x-ms-retry-after-ms), 503 or 410 (with
 	// x-ms-substatus). 0 answers normally, after Latency.
-	Status int `json:"status,omitempty"`
+	Status int
 	// Substatus is sent as x-ms-substatus. Default for 410: 1002 (partition key range gone).
-	Substatus int `json:"substatus,omitempty"`
+	Substatus int
 	// RetryAfter is sent as x-ms-retry-after-ms with 429. Default: 10ms.
-	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+	RetryAfter time.Duration
 	// Latency is added before answering (error or not).
-	Latency time.Duration `json:"latency,omitempty"`
+	Latency time.Duration
 	// Count limits the rule to the next Count matching requests; 0 means no limit.
-	Count int `json:"count,omitempty"`
+	Count int
 	// Fraction applies the rule to this fraction (0..1] of matching requests; 0 means all.
-	Fraction float64 `json:"fraction,omitempty"`
+	Fraction float64
 	// ChangeFeedOnly restricts the rule to change-feed reads.
-	ChangeFeedOnly bool `json:"changeFeedOnly,omitempty"`
+	ChangeFeedOnly bool
 }
 
 // Validate reports whether the rule can be injected.
