@@ -150,12 +150,10 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 	})
 
 	// Overlaps: each lease against the one reaching furthest before it.
+	var far ranged
 	for i := 1; i < len(known); i++ {
-		far := known[0]
-		for _, k := range known[:i] {
-			if CompareEPK(k.r.Max, far.r.Max) > 0 {
-				far = k
-			}
+		if i == 1 || CompareEPK(known[i-1].r.Max, far.r.Max) > 0 {
+			far = known[i-1]
 		}
 		cur := known[i]
 		if CompareEPK(cur.r.Min, far.r.Max) < 0 {

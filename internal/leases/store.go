@@ -208,6 +208,14 @@ func (s *Store) written(n *Lease, d Document) *Lease {
 // retries, is lost (*LeaseLostError). Errors returned by mutate end the update unchanged.
 func (s *Store) Update(ctx context.Context, l *Lease, mutate func(*Lease) error) (*Lease, error) {
 	cur := l
+	if cur.ETag == "" {
+		// Never replace without If-Match: read the stored version first.
+		fresh, err := s.fresh(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		cur = fresh
+	}
 	for attempt := 0; ; attempt++ {
 		n := cur.Clone()
 		if err := mutate(n); err != nil {

@@ -341,3 +341,56 @@ func TestStore_Renew_KeepsUnknownFields(t *testing.T) {
 		t.Errorf("properties = %v", p)
 	}
 }
+
+func TestStore_Update_WithoutETagRereads(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newTestStore(t, "/id")
+	ctx := context.Background()
+	createLease(t, s, "0")
+	if _, err := s.Acquire(ctx, createLeaseCopy("0"), "host-a"); err != nil {
+		t.Fatal(err)
+	}
+	// A lease built in memory (no ETag) must not blindly overwrite the stored owner.
+	_, err := s.Acquire(ctx, createLeaseCopy("0"), "host-b")
+	var lost *leases.LeaseLostError
+	if !errors.As(err, &lost) || lost.Owner != "host-a" {
+		t.Fatalf("Acquire with an unread lease = %v, want lost to host-a", err)
+	}
+}
+
+func createLeaseCopy(token string) *leases.Lease {
+	return leases.NewDotNetV0(testPrefix, token, leases.FullRange, "")
+}
+
+func TestStore_ConcurrentAcquire(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newTestStore(t, "/partitionKey")
+	ctx := context.Background()
+	l := createLease(t, s, "0")
+	var wg sync.WaitGroup
+	wins := make(chan string, 6)
+	for _, h := range []string{"h1", "h2", "h3", "h4", "h5", "h6"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Acquire(ctx, l, h); err == nil {
+				wins <- h
+			} else if !errors.Is(err, leases.ErrLeaseLost) {
+				t.Errorf("Acquire %s: %v", h, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	var winners []string
+	for w := range wins {
+		winners = append(winners, w)
+	}
+	got, err := s.Get(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(winners) != 1 || got.Owner != winners[0] {
+		t.Errorf("winners %v, stored owner %s; want exactly one winner that owns the lease", winners, got.Owner)
+	}
+}
