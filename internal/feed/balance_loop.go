@@ -63,11 +63,11 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) {
 		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
 			p.checkHandoff(ol, l)
 		}
-		if p.coolingDown(l.Token, now) {
-			// Handed off lately: count it for its new owner, never plan to take it back.
-			if l.Expired(now, p.opts.Expiration) {
-				continue
-			}
+		if to, ok := p.coolingDown(l.Token, now); ok && l.Expired(now, p.opts.Expiration) {
+			// Handed off lately and not taken yet: count it for the host that asked for it,
+			// so that this host does not plan to take it back.
+			l = l.Clone()
+			l.Owner, l.Timestamp = to, now
 		}
 		candidates = append(candidates, l)
 	}
@@ -189,28 +189,28 @@ func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) {
 	if l == nil || !handoffAsked(l, p.opts.Instance) || ol.ctx.Err() != nil {
 		return
 	}
-	p.hoMu.Lock()
-	p.handedOff[l.Token] = p.opts.Now()
-	p.hoMu.Unlock()
 	_, to, _ := strings.Cut(l.Properties[handoffKey], handoffSep)
+	p.hoMu.Lock()
+	p.handedOff[l.Token] = handoffAsk{owner: to, at: p.opts.Now()}
+	p.hoMu.Unlock()
 	p.log.Info("lease handoff", "lease", l.Token, "to", to)
 	ol.cancel(errHandoff)
 }
 
-// coolingDown reports whether this host handed token off lately.
-func (p *Processor) coolingDown(token string, now time.Time) bool {
+// coolingDown reports whether this host handed token off lately, and to whom.
+func (p *Processor) coolingDown(token string, now time.Time) (string, bool) {
 	p.hoMu.Lock()
 	defer p.hoMu.Unlock()
-	at, ok := p.handedOff[token]
-	return ok && now.Sub(at) < 3*p.opts.AcquireInterval
+	h, ok := p.handedOff[token]
+	return h.owner, ok && now.Sub(h.at) < 3*p.opts.AcquireInterval
 }
 
 // pruneHandoffs forgets old requests and cool-downs.
 func (p *Processor) pruneHandoffs(now time.Time) {
 	p.hoMu.Lock()
 	defer p.hoMu.Unlock()
-	for t, at := range p.handedOff {
-		if now.Sub(at) >= 3*p.opts.AcquireInterval {
+	for t, h := range p.handedOff {
+		if now.Sub(h.at) >= 3*p.opts.AcquireInterval {
 			delete(p.handedOff, t)
 		}
 	}
@@ -221,6 +221,7 @@ func (p *Processor) pruneHandoffs(now time.Time) {
 	}
 }
 
+// handoffAsk is a handoff request: to (or from) owner, at a time.
 type handoffAsk struct {
 	owner string
 	at    time.Time

@@ -153,8 +153,8 @@ type Processor struct {
 	boot   *BootstrapResult
 
 	hoMu      sync.Mutex
-	asked     map[string]handoffAsk // handoff requests this host made, by token
-	handedOff map[string]time.Time  // leases this host handed off, by token
+	asked     map[string]handoffAsk // handoff requests this host made (to the owner), by token
+	handedOff map[string]handoffAsk // leases this host handed off (to the requester), by token
 
 	mu    sync.Mutex
 	owned map[string]*ownedLease // by token
@@ -186,7 +186,7 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 		log:   opts.Logger.With("owner", opts.Instance),
 		limit: newLogLimiter(opts.Now, DefaultMaxErrorBackoff),
 		owned: map[string]*ownedLease{},
-		asked: map[string]handoffAsk{}, handedOff: map[string]time.Time{},
+		asked: map[string]handoffAsk{}, handedOff: map[string]handoffAsk{},
 	}
 	p.lh, _ = h.(LeaseHandler)
 	return p, nil

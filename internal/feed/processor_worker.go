@@ -63,8 +63,17 @@ func (ol *ownedLease) lose(err error) { ol.cancel(err) }
 func (p *Processor) start(l *leases.Lease) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.group == nil || p.run.Err() != nil {
-		return // shutting down: the lease is released by the next owner's expiry check
+	if p.group == nil {
+		return // not running (start is only called from Run's goroutines)
+	}
+	if p.run.Err() != nil {
+		// Acquired while shutting down: give it back at once rather than let it expire.
+		ctx, cancel := p.fresh(p.run)
+		defer cancel()
+		if err := p.store.Release(ctx, l, p.opts.Instance); err != nil {
+			p.log.Warn("release lease acquired during shutdown", "lease", l.Token, "err", err)
+		}
+		return
 	}
 	if _, ok := p.owned[l.Token]; ok {
 		return
@@ -76,7 +85,8 @@ func (p *Processor) start(l *leases.Lease) {
 	}
 	p.owned[l.Token] = ol
 	run := p.run
-	p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
+	// Notify outside the lock: the callback may call Owned.
+	defer p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
 	p.group.Go(func() error {
 		defer cancel(nil)
 		defer func() {
