@@ -394,3 +394,41 @@ func TestStore_ConcurrentAcquire(t *testing.T) {
 		t.Errorf("winners %v, stored owner %s; want exactly one winner that owns the lease", winners, got.Owner)
 	}
 }
+
+func TestStore_GUIDPartitionKeys(t *testing.T) {
+	t.Parallel()
+	s, docs, clk := newTestStore(t, "/partitionKey")
+	ctx := context.Background()
+	id := leases.LeaseID(testPrefix, "1")
+	// Two copies of one lease in different logical partitions, as .NET 3.20-3.58 could create.
+	for _, guid := range []string{"3f9d2c1e-8b7a-4e21-9c55-0d6f1a2b3c4d", "7a7a7a7a-0000-4000-8000-000000000001"} {
+		body := `{"id":"` + id + `","partitionKey":"` + guid + `","version":0,"LeaseToken":"1",` +
+			`"FeedRange":{"Range":{"min":"","max":"FF"}},"Owner":null,"ContinuationToken":null,"properties":{},"timestamp":null}`
+		if _, err := docs.Put(guid, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := s.List(ctx)
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("List = %d leases, %v; want both copies", len(ls), err)
+	}
+	fs := leases.Check(ls, clk.Now(), time.Minute)
+	if len(fs) == 0 || fs[0].Kind != leases.FindingDuplicate {
+		t.Errorf("Check = %+v, want a duplicate-token finding", fs)
+	}
+	a, err := s.Acquire(ctx, ls[0], "host-a")
+	if err != nil {
+		t.Fatalf("Acquire a GUID-keyed lease: %v", err)
+	}
+	if a.PK != ls[0].PK {
+		t.Errorf("acquired lease PK = %s, want its GUID %s", a.PK, ls[0].PK)
+	}
+	d, err := docs.Read(ctx, id, ls[0].PK)
+	if err != nil || bodyField(t, d.Body, "Owner") != "host-a" {
+		t.Errorf("stored copy in %s: %s, %v", ls[0].PK, d.Body, err)
+	}
+	other, err := docs.Read(ctx, id, ls[1].PK)
+	if err != nil || bodyField(t, other.Body, "Owner") != nil {
+		t.Errorf("the other copy changed: %s, %v", other.Body, err)
+	}
+}
