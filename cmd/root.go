@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cfp-dev/cfp/internal/buildinfo"
+	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // Command groups in the root help.
@@ -211,4 +213,18 @@ func versionString(version, commit, date string) string {
 		return version
 	}
 	return fmt.Sprintf("%s (%s)", version, strings.Join(extra, ", "))
+}
+
+// DocsRoot returns cfp's command tree for generating the reference documentation. It is built
+// on test streams with an empty environment, so the result does not depend on the machine,
+// and it never runs a command.
+func DocsRoot() *cobra.Command {
+	ios, _, _, _ := render.Test()
+	f := &factory{IO: ios, Global: &globalOptions{}, Getenv: func(string) string { return "" }, Now: time.Now}
+	f.Log = f.newLogger()
+	f.Account = f.openAccount
+	root := newRootCmd(f)
+	root.Version = ""
+	walk(root, func(c *cobra.Command) { c.DisableAutoGenTag = true })
+	return root
 }

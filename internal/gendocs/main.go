@@ -1,0 +1,82 @@
+// Command gendocs writes cfp's CLI reference: markdown pages to docs/cli and man pages to
+// docs/cli/man, from the cobra command tree, with a fixed date so the output is reproducible.
+// Run it from the repository root after changing a command's help or flags:
+//
+//	go run ./internal/gendocs
+//
+// A test in this package fails when the committed reference is stale.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+
+	"github.com/cfp-dev/cfp/cmd"
+)
+
+// docDate is the date printed in the man pages. It is fixed so the reference changes only
+// when the commands do.
+var docDate = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+func main() {
+	dir := "docs/cli"
+	if len(os.Args) > 1 {
+		dir = os.Args[1]
+	}
+	if err := generate(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "gendocs: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// generate replaces dir's markdown and man pages with freshly generated ones.
+func generate(dir string) error {
+	manDir := filepath.Join(dir, "man")
+	for _, pattern := range []string{filepath.Join(dir, "*.md"), filepath.Join(manDir, "*.1")} {
+		old, err := filepath.Glob(pattern)
+		if err != nil {
+			return err
+		}
+		for _, f := range old {
+			if err := os.Remove(f); err != nil {
+				return fmt.Errorf("remove stale page: %w", err)
+			}
+		}
+	}
+	if err := os.MkdirAll(manDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", manDir, err)
+	}
+	root := cmd.DocsRoot()
+	if err := doc.GenMarkdownTree(root, dir); err != nil {
+		return fmt.Errorf("generate markdown: %w", err)
+	}
+	header := &doc.GenManHeader{Title: "CFP", Section: "1", Date: &docDate, Source: "cfp", Manual: "cfp manual"}
+	if err := doc.GenManTree(root, header, manDir); err != nil {
+		return fmt.Errorf("generate man pages: %w", err)
+	}
+	return writeHelpTopics(root, dir)
+}
+
+// writeHelpTopics writes the additional help topics (cfp help exit-codes, ...), which cobra's
+// generator skips, as cfp_help_<topic>.md.
+func writeHelpTopics(root *cobra.Command, dir string) error {
+	for _, c := range root.Commands() {
+		if !c.IsAdditionalHelpTopicCommand() {
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "## cfp help %s\n\n%s\n\n```\n%s\n```\n\n### SEE ALSO\n\n* [cfp](cfp.md)\t - %s\n",
+			c.Name(), c.Short, c.Long, root.Short)
+		name := filepath.Join(dir, "cfp_help_"+strings.ReplaceAll(c.Name(), "-", "_")+".md")
+		if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
