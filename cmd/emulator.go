@@ -1,0 +1,292 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+func init() { registerCommand(groupLocal, newEmulatorCmd) }
+
+// Defaults of `cfp emulator`.
+const (
+	defaultEmulatorAddr = "localhost:8081"
+)
+
+type emulatorOptions struct {
+	f          *factory
+	Data       string
+	Addr       string
+	Partitions int
+
+	// Key is the account key the gateway checks signatures against; "" is the well-known key.
+	Key string
+	// KeyFile is the --key-file the key came from ("" when it did not).
+	KeyFile string
+
+	// ready, when set, is called once the gateway is serving (tests).
+	ready func(emulatorView)
+}
+
+// emulatorView is what `cfp emulator` prints once it serves: a public contract
+// (docs/scripting.md). A custom key is never printed: Key and ConnectionString are set only for
+// the well-known emulator key, KeySource says where a custom key comes from.
+type emulatorView struct {
+	Type             string `json:"type"`
+	Endpoint         string `json:"endpoint"`
+	Key              string `json:"key,omitempty"`
+	KeySource        string `json:"keySource"`
+	ConnectionString string `json:"connectionString,omitempty"`
+	DataDir          string `json:"dataDir"`
+	Partitions       int    `json:"partitions"`
+	PID              int    `json:"pid"`
+}
+
+const emulatorLong = `Serve the embedded Cosmos DB emulator on a socket, so that several cfp processes (and any
+Cosmos DB SDK) can share one data directory.
+
+cfp emulator opens DIR (--data, default .cfp), binds --addr (default localhost:8081; use
+127.0.0.1:0 for any free port), prints the endpoint, the key and a connection string, and
+serves until interrupted (Ctrl-C or SIGTERM), then shuts down cleanly and exits 0.
+
+Output: a table on a terminal; in a pipe one JSON line of type "serving" with the fields
+endpoint, key, keySource, connectionString, dataDir, partitions and pid.
+
+The key is the well-known Cosmos DB emulator key unless --key-file (or --key) gives another;
+a custom key is never printed, only where it comes from. COSMOS_KEY is ignored here, so that
+the key of a real account in your environment never becomes the emulator's (and is never
+printed). The gateway binds loopback by default; binding another address prints a warning,
+because anyone who can reach it and knows the key can read and write the data.
+
+While it runs, the data directory is locked: other commands reach the data with
+--endpoint http://ADDR/ (or the connection string), not with --local DIR. New containers get
+--partitions physical partitions (default 4); split them with 'cfp emulator split'.`
+
+const emulatorExample = `  # Serve .cfp on localhost:8081 with the well-known key
+  cfp emulator
+
+  # In another terminal: import sample data and tail it
+  export COSMOS_ENDPOINT=http://localhost:8081/
+  cfp import -d shop -c orders --create --partition-key-path /customerId < orders.jsonl
+  cfp tail -d shop -c orders --from beginning
+
+  # Any free port, a custom key, the connection string for a script
+  cfp emulator --addr 127.0.0.1:0 --data /tmp/emu --key-file emu.key -o json`
+
+func newEmulatorCmd(f *factory) *cobra.Command {
+	opts := &emulatorOptions{f: f}
+	c := &cobra.Command{
+		Use:     "emulator [flags]",
+		Short:   "Serve the embedded Cosmos DB emulator on a socket",
+		Long:    emulatorLong,
+		Example: emulatorExample,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Partitions < 1 || opts.Partitions > 256 {
+				return usageErrorf("--partitions must be between 1 and 256, got %d", opts.Partitions)
+			}
+			if opts.Data == "" {
+				return usageErrorf("--data must name a directory")
+			}
+			if err := opts.resolveKey(); err != nil {
+				return err
+			}
+			return runEmulator(contextOf(c), opts)
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&opts.Data, "data", defaultLocalDir, "data `DIR` to serve (created if missing)")
+	fs.StringVar(&opts.Addr, "addr", defaultEmulatorAddr, "`HOST:PORT` to listen on (port 0: any free port)")
+	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
+	c.AddCommand(newEmulatorSplitCmd(f), newEmulatorFaultsCmd(f))
+	return c
+}
+
+// resolveKey sets the gateway's key from --key-file or --key (never COSMOS_KEY) and checks it.
+func (o *emulatorOptions) resolveKey() error {
+	g := o.f.Global
+	switch {
+	case g.KeyFile != "":
+		b, err := os.ReadFile(g.KeyFile)
+		if err != nil {
+			return withHint(fmt.Errorf("read --key-file: %w", err), "pass a file that holds only the emulator's base64 key")
+		}
+		o.Key, o.KeyFile = strings.TrimSpace(string(b)), g.KeyFile
+		if o.Key == "" {
+			return briefUsageErrorf("--key-file %s is empty", g.KeyFile)
+		}
+	case g.Key != "":
+		o.Key = g.Key
+	}
+	if o.Key == auth.WellKnownKey {
+		o.Key, o.KeyFile = "", ""
+	}
+	if o.Key == "" {
+		return nil
+	}
+	o.f.addSecret(o.Key)
+	if err := (emulator.Options{Dir: o.Data, Key: o.Key}).Validate(); err != nil {
+		return briefUsageErrorf("the emulator key must be base64 (like a Cosmos DB account key): %w", err)
+	}
+	return nil
+}
+
+// keySource says where the gateway's key comes from, for the view.
+func (o *emulatorOptions) keySource() string {
+	switch {
+	case o.KeyFile != "":
+		return "--key-file " + o.KeyFile
+	case o.Key != "":
+		return "--key"
+	}
+	return "well-known"
+}
+
+func runEmulator(ctx context.Context, opts *emulatorOptions) error {
+	f := opts.f
+	p, err := f.printer(render.FormatJSONL)
+	if err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(opts.Data)
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", opts.Data, err)
+	}
+	emu, err := emulator.Open(emulator.Options{Dir: dir, Key: opts.Key, Partitions: opts.Partitions, Logger: f.Log})
+	if err != nil {
+		return explainLocked(fmt.Errorf("open emulator: %w", err))
+	}
+	defer emu.Close()
+
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return withHint(fmt.Errorf("listen: %w", err), "choose another address with --addr (127.0.0.1:0 picks a free port)")
+	}
+	defer ln.Close()
+	host := listenHost(opts.Addr)
+	if !isLoopbackHost(host) {
+		f.warnf("serving on %s, which is not a loopback address: anyone who reaches it and knows the key can read and write the data", ln.Addr())
+	}
+
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	v := emulatorView{
+		Type:       "serving",
+		Endpoint:   "http://" + net.JoinHostPort(endpointHost(host), port) + "/",
+		KeySource:  opts.keySource(),
+		DataDir:    dir,
+		Partitions: opts.Partitions,
+		PID:        os.Getpid(),
+	}
+	if opts.Key == "" {
+		v.Key = auth.WellKnownKey
+		v.ConnectionString = "AccountEndpoint=" + v.Endpoint + ";AccountKey=" + v.Key + ";"
+	}
+	if err := p.Print(ctx, v, func(t *render.Table) { fillEmulatorTable(t, f.IO, v, opts) }); err != nil {
+		return err
+	}
+	if f.IO.IsStderrTTY {
+		fmt.Fprintln(f.IO.ErrOut, "Serving; press Ctrl-C to stop.")
+	}
+	if opts.ready != nil {
+		opts.ready(v)
+	}
+
+	f.Log.Info("emulator serving", "addr", ln.Addr().String(), "dir", dir)
+	if err := emu.Serve(ctx, ln); err != nil {
+		return err
+	}
+	if err := emu.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.ErrOut, "cfp: emulator stopped; %s is free again\n", dir)
+	// Stopping a server with Ctrl-C or SIGTERM is how it ends normally: exit 0, not 130.
+	return &ExitError{Code: exitOK}
+}
+
+func fillEmulatorTable(t *render.Table, ios *render.IOStreams, v emulatorView, opts *emulatorOptions) {
+	*t = *render.NewTable(ios, "setting", "value")
+	t.Row("endpoint", v.Endpoint)
+	switch {
+	case v.Key != "":
+		t.Row("key", v.Key)
+		t.Row("connection string", v.ConnectionString)
+	case opts.KeyFile != "":
+		t.Row("key", "in "+opts.KeyFile)
+		t.Row("connect with", "--endpoint "+v.Endpoint+" --key-file "+opts.KeyFile)
+	default:
+		t.Row("key", "as given with --key")
+	}
+	t.Row("data directory", v.DataDir)
+	t.Row("partitions", strconv.Itoa(v.Partitions))
+}
+
+// listenHost returns the host part of a listen address ("" for ":8081").
+func listenHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+// isLoopbackHost reports whether a listen host binds only the loopback interface.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// endpointHost is the host clients should use for a listen host: the host itself, or
+// localhost when the address binds every interface.
+func endpointHost(host string) string {
+	if host == "" {
+		return "localhost"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "localhost"
+	}
+	return host
+}
+
+// heldDirError is a data directory that a running `cfp emulator` serves; Try: says to connect to
+// it instead. It wraps the *emulator.LockedError.
+type heldDirError struct {
+	*emulator.LockedError
+}
+
+func (e *heldDirError) Error() string {
+	holder := "another process"
+	if e.PID > 0 {
+		holder = fmt.Sprintf("process %d", e.PID)
+	}
+	return fmt.Sprintf("data directory %s is in use: %s serves it on %s", e.Dir, holder, e.Addr)
+}
+
+func (e *heldDirError) Unwrap() error { return e.LockedError }
+
+func (e *heldDirError) Hint() string {
+	return fmt.Sprintf("--endpoint http://%s/ (with the emulator's key) instead of --local %s", e.Addr, e.Dir)
+}
+
+// explainLocked turns a data directory held by a serving emulator into a one-line error with
+// a Try: hint to connect to it. Other errors pass unchanged.
+func explainLocked(err error) error {
+	var le *emulator.LockedError
+	if errors.As(err, &le) && le.Addr != "" {
+		return &heldDirError{LockedError: le}
+	}
+	return err
+}
