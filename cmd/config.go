@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,7 +13,8 @@ import (
 func init() { registerCommand("", newConfigCmd) }
 
 type configOptions struct {
-	f *factory
+	f     *factory
+	check bool
 }
 
 // configView is the JSON of `cfp config -o json`, a public contract (docs/scripting.md). It
@@ -30,27 +32,79 @@ type configView struct {
 	LeaseContainer   string   `json:"leaseContainer"`
 	Processor        string   `json:"processor,omitempty"`
 	LeaseIDPrefix    string   `json:"leaseIdPrefix,omitempty"`
+	// Checks are the results of --check, in order.
+	Checks []configCheck `json:"checks,omitempty"`
+}
+
+// configCheck is one result of `cfp config --check`.
+type configCheck struct {
+	Check  string `json:"check"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
 }
 
 func newConfigCmd(f *factory) *cobra.Command {
 	opts := &configOptions{f: f}
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "config",
 		Short: "Show the account, container and processor cfp would use",
 		Long: `Show the configuration cfp resolves from flags and the environment: which account
 (endpoint, connection string or local data directory), how it authenticates, where the key
 comes from (never the key itself), and the monitored container, lease container and
-processor. Each value says where it came from. Nothing is contacted.
+processor. Each value says where it came from. Nothing is contacted unless --check is given.
+
+--check also opens the account and reads the monitored container (its partition key and
+physical partitions) and the lease container, when they are named; the first failure is
+reported with its exit code (1, or 4 when credentials or permissions are refused).
 
 Use it to check a shell's COSMOS_* and CFP_* variables before running a command.`,
 		Example: `  cfp config
   COSMOS_CONNECTION_STRING="AccountEndpoint=...;AccountKey=...;" cfp config -d shop -c orders
-  cfp config -o json --jq .endpoint`,
+  cfp config -o json --jq .endpoint
+  cfp --local config --check -d shop -c orders`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runConfig(c.Context(), opts)
 		},
 	}
+	c.Flags().BoolVar(&opts.check, "check", false, "open the account and read the named containers")
+	return c
+}
+
+// runChecks opens the account and reads the named containers. It returns the results so far
+// and the first error.
+func runChecks(ctx context.Context, f *factory) ([]configCheck, error) {
+	var checks []configCheck
+	acct, err := f.Account(ctx)
+	if err != nil {
+		return append(checks, configCheck{Check: "account", Detail: err.Error()}), err
+	}
+	checks = append(checks, configCheck{Check: "account", OK: true, Detail: "opened " + acct.Endpoint()})
+	g := f.Global
+	if g.Database != "" && g.Container != "" {
+		what := "container " + g.Database + "/" + g.Container
+		c := acct.Container(g.Database, g.Container)
+		info, err := c.Info(ctx)
+		if err != nil {
+			return append(checks, configCheck{Check: what, Detail: err.Error()}), err
+		}
+		parts, err := c.Partitions(ctx)
+		if err != nil {
+			return append(checks, configCheck{Check: what, Detail: err.Error()}), err
+		}
+		checks = append(checks, configCheck{Check: what, OK: true,
+			Detail: fmt.Sprintf("partition key %s, %d physical partitions", strings.Join(info.PartitionKeyPaths, ","), len(parts))})
+	}
+	if db := f.leaseDatabase(); db != "" {
+		what := "lease container " + db + "/" + g.LeaseContainer
+		info, err := acct.Container(db, g.LeaseContainer).Info(ctx)
+		if err != nil {
+			return append(checks, configCheck{Check: what, Detail: err.Error()}), err
+		}
+		checks = append(checks, configCheck{Check: what, OK: true,
+			Detail: "partition key " + strings.Join(info.PartitionKeyPaths, ",")})
+	}
+	return checks, nil
 }
 
 func runConfig(ctx context.Context, opts *configOptions) error {
@@ -96,7 +150,11 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 	if err != nil {
 		return err
 	}
-	return p.Print(ctx, v, func(t *render.Table) {
+	var checkErr error
+	if opts.check {
+		v.Checks, checkErr = runChecks(ctx, f)
+	}
+	err = p.Print(ctx, v, func(t *render.Table) {
 		*t = *render.NewTable(f.IO, "setting", "value", "source")
 		t.Row("account", v.Account, accountSource)
 		if v.LocalDir != "" {
@@ -126,5 +184,16 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		if v.LeaseIDPrefix != "" {
 			t.Row("lease id prefix", v.LeaseIDPrefix, g.source("lease-id-prefix"))
 		}
+		for _, c := range v.Checks {
+			status := "ok"
+			if !c.OK {
+				status = "FAILED"
+			}
+			t.Row("check "+c.Check, status, c.Detail)
+		}
 	})
+	if checkErr != nil {
+		return checkErr
+	}
+	return err
 }

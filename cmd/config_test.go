@@ -1,0 +1,65 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+)
+
+func TestConfigCheck_Local(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir, LocalPartitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, pk string }{{"orders", "/customerId"}, {"leases", "/id"}} {
+		if _, err := acct.CreateContainerIfNotExists(ctx, "shop", c.name, c.pk, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := acct.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	env := map[string]string{"CFP_LOCAL": dir, "COSMOS_DATABASE": "shop"}
+	code, out, errOut := run(t, env, "config", "--check", "-c", "orders", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var v configView
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("output is not a config view: %v\n%s", err, out)
+	}
+	if len(v.Checks) != 3 {
+		t.Fatalf("checks = %+v, want account, container and lease container", v.Checks)
+	}
+	for _, c := range v.Checks {
+		if !c.OK {
+			t.Errorf("check %s failed: %s", c.Check, c.Detail)
+		}
+	}
+	if d := v.Checks[1].Detail; !strings.Contains(d, "/customerId") || !strings.Contains(d, "3 physical partitions") {
+		t.Errorf("container check = %q, want its partition key and partition count", d)
+	}
+
+	// A container that does not exist fails the check: exit 1, one line and a hint.
+	code, out, errOut = run(t, env, "config", "--check", "-c", "missing", "-o", "json")
+	if code != 1 {
+		t.Errorf("missing container: exit %d, want 1", code)
+	}
+	if !strings.Contains(out, `"ok": false`) {
+		t.Errorf("missing container: stdout %q, want the failed check", out)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "cfp: ") || !strings.Contains(lines[0], "missing") || !strings.HasPrefix(lines[1], "Try: ") {
+		t.Errorf("missing container: stderr %q, want one error line naming it and a Try line", errOut)
+	}
+}
