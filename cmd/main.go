@@ -30,6 +30,12 @@ import (
 func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, restore the default handling: a second Ctrl-C ends cfp at once
+	// if a graceful shutdown hangs.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	return MainWithIO(ctx, args, render.System(os.Getenv), os.Getenv)
 }
 
