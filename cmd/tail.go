@@ -1,0 +1,611 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+func init() { registerCommand(groupFeed, newTailCmd) }
+
+// Defaults of `cfp tail`.
+const (
+	defaultTailPageSize = 1000
+	// tailFlushEvery bounds how long a change may sit in the output buffer of a live tail.
+	tailFlushEvery = 200 * time.Millisecond
+)
+
+type tailOptions struct {
+	f *factory
+
+	From         string
+	Until        string
+	ExitAtEnd    bool
+	MaxItems     int64
+	PartitionKey string
+	Range        string
+	Mode         string
+	Poll         time.Duration
+	SaveState    string
+	SaveEvery    time.Duration
+	Envelope     bool
+	PageSize     int
+	Concurrency  int
+
+	// Resolved by validate.
+	start  feed.StartFrom
+	state  *feed.TailState
+	until  time.Time
+	pk     json.RawMessage
+	rng    *feed.Range
+	format render.Format
+	query  *render.Query
+}
+
+const tailLong = `Watch a container's changes, in every feed range at once, without writing any lease.
+
+Each change is the latest version of a created or updated item. In a pipe cfp tail writes one
+JSON document per line (-o jsonl), exactly as the change feed returned it; on a terminal it
+shows one coloured line per change: time, range, id and a short preview of the body.
+--envelope wraps every change as {"range","partition","lsn","ts","operation","item"}.
+
+Where to start (--from):
+  now               only changes made from now on (the default)
+  beginning         the whole retained history
+  2026-01-02T15:04:05Z, -15m
+                    changes made at or after that time
+  @FILE             exactly where a --save-state FILE of an earlier run stopped:
+                    no change lost, none repeated
+
+Where to stop: Ctrl-C (a one-line summary on stderr, exit 130), -e/--exit-at-end (once
+every range is caught up), -n/--max-items N, or --until TIME (changes after it are left
+for the next run). With --save-state FILE the position of every range is written to FILE
+(atomically) every --save-every and on exit, so 'cfp tail --from @FILE --save-state FILE'
+resumes where the last run stopped.
+
+Status ("caught up on 4/4 ranges") goes to stderr on a terminal or with --log-level info.
+The JSON forms are a contract: see docs/scripting.md.`
+
+const tailExample = `  # Follow new changes on the embedded emulator
+  cfp --local tail -d shop -c orders
+
+  # Dump the whole history as JSON lines and stop
+  cfp tail -d shop -c orders --from beginning -e > orders.jsonl
+
+  # Copy a container: the change feed of one into another
+  cfp tail -d shop -c orders --from beginning -e | cfp import -d shop -c orders-copy
+
+  # Resume exactly where the last run stopped, and remember the new position
+  cfp tail -d shop -c orders --from @orders.state --save-state orders.state -e
+
+  # The last hour's changes of one customer, as envelopes, filtered with jq
+  cfp tail -d shop -c orders --from -1h -e --partition-key c42 --envelope --jq '[.lsn, .item.id]'`
+
+func newTailCmd(f *factory) *cobra.Command {
+	opts := &tailOptions{f: f}
+	c := &cobra.Command{
+		Use:     "tail [flags]",
+		Short:   "Watch a container's changes (never writes leases)",
+		Long:    tailLong,
+		Example: tailExample,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			return runTail(contextOf(c), opts)
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&opts.From, "from", "now", "where to start: now, beginning, an RFC 3339 `TIME`, -<duration> or @STATE-FILE")
+	fs.StringVar(&opts.Until, "until", "", "stop each range at its first change after `TIME` (RFC 3339, -<duration>, +<duration> or now)")
+	fs.BoolVarP(&opts.ExitAtEnd, "exit-at-end", "e", false, "stop once every range is caught up")
+	fs.Int64VarP(&opts.MaxItems, "max-items", "n", 0, "stop after `N` changes (0: no limit)")
+	fs.StringVar(&opts.PartitionKey, "partition-key", "", "only the changes of the logical partition `VALUE` (a string, or JSON such as [5] or [\"a\",\"b\"])")
+	fs.StringVar(&opts.Range, "range", "", "only the changes in the EPK `RANGE` MIN-MAX (hex, e.g. -3F or 3F-7F)")
+	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode", "latest", "all-versions")
+	fs.DurationVar(&opts.Poll, "poll", feed.DefaultTailPoll, "wait this `DURATION` before reading a caught-up range again")
+	fs.StringVar(&opts.SaveState, "save-state", "", "write every range's position to `FILE` periodically and on exit (resume with --from @FILE)")
+	fs.DurationVar(&opts.SaveEvery, "save-every", feed.DefaultTailSaveEvery, "how often --save-state writes the `DURATION`")
+	fs.BoolVar(&opts.Envelope, "envelope", false, "wrap each change as {range, partition, lsn, ts, operation, item}")
+	fs.IntVar(&opts.PageSize, "page-size", defaultTailPageSize, "at most `N` changes per read")
+	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultTailConcurrency, "at most `N` ranges read at once")
+	c.MarkFlagsMutuallyExclusive("partition-key", "range")
+	return c
+}
+
+// validate checks the flags and resolves them, before any account is opened.
+func (o *tailOptions) validate() error {
+	f := o.f
+	if err := f.requireContainer(); err != nil {
+		return err
+	}
+	now := f.Now()
+	if path, ok := strings.CutPrefix(strings.TrimSpace(o.From), "@"); ok {
+		if path == "" {
+			return briefUsageErrorf("invalid --from %q: name the state file after @", o.From)
+		}
+		st, err := feed.ReadTailState(path)
+		if err != nil {
+			return withHint(err, "pass a file written by 'cfp tail --save-state FILE'")
+		}
+		o.state = st
+	} else {
+		start, err := feed.ParseStart(o.From, now)
+		if err != nil {
+			return briefUsageErrorf("invalid --from: %w", err)
+		}
+		o.start = start
+	}
+	until, err := feed.ParseUntil(o.Until, now)
+	if err != nil {
+		return briefUsageErrorf("invalid --until: %w", err)
+	}
+	o.until = until
+	if o.Range != "" {
+		r, err := parseEPKRange(o.Range)
+		if err != nil {
+			return briefUsageErrorf("invalid --range %q: %w", o.Range, err)
+		}
+		if o.state != nil {
+			return briefUsageErrorf("--range cannot be combined with --from @FILE: the state file has its ranges")
+		}
+		o.rng = &r
+	}
+	if o.PartitionKey != "" {
+		pk, err := partitionKeyJSON(o.PartitionKey)
+		if err != nil {
+			return briefUsageErrorf("invalid --partition-key %q: %w", o.PartitionKey, err)
+		}
+		if o.state != nil && !bytes.Equal(pk, o.state.PartitionKey) {
+			return briefUsageErrorf("--partition-key differs from the state file's partition key")
+		}
+		o.pk = pk
+	}
+	if o.Mode == "all-versions" {
+		return briefUsageErrorf("--mode all-versions is not supported yet: use --mode latest")
+	}
+	switch {
+	case o.MaxItems < 0:
+		return briefUsageErrorf("invalid --max-items %d: must not be negative", o.MaxItems)
+	case o.Poll <= 0:
+		return briefUsageErrorf("invalid --poll %s: must be positive", o.Poll)
+	case o.SaveEvery <= 0:
+		return briefUsageErrorf("invalid --save-every %s: must be positive", o.SaveEvery)
+	case o.PageSize <= 0:
+		return briefUsageErrorf("invalid --page-size %d: must be positive", o.PageSize)
+	case o.Concurrency <= 0:
+		return briefUsageErrorf("invalid --concurrency %d: must be positive", o.Concurrency)
+	}
+	if o.format, err = f.outputFormat(render.FormatJSONL); err != nil {
+		return err
+	}
+	if o.query, err = f.jqQuery(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parseEPKRange parses "MIN-MAX" (upper- or lower-case hex EPKs; MIN may be empty for the
+// lowest key, MAX empty or FF for the top).
+func parseEPKRange(s string) (feed.Range, error) {
+	lo, hi, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok || strings.Contains(hi, "-") {
+		return feed.Range{}, errors.New("want MIN-MAX in hex EPKs, e.g. -3F or 3F-FF")
+	}
+	lo, hi = strings.ToUpper(lo), strings.ToUpper(hi)
+	if hi == "" {
+		hi = "FF"
+	}
+	for _, v := range []string{lo, hi} {
+		if strings.Trim(v, "0123456789ABCDEF") != "" {
+			return feed.Range{}, fmt.Errorf("%q is not a hex EPK", v)
+		}
+	}
+	r := feed.Range{Min: lo, Max: hi}
+	if compareEPK(r.Min, r.Max) >= 0 {
+		return feed.Range{}, errors.New("MIN must be below MAX")
+	}
+	if compareEPK(r.Max, "FF") > 0 {
+		return feed.Range{}, errors.New("MAX must not be above FF")
+	}
+	return r, nil
+}
+
+// compareEPK compares EPK boundaries like leases.CompareEPK.
+func compareEPK(a, b string) int {
+	for len(a) < len(b) {
+		a += "0"
+	}
+	for len(b) < len(a) {
+		b += "0"
+	}
+	return strings.Compare(a, b)
+}
+
+// partitionKeyJSON turns --partition-key into the JSON array form: a JSON array or JSON string
+// literal is taken as JSON, anything else as a plain string.
+func partitionKeyJSON(v string) (json.RawMessage, error) {
+	t := strings.TrimSpace(v)
+	if strings.HasPrefix(t, "[") || strings.HasPrefix(t, `"`) {
+		var x any
+		if err := json.Unmarshal([]byte(t), &x); err != nil {
+			return nil, fmt.Errorf("not valid JSON: %w", err)
+		}
+		if arr, ok := x.([]any); ok {
+			if len(arr) == 0 {
+				return nil, errors.New("empty partition key")
+			}
+			var b bytes.Buffer
+			if err := json.Compact(&b, []byte(t)); err != nil {
+				return nil, err
+			}
+			return b.Bytes(), nil
+		}
+		b, _ := json.Marshal([]any{x})
+		return b, nil
+	}
+	b, err := json.Marshal([]string{v})
+	return b, err
+}
+
+// tailEnvelope is one change with --envelope: a public contract (docs/scripting.md).
+type tailEnvelope struct {
+	Range     string          `json:"range"`
+	Partition string          `json:"partition,omitempty"`
+	LSN       int64           `json:"lsn"`
+	TS        string          `json:"ts,omitempty"`
+	Operation string          `json:"operation"`
+	Item      json.RawMessage `json:"item"`
+}
+
+// tailOperationLatest is the envelope's operation in latest-version mode, where a create and a
+// replace cannot be told apart.
+const tailOperationLatest = "upsert"
+
+func envelopeOf(ch feed.Change) tailEnvelope {
+	env := tailEnvelope{
+		Range:     ch.Range.String(),
+		Partition: ch.PartitionID,
+		LSN:       ch.LSN,
+		Operation: tailOperationLatest,
+		Item:      ch.Item,
+	}
+	if !ch.TS.IsZero() {
+		env.TS = ch.TS.UTC().Format(time.RFC3339)
+	}
+	return env
+}
+
+func runTail(ctx context.Context, o *tailOptions) error {
+	f := o.f
+	acct, err := f.Account(ctx)
+	if err != nil {
+		return err
+	}
+	src := acct.Container(f.Global.Database, f.Global.Container)
+
+	out := newTailWriter(f.IO, o)
+	status := render.NewStatus(f.IO)
+	showStatus := f.IO.IsStderrTTY || f.Log.Enabled(ctx, slog.LevelInfo)
+
+	topts := feed.TailOptions{
+		Start:        o.start,
+		Until:        o.until,
+		ExitAtEnd:    o.ExitAtEnd,
+		MaxItems:     o.MaxItems,
+		PartitionKey: o.pk,
+		Range:        o.rng,
+		Poll:         o.Poll,
+		PageSize:     o.PageSize,
+		State:        o.state,
+		Concurrency:  o.Concurrency,
+		SaveEvery:    o.SaveEvery,
+		Now:          f.Now,
+		Logger:       f.Log,
+		Reader:       feed.ReaderOptions{MinBackoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second},
+	}
+	if o.SaveState != "" {
+		path := o.SaveState
+		topts.SaveState = func(st feed.TailState) error { return feed.WriteTailState(path, st) }
+	}
+	if showStatus {
+		topts.OnStatus = func(s feed.TailStatus) {
+			if f.IO.IsStderrTTY {
+				status.Update("caught up on %d/%d ranges", s.CaughtUp, s.Ranges)
+				return
+			}
+			f.Log.Info("tail status", "ranges", s.Ranges, "caughtUp", s.CaughtUp, "items", s.Items)
+		}
+	}
+
+	stopFlush := out.startFlusher(tailFlushEvery)
+	sum, err := feed.Tail(ctx, src, topts, out.emit)
+	stopFlush()
+	if ferr := out.close(); ferr != nil && err == nil {
+		err = ferr
+	}
+	status.Clear()
+
+	interrupted := ctx.Err() != nil
+	if interrupted || showStatus {
+		fmt.Fprintln(f.IO.ErrOut, tailSummaryLine(sum, interrupted))
+	}
+	if err != nil && !interrupted {
+		if errors.Is(err, errTailOutput) {
+			return err
+		}
+		return fmt.Errorf("tail %s/%s: %w", f.Global.Database, f.Global.Container, err)
+	}
+	if interrupted && o.ExitAtEnd && sum.Ranges > 0 && sum.CaughtUp == sum.Ranges {
+		return &ExitError{Code: exitOK}
+	}
+	if interrupted {
+		return context.Canceled
+	}
+	return nil
+}
+
+// tailSummaryLine is the one-line summary on stderr.
+func tailSummaryLine(s feed.TailSummary, interrupted bool) string {
+	what := "tail stopped"
+	switch {
+	case interrupted:
+		what = "tail interrupted"
+	case s.Reason == feed.TailStopCaughtUp:
+		what = "tail caught up"
+	case s.Reason == feed.TailStopMaxItems:
+		what = "tail reached --max-items"
+	case s.Reason == feed.TailStopUntil:
+		what = "tail reached --until"
+	}
+	line := fmt.Sprintf("%s: %d %s from %d %s (caught up on %d/%d), %d pages, %.0f RU",
+		what, s.Items, plural(s.Items, "change", "changes"), s.Ranges, plural(int64(s.Ranges), "range", "ranges"),
+		s.CaughtUp, s.Ranges, s.Pages, s.RequestCharge)
+	if s.Splits > 0 {
+		line += fmt.Sprintf(", %d %s followed", s.Splits, plural(int64(s.Splits), "split", "splits"))
+	}
+	return line
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// errTailOutput marks a failure to write to stdout (a closed pipe): the message says so.
+var errTailOutput = errors.New("write output")
+
+// tailWriter turns changes into output lines in a buffer that is flushed at least every
+// tailFlushEvery, so a live tail shows changes promptly and a bulk tail writes big blocks.
+type tailWriter struct {
+	o      *tailOptions
+	ios    *render.IOStreams
+	styles render.Styles
+	ctx    context.Context
+
+	mu    sync.Mutex // guards w and n against the flusher
+	w     *bufio.Writer
+	n     int64 // changes written
+	line  []byte
+	jqOut bytes.Buffer
+	table bool
+}
+
+func newTailWriter(ios *render.IOStreams, o *tailOptions) *tailWriter {
+	t := &tailWriter{o: o, ios: ios, styles: ios.Styles(), ctx: context.Background(),
+		w: bufio.NewWriterSize(ios.Out, 64<<10), table: o.format == render.FormatTable && o.query == nil}
+	if o.format == render.FormatJSON {
+		t.w.WriteString("[")
+	}
+	return t
+}
+
+// startFlusher flushes the buffer every d until the returned function is called.
+func (t *tailWriter) startFlusher(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				t.mu.Lock()
+				_ = t.w.Flush()
+				t.mu.Unlock()
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// emit writes one change. It is called by feed.Tail one change at a time.
+func (t *tailWriter) emit(ch feed.Change) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var err error
+	switch {
+	case t.o.query != nil:
+		var v any = ch.Item
+		if t.o.Envelope {
+			v = envelopeOf(ch)
+		}
+		t.jqOut.Reset()
+		if err := t.o.query.Run(t.ctx, &t.jqOut, v); err != nil {
+			return err
+		}
+		_, err = t.w.Write(t.jqOut.Bytes())
+	case t.table:
+		t.line = t.appendPretty(t.line[:0], ch)
+		_, err = t.w.Write(t.line)
+	default:
+		if t.o.format == render.FormatJSON {
+			if t.n > 0 {
+				t.w.WriteByte(',')
+			}
+			t.w.WriteByte('\n')
+		}
+		if t.o.Envelope {
+			t.line, err = appendEnvelope(t.line[:0], ch)
+		} else {
+			t.line, err = appendCompact(t.line[:0], ch.Item)
+		}
+		if err == nil {
+			if t.o.format != render.FormatJSON {
+				t.line = append(t.line, '\n')
+			}
+			_, err = t.w.Write(t.line)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errTailOutput, err)
+	}
+	t.n++
+	if t.ios.IsStdoutTTY {
+		if err := t.w.Flush(); err != nil {
+			return fmt.Errorf("%w: %w", errTailOutput, err)
+		}
+	}
+	return nil
+}
+
+// close ends the output (the closing bracket of -o json) and flushes it.
+func (t *tailWriter) close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.o.format == render.FormatJSON && t.o.query == nil {
+		if t.n > 0 {
+			t.w.WriteByte('\n')
+		}
+		t.w.WriteString("]\n")
+	}
+	if err := t.w.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", errTailOutput, err)
+	}
+	return nil
+}
+
+// appendCompact appends raw as one line of JSON: as it is when it holds no newline (the feed's
+// items are compact), else compacted.
+func appendCompact(dst []byte, raw json.RawMessage) ([]byte, error) {
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return append(dst, raw...), nil
+	}
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, raw); err != nil {
+		return dst, fmt.Errorf("change is not valid JSON: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// appendEnvelope appends the envelope of ch without re-encoding the item.
+func appendEnvelope(dst []byte, ch feed.Change) ([]byte, error) {
+	env := envelopeOf(ch)
+	env.Item = nil
+	head, err := json.Marshal(env)
+	if err != nil {
+		return dst, err
+	}
+	// head ends with `"item":null}`: put the raw item in place of null.
+	head = bytes.TrimSuffix(head, []byte(`null}`))
+	dst = append(dst, head...)
+	dst, err = appendCompact(dst, ch.Item)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
+}
+
+// tailHiddenProperties are the id and the properties the service adds; the terminal preview hides them.
+var tailHiddenProperties = map[string]bool{"id": true, "_rid": true, "_self": true, "_etag": true,
+	"_attachments": true, "_ts": true, "_lsn": true}
+
+// appendPretty appends the terminal line of a change: time, range, id and a body preview,
+// cut to the terminal width.
+func (t *tailWriter) appendPretty(dst []byte, ch feed.Change) []byte {
+	var item map[string]json.RawMessage
+	_ = json.Unmarshal(ch.Item, &item)
+	id := "-"
+	if raw, ok := item["id"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			id = s
+		} else {
+			id = string(raw)
+		}
+	}
+	when := "--:--:--"
+	if !ch.TS.IsZero() {
+		when = ch.TS.Local().Format("15:04:05")
+	}
+	where := ch.Range.String()
+	if ch.PartitionID != "" {
+		where = "p" + ch.PartitionID
+	}
+	var preview strings.Builder
+	preview.WriteByte('{')
+	first := true
+	for _, k := range sortedKeys(item) {
+		if tailHiddenProperties[k] {
+			continue
+		}
+		if !first {
+			preview.WriteByte(',')
+		}
+		first = false
+		kb, _ := json.Marshal(k)
+		preview.Write(kb)
+		preview.WriteByte(':')
+		var c bytes.Buffer
+		if json.Compact(&c, item[k]) == nil {
+			preview.Write(c.Bytes())
+		} else {
+			preview.Write(item[k])
+		}
+		if preview.Len() > t.ios.Width {
+			break
+		}
+	}
+	preview.WriteByte('}')
+	lsn := fmt.Sprintf("#%d", ch.LSN)
+	used := len(when) + len(where) + len(lsn) + len([]rune(id)) + 4
+	body := []rune(preview.String())
+	if room := t.ios.Width - used - 1; room < len(body) {
+		if room < 4 {
+			body = nil
+		} else {
+			body = append(body[:room-1], '…')
+		}
+	}
+	s := t.styles
+	line := fmt.Sprintf("%s %s %s %s %s\n", s.Muted.Render(when), s.Warning.Render(where), s.Muted.Render(lsn),
+		s.Bold.Render(id), string(body))
+	return append(dst, line...)
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,425 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+// seedDir creates db/c (partitioned on /pk, 4 partitions) in a fresh data directory, upserts
+// the documents d<from>..d<from+n-1> and closes the directory again, so that cfp can open it.
+func seedDir(t *testing.T, dir string, from, n int) {
+	t.Helper()
+	acct := openTailAccount(t, dir)
+	seed(t, acct, from, n)
+	if err := acct.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openTailAccount(t *testing.T, dir string) *cosmos.Account {
+	t.Helper()
+	acct, err := cosmos.Open(context.Background(), cosmos.Config{LocalDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct
+}
+
+// seed upserts {id: d<i>, pk: p<i%3>, n: i} for i in [from, from+n) with a few writers.
+func seed(t *testing.T, acct *cosmos.Account, from, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := acct.CreateDatabaseIfNotExists(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := acct.CreateContainerIfNotExists(ctx, "db", "c", "/pk", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := from + w; i < from+n; i += 4 {
+				pk := fmt.Sprintf("p%d", i%3)
+				body := fmt.Sprintf(`{"id":"d%d","pk":%q,"n":%d}`, i, pk, i)
+				if err := c.UpsertItem(ctx, pk, []byte(body)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// ids parses JSON lines and returns how often each id appears; it fails on a line that is not
+// a JSON object with an id.
+func ids(t *testing.T, out string) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for i, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var doc struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(line), &doc); err != nil || doc.ID == "" {
+			t.Fatalf("line %d is not a JSON document with an id: %q (%v)", i+1, line, err)
+		}
+		seen[doc.ID]++
+	}
+	return seen
+}
+
+// wantExactly fails unless seen holds d<from>..d<from+n-1>, each once, and nothing else.
+func wantExactly(t *testing.T, seen map[string]int, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		id := fmt.Sprintf("d%d", i)
+		if seen[id] != 1 {
+			t.Errorf("%s delivered %d times, want once", id, seen[id])
+		}
+		delete(seen, id)
+	}
+	if len(seen) > 0 {
+		t.Errorf("unexpected changes delivered: %v", seen)
+	}
+}
+
+func TestTail_FromBeginningPrintsEveryDocumentOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	seedDir(t, dir, 0, 300)
+	code, out, errOut := run(t, nil, "--local="+dir, "tail", "-d", "db", "-c", "c", "--from", "beginning", "-e", "--page-size", "7")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	wantExactly(t, ids(t, out), 0, 300)
+	if errOut != "" {
+		t.Errorf("stderr = %q, want nothing in a pipe at the default log level", errOut)
+	}
+}
+
+func TestTail_StateResumesExactly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state := dir + "/tail.state"
+	seedDir(t, dir, 0, 100)
+	args := []string{"--local=" + dir, "tail", "-d", "db", "-c", "c", "-e", "--save-state", state}
+
+	// Stop in the middle of a page with -n: the state must point just after change 37.
+	code, out, errOut := run(t, nil, append(args, "--from", "beginning", "-n", "37", "--page-size", "10")...)
+	if code != 0 || strings.Count(out, "\n") != 37 {
+		t.Fatalf("exit %d, %d lines, stderr %q; want 0 and 37 lines", code, strings.Count(out, "\n"), errOut)
+	}
+	first := ids(t, out)
+
+	code, out, errOut = run(t, nil, append(args, "--from", "@"+state)...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d, stderr %q", code, errOut)
+	}
+	rest := ids(t, out)
+	for id, n := range first {
+		rest[id] += n
+	}
+	wantExactly(t, rest, 0, 100)
+
+	// More writes: the next resume prints exactly the new ones.
+	seedDir(t, dir, 100, 25)
+	code, out, errOut = run(t, nil, append(args, "--from", "@"+state)...)
+	if code != 0 {
+		t.Fatalf("second resume: exit %d, stderr %q", code, errOut)
+	}
+	wantExactly(t, ids(t, out), 100, 25)
+
+	// Nothing new: nothing printed.
+	code, out, _ = run(t, nil, append(args, "--from", "@"+state)...)
+	if code != 0 || out != "" {
+		t.Errorf("third resume: exit %d, stdout %q; want 0 and nothing", code, out)
+	}
+}
+
+func TestTail_FromTimeReturnsChangesAtOrAfterIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	seedDir(t, dir, 0, 20)
+	// _ts has a resolution of one second: start the second batch in a later second.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
+	from := time.Now().UTC().Truncate(time.Second)
+	seedDir(t, dir, 20, 15)
+
+	code, out, errOut := run(t, nil, "--local="+dir, "tail", "-d", "db", "-c", "c", "-e", "--from", from.Format(time.RFC3339))
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	wantExactly(t, ids(t, out), 20, 15)
+}
+
+func TestTail_PartitionKeyFilters(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	seedDir(t, dir, 0, 60)
+	code, out, errOut := run(t, nil, "--local="+dir, "tail", "-d", "db", "-c", "c", "-e", "--from", "beginning", "--partition-key", "p1", "--envelope")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	n := 0
+	for line := range strings.Lines(out) {
+		var env struct {
+			Range     string `json:"range"`
+			LSN       int64  `json:"lsn"`
+			TS        string `json:"ts"`
+			Operation string `json:"operation"`
+			Item      struct {
+				PK string `json:"pk"`
+				N  int    `json:"n"`
+			} `json:"item"`
+		}
+		if err := json.Unmarshal([]byte(line), &env); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if env.Item.PK != "p1" || env.Item.N%3 != 1 {
+			t.Errorf("change of partition %q (n=%d) in a tail of p1", env.Item.PK, env.Item.N)
+		}
+		if env.LSN <= 0 || env.Operation != "upsert" || env.Range == "" {
+			t.Errorf("envelope %q lacks lsn, operation or range", line)
+		}
+		if _, err := time.Parse(time.RFC3339, env.TS); err != nil {
+			t.Errorf("envelope ts %q is not RFC 3339", env.TS)
+		}
+		n++
+	}
+	if n != 20 {
+		t.Errorf("%d changes of p1, want 20", n)
+	}
+}
+
+func TestTail_JSONIsOneDocument(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	seedDir(t, dir, 0, 12)
+	code, out, errOut := run(t, nil, "--local="+dir, "tail", "-d", "db", "-c", "c", "-e", "--from", "beginning", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var docs []map[string]any
+	if err := json.Unmarshal([]byte(out), &docs); err != nil || len(docs) != 12 {
+		t.Fatalf("-o json gave %d documents (%v):\n%s", len(docs), err, out)
+	}
+}
+
+// TestTail_RidesThroughThrottlingAndUnavailability injects 429s and 503s into a fraction of the
+// emulator's change-feed reads: every document must still be delivered exactly once.
+func TestTail_RidesThroughThrottlingAndUnavailability(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	acct := openTailAccount(t, dir)
+	defer acct.Close()
+	seed(t, acct, 0, 400)
+	emu := acct.Emulator()
+	// The SDK retries a 429 itself (9 times): a burst of 40 gets through it to cfp's backoff.
+	for _, rule := range []emulator.FaultRule{
+		{Status: http.StatusTooManyRequests, Count: 40, ChangeFeedOnly: true, RetryAfter: time.Millisecond},
+		{Status: http.StatusTooManyRequests, Fraction: 0.25, ChangeFeedOnly: true, RetryAfter: time.Millisecond},
+		{Status: http.StatusServiceUnavailable, Fraction: 0.2, ChangeFeedOnly: true},
+	} {
+		if err := emu.InjectFaults(rule); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ios, _, out, errOut := render.Test()
+	var logs syncWriter
+	f := &factory{IO: ios, Global: &globalOptions{Database: "db", Container: "c"}, Getenv: func(string) string { return "" },
+		Now: time.Now, Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	f.Account = func(context.Context) (*cosmos.Account, error) { return acct, nil }
+	opts := &tailOptions{f: f, From: "beginning", ExitAtEnd: true, Mode: "latest", Poll: 10 * time.Millisecond,
+		SaveEvery: time.Second, PageSize: 9, Concurrency: 4}
+	if err := opts.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := runTail(context.Background(), opts); err != nil {
+		t.Fatalf("runTail() error = %v, stderr %q", err, errOut)
+	}
+	wantExactly(t, ids(t, out.String()), 0, 400)
+	// The faults must have reached the tail (past the SDK's own retries), or the test proved
+	// nothing.
+	for _, status := range []string{"status=429", "status=503"} {
+		if !strings.Contains(logs.String(), status) {
+			t.Errorf("no throttled read with %s reached the tail; logs:\n%s", status, logs.String())
+		}
+	}
+}
+
+// syncWriter is a stdout that tells when the first bytes arrive.
+type syncWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	first chan struct{}
+	once  sync.Once
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.once.Do(func() {
+		if w.first != nil {
+			close(w.first)
+		}
+	})
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func TestTail_InterruptPrintsSummaryAndExits130(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	seedDir(t, dir, 0, 30)
+	out := &syncWriter{first: make(chan struct{})}
+	var errOut bytes.Buffer
+	ios := &render.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: &errOut, Width: 80}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- MainWithIO(ctx, []string{"--local=" + dir, "tail", "-d", "db", "-c", "c", "--from", "beginning", "--poll", "20ms"}, ios,
+			func(string) string { return "" })
+	}()
+	select {
+	case <-out.first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no output after 30s")
+	}
+	// Let the tail catch up (it keeps polling), then interrupt it.
+	for deadline := time.Now().Add(30 * time.Second); strings.Count(out.String(), "\n") < 30 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	code := <-done
+	if code != 130 {
+		t.Errorf("exit %d after interruption, want 130", code)
+	}
+	wantExactly(t, ids(t, out.String()), 0, 30)
+	lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "tail interrupted: 30 changes from 4 ranges (caught up on 4/4)") {
+		t.Errorf("stderr = %q, want one summary line", errOut.String())
+	}
+}
+
+func TestTail_BadValuesAreOneLineUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := []string{"--local=" + dir, "tail", "-d", "db", "-c", "c"}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", "yesterday"}, "cfp: invalid --from: start position \"yesterday\""},
+		{[]string{"--from", "-5x"}, "cfp: invalid --from: start position \"-5x\": bad duration"},
+		{[]string{"--from", "@"}, "cfp: invalid --from \"@\": name the state file after @"},
+		{[]string{"--until", "soon"}, "cfp: invalid --until: end time \"soon\""},
+		{[]string{"--range", "3F"}, "cfp: invalid --range \"3F\": want MIN-MAX"},
+		{[]string{"--range", "7F-3F"}, "cfp: invalid --range \"7F-3F\": MIN must be below MAX"},
+		{[]string{"--range", "zz-FF"}, "cfp: invalid --range \"zz-FF\": \"ZZ\" is not a hex EPK"},
+		{[]string{"-n", "-1"}, "cfp: invalid --max-items -1"},
+		{[]string{"--poll", "0s"}, "cfp: invalid --poll 0s"},
+		{[]string{"--mode", "all-versions"}, "cfp: --mode all-versions is not supported yet"},
+	} {
+		code, out, errOut := run(t, nil, append(base, tt.args...)...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and one line starting %q", tt.args, code, out, errOut, tt.want)
+		}
+	}
+}
+
+func TestParseEPKRange(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want feed.Range
+		ok   bool
+	}{
+		{"-3F", feed.Range{Min: "", Max: "3F"}, true},
+		{"3f-", feed.Range{Min: "3F", Max: "FF"}, true},
+		{"05C1C9CD673398-05C1D9CD673398", feed.Range{Min: "05C1C9CD673398", Max: "05C1D9CD673398"}, true},
+		{"-", feed.Range{Min: "", Max: "FF"}, true},
+		{"3F", feed.Range{}, false},
+		{"3F-3F0", feed.Range{}, false},
+		{"1-2-3", feed.Range{}, false},
+		{"00-FF1", feed.Range{}, false},
+	} {
+		got, err := parseEPKRange(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseEPKRange(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestPartitionKeyJSON(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"p1":          `["p1"]`,
+		`"quoted"`:    `["quoted"]`,
+		"[5]":         `[5]`,
+		`["a", "b"]`:  `["a","b"]`,
+		"12":          `["12"]`,
+		"with space ": `["with space "]`,
+	} {
+		got, err := partitionKeyJSON(in)
+		if err != nil || string(got) != want {
+			t.Errorf("partitionKeyJSON(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := partitionKeyJSON("[1,"); err == nil {
+		t.Error("partitionKeyJSON(\"[1,\") succeeded, want an error")
+	}
+}
+
+func TestTail_TerminalLine(t *testing.T) {
+	t.Parallel()
+	ios, _, out, _ := render.Test()
+	ios.SetTTY(true)
+	ios.Width = 60
+	o := &tailOptions{format: render.FormatTable}
+	w := newTailWriter(ios, o)
+	ch := feed.Change{
+		Item:        json.RawMessage(`{"id":"order-7","_rid":"x","_ts":1767225600,"_lsn":12,"customer":"c42","total":19.5,"lines":[1,2,3,4,5,6,7,8,9,10,11,12,13,14]}`),
+		PartitionID: "2", Range: feed.Range{Min: "20", Max: "30"}, LSN: 12, TS: time.Unix(1767225600, 0),
+	}
+	if err := w.emit(ch); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSuffix(out.String(), "\n")
+	want := time.Unix(1767225600, 0).Local().Format("15:04:05") + " p2 #12 order-7 {"
+	if !strings.HasPrefix(line, want) {
+		t.Errorf("line = %q, want prefix %q", line, want)
+	}
+	if strings.Contains(line, "_rid") || !strings.Contains(line, `"customer":"c42"`) {
+		t.Errorf("line = %q: want the body without system properties", line)
+	}
+	if n := len([]rune(line)); n > 60 || !strings.HasSuffix(line, "…") {
+		t.Errorf("line of %d runes = %q, want it cut to the width of 60 with …", n, line)
+	}
+}
