@@ -173,15 +173,24 @@ func runImport(ctx context.Context, opts *importOptions) error {
 func (o *importOptions) container(ctx context.Context, acct *cosmos.Account) (*cosmos.Container, [][]string, error) {
 	db, name := o.f.Global.Database, o.f.Global.Container
 	if o.Create {
-		if err := acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
+		err := retryThrottled(ctx, func() error { return acct.CreateDatabaseIfNotExists(ctx, db) })
+		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := acct.CreateContainerIfNotExists(ctx, db, name, o.PartitionKeyPath, &cosmos.ContainerOptions{Throughput: o.Throughput}); err != nil {
+		err = retryThrottled(ctx, func() error {
+			_, err := acct.CreateContainerIfNotExists(ctx, db, name, o.PartitionKeyPath, &cosmos.ContainerOptions{Throughput: o.Throughput})
+			return err
+		})
+		if err != nil {
 			return nil, nil, err
 		}
 	}
 	c := acct.Container(db, name)
-	info, err := c.Info(ctx)
+	var info cosmos.ContainerInfo
+	err := retryThrottled(ctx, func() (err error) {
+		info, err = c.Info(ctx)
+		return err
+	})
 	if errors.Is(err, leases.ErrNotFound) {
 		return nil, nil, withHint(err, "--create --partition-key-path /pk to create it, partitioned on /pk")
 	}
@@ -263,27 +272,34 @@ func importInputName(label string) string {
 // only is reported and counted; one that will fail every document (authentication, a missing
 // container, an unreachable account, an interruption) ends the import.
 func (im *importer) upsert(ctx context.Context, where string, body []byte, pk any) error {
+	err := retryThrottled(ctx, func() error { return im.c.UpsertItem(ctx, pk, body) })
+	switch {
+	case err == nil:
+		im.imported.Add(1)
+		return nil
+	case isDocumentError(err):
+		im.reject(where, err)
+		return nil
+	}
+	return err
+}
+
+// retryThrottled calls fn until it succeeds, fails with anything but throttling, or was
+// throttled importRetries times (after the SDK's own retries), waiting the service's
+// retry-after or an exponential backoff, whichever is longer.
+func retryThrottled(ctx context.Context, fn func() error) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := im.c.UpsertItem(ctx, pk, body)
-		if err == nil {
-			im.imported.Add(1)
-			return nil
-		}
+		err := fn()
 		var te *feed.ThrottledError
-		if errors.As(err, &te) && attempt < importRetries {
-			wait := max(te.RetryAfter, backoff)
-			backoff = min(2*backoff, 5*time.Second)
-			if serr := importSleep(ctx, wait); serr != nil {
-				return serr
-			}
-			continue
+		if !errors.As(err, &te) || attempt >= importRetries {
+			return err
 		}
-		if isDocumentError(err) {
-			im.reject(where, err)
-			return nil
+		wait := max(te.RetryAfter, backoff)
+		backoff = min(2*backoff, 5*time.Second)
+		if serr := importSleep(ctx, wait); serr != nil {
+			return serr
 		}
-		return err
 	}
 }
 

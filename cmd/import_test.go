@@ -1,0 +1,344 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+var updateOrders = flag.Bool("update-orders", false, "rewrite ../testdata/orders.jsonl from genOrders")
+
+const ordersFixture = "../testdata/orders.jsonl"
+
+// genOrders returns n sample order documents as JSON lines, the same for the same n: ids
+// "order-0001"..., a customerId (the partition key of the samples) shared by several orders,
+// and a status, items and totals that look like a shop's.
+func genOrders(n int) []byte {
+	type item struct {
+		SKU      string  `json:"sku"`
+		Quantity int     `json:"quantity"`
+		Price    float64 `json:"price"`
+	}
+	type order struct {
+		ID         string    `json:"id"`
+		CustomerID string    `json:"customerId"`
+		Status     string    `json:"status"`
+		Items      []item    `json:"items"`
+		Total      float64   `json:"total"`
+		Currency   string    `json:"currency"`
+		CreatedAt  time.Time `json:"createdAt"`
+		Region     string    `json:"region"`
+	}
+	r := rand.New(rand.NewPCG(2026, 11))
+	statuses := []string{"created", "paid", "shipped", "delivered", "cancelled"}
+	regions := []string{"westeurope", "northeurope", "eastus", "westus2"}
+	skus := []string{"BOOK-001", "BOOK-017", "MUG-RED", "MUG-BLUE", "TEE-S", "TEE-M", "TEE-L", "PEN-4PK", "LAMP-01", "DESK-MAT"}
+	start := time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		o := order{
+			ID:         fmt.Sprintf("order-%04d", i),
+			CustomerID: fmt.Sprintf("cust-%03d", 1+r.IntN(40)),
+			Status:     statuses[r.IntN(len(statuses))],
+			Currency:   "EUR",
+			CreatedAt:  start.Add(time.Duration(i)*37*time.Minute + time.Duration(r.IntN(600))*time.Second),
+			Region:     regions[r.IntN(len(regions))],
+		}
+		for range 1 + r.IntN(4) {
+			it := item{SKU: skus[r.IntN(len(skus))], Quantity: 1 + r.IntN(3), Price: float64(199+r.IntN(5000)) / 100}
+			o.Items = append(o.Items, it)
+			o.Total += float64(it.Quantity) * it.Price
+		}
+		o.Total = float64(int(o.Total*100+0.5)) / 100
+		line, err := json.Marshal(o)
+		if err != nil {
+			panic(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+func TestOrdersFixture_IsGenerated(t *testing.T) {
+	t.Parallel()
+	want := genOrders(200)
+	if *updateOrders {
+		if err := os.WriteFile(ordersFixture, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(ordersFixture)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd -run OrdersFixture -update-orders)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from genOrders(200): run go test ./cmd -run OrdersFixture -update-orders", ordersFixture)
+	}
+	if n := bytes.Count(got, []byte("\n")); n != 200 {
+		t.Fatalf("fixture has %d lines, want 200", n)
+	}
+}
+
+func TestParseImportLine(t *testing.T) {
+	t.Parallel()
+	byID := [][]string{{"id"}}
+	byCustomer := [][]string{{"customerId"}}
+	nested := [][]string{{"address", "city"}}
+	hier := [][]string{{"tenant"}, {"customerId"}}
+	tests := []struct {
+		name     string
+		line     string
+		paths    [][]string
+		wantPK   any
+		wantBody string // "" means the line itself
+		wantErr  string
+	}{
+		{name: "string key", line: `{"id":"a","customerId":"c1"}`, paths: byCustomer, wantPK: "c1"},
+		{name: "id key, blanks and newline", line: "  {\"id\":\"a\"}\r\n", paths: byID, wantPK: "a", wantBody: `{"id":"a"}`},
+		{name: "number key keeps its digits", line: `{"id":"a","customerId":12345678901234567890}`, paths: byCustomer, wantPK: json.Number("12345678901234567890")},
+		{name: "bool key", line: `{"id":"a","customerId":true}`, paths: byCustomer, wantPK: true},
+		{name: "null key", line: `{"id":"a","customerId":null}`, paths: byCustomer, wantPK: nil},
+		{name: "nested path", line: `{"id":"a","address":{"city":"Oslo"}}`, paths: nested, wantPK: "Oslo"},
+		{name: "hierarchical", line: `{"id":"a","tenant":"t","customerId":"c"}`, paths: hier, wantPK: []any{"t", "c"}},
+		{
+			name: "system properties dropped", line: `{"id":"a","_rid":"x","_self":"s","_etag":"\"e\"","_attachments":"at","_ts":1,"_lsn":9,"customerId":"c","_keep":1}`,
+			paths: byCustomer, wantPK: "c", wantBody: `{"_keep":1,"customerId":"c","id":"a"}`,
+		},
+		{name: "not JSON", line: `{"id": "a",`, paths: byID, wantErr: "invalid JSON: unexpected EOF"},
+		{name: "garbage", line: `hello`, paths: byID, wantErr: "invalid JSON: invalid character 'h'"},
+		{name: "two values", line: `{"id":"a"} {"id":"b"}`, paths: byID, wantErr: "invalid JSON: more than one JSON value"},
+		{name: "array", line: `[{"id":"a"}]`, paths: byID, wantErr: "not a JSON object"},
+		{name: "no id", line: `{"customerId":"c"}`, paths: byCustomer, wantErr: `no "id"`},
+		{name: "numeric id", line: `{"id":7}`, paths: byID, wantErr: `"id" is not a string`},
+		{name: "empty id", line: `{"id":""}`, paths: byID, wantErr: `"id" is empty`},
+		{name: "missing key", line: `{"id":"a"}`, paths: byCustomer, wantErr: "no partition key at /customerId"},
+		{name: "key not under an object", line: `{"id":"a","address":"x"}`, paths: nested, wantErr: "/address is not an object"},
+		{name: "object key", line: `{"id":"a","customerId":{"x":1}}`, paths: byCustomer, wantErr: "is an object or array"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, pk, err := parseImportLine([]byte(tt.line), tt.paths)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(pk, tt.wantPK) {
+				t.Errorf("pk = %#v, want %#v", pk, tt.wantPK)
+			}
+			want := tt.wantBody
+			if want == "" {
+				want = tt.line
+			}
+			if string(body) != want {
+				t.Errorf("body = %s, want %s", body, want)
+			}
+		})
+	}
+}
+
+func TestParsePartitionKeyPath(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string][]string{
+		"/id":            {"id"},
+		"/address/city":  {"address", "city"},
+		`/"odd name"/x`:  {"odd name", "x"},
+		"/customerId":    {"customerId"},
+	} {
+		got, err := parsePartitionKeyPath(in)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("parsePartitionKeyPath(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "id", "/", "/a//b"} {
+		if _, err := parsePartitionKeyPath(bad); err == nil {
+			t.Errorf("parsePartitionKeyPath(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+// runCLI runs cfp in process with stdin and returns the exit code, stdout and stderr.
+// COSMOS_KEY is the well-known emulator key.
+func runCLI(t *testing.T, ctx context.Context, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ios, in, out, errOut := render.Test()
+	in.WriteString(stdin)
+	env := map[string]string{"NO_COLOR": "1", "COSMOS_KEY": auth.WellKnownKey}
+	code = MainWithIO(ctx, args, ios, func(k string) string { return env[k] })
+	return code, out.String(), errOut.String()
+}
+
+// countItems counts the documents of db/coll in the local data directory dir, and returns
+// them by id.
+func countItems(t *testing.T, dir, db, coll string) map[string]map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acct.Close()
+	docs := map[string]map[string]any{}
+	err = acct.Container(db, coll).Query(ctx, "SELECT * FROM c", nil, func(raw []byte) error {
+		var d map[string]any
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return err
+		}
+		docs[d["id"].(string)] = d
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+func TestImport_OrdersWithAMalformedLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	orders, err := os.ReadFile(ordersFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(orders), "\n")
+	// Line 51 is broken JSON, line 102 has no customerId; both are reported and skipped.
+	input := strings.Join(lines[:50], "") + "{\"id\":\"broken\",\n" + strings.Join(lines[50:100], "") +
+		`{"id":"no-key"}` + "\n" + strings.Join(lines[100:], "")
+
+	code, stdout, stderr := runCLI(t, context.Background(), input,
+		"--local="+dir, "import", "-d", "shop", "-c", "orders", "--create", "--partition-key-path", "/customerId")
+	if code != 3 {
+		t.Fatalf("exit %d, want 3; stderr:\n%s", code, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("stdout = %q, want nothing", stdout)
+	}
+	for _, re := range []string{
+		`(?m)^cfp: line 51: invalid JSON: unexpected EOF$`,
+		`(?m)^cfp: line 102: no partition key at /customerId$`,
+		`(?m)^imported 200, rejected 2, in \S+ \(\d+ docs/s\)$`,
+		`(?m)^cfp: 2 of 202 lines rejected$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(stderr) {
+			t.Errorf("stderr does not match %s:\n%s", re, stderr)
+		}
+	}
+
+	docs := countItems(t, dir, "shop", "orders")
+	if len(docs) != 200 {
+		t.Fatalf("container holds %d documents, want 200", len(docs))
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	got := docs["order-0001"]
+	for k, v := range first {
+		if !reflect.DeepEqual(got[k], v) {
+			t.Errorf("order-0001 %s = %v, want %v", k, got[k], v)
+		}
+	}
+
+	// Importing again upserts: same count, exit 0 without the bad lines.
+	code, _, stderr = runCLI(t, context.Background(), string(orders), "--local="+dir, "import", "-d", "shop", "-c", "orders")
+	if code != 0 || !strings.Contains(stderr, "imported 200, rejected 0,") {
+		t.Fatalf("second import: exit %d, stderr:\n%s", code, stderr)
+	}
+	if n := len(countItems(t, dir, "shop", "orders")); n != 200 {
+		t.Fatalf("after re-import the container holds %d documents, want 200", n)
+	}
+}
+
+// serveEmulator serves a fresh emulator data directory on a loopback port for the test's
+// duration and returns it with its endpoint.
+func serveEmulator(t *testing.T) (*emulator.Emulator, string) {
+	t.Helper()
+	emu, err := emulator.Open(emulator.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- emu.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		_ = emu.Close()
+	})
+	return emu, "http://" + ln.Addr().String() + "/"
+}
+
+func TestImport_RetriesThrottledUpserts(t *testing.T) {
+	t.Parallel()
+	emu, endpoint := serveEmulator(t)
+	var in strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&in, `{"id":"d%d","pk":"p%d"}`+"\n", i, i%3)
+	}
+	ctx := context.Background()
+	code, _, stderr := runCLI(t, ctx, "", "--endpoint", endpoint, "import", "-d", "db", "-c", "c", "--create", "--partition-key-path", "/pk", os.DevNull)
+	if code != 0 {
+		t.Fatalf("creating the container: exit %d\n%s", code, stderr)
+	}
+	// Half the upserts are throttled, more often than the SDK retries on its own.
+	if err := emu.InjectFaults(emulator.FaultRule{Status: 429, RetryAfter: time.Millisecond, Fraction: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, ctx, in.String(), "--endpoint", endpoint, "import", "-d", "db", "-c", "c", "--concurrency", "4")
+	emu.ClearFaults()
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 (throttled upserts are retried)\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "imported 60, rejected 0,") {
+		t.Fatalf("stderr:\n%s", stderr)
+	}
+}
+
+func TestImport_WrongKeyIsAnAuthFailure(t *testing.T) {
+	t.Parallel()
+	_, endpoint := serveEmulator(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyFile, []byte("c2VjcmV0a2V5c2VjcmV0a2V5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, context.Background(), `{"id":"a"}`+"\n",
+		"--endpoint", endpoint, "--key-file", keyFile, "import", "-d", "db", "-c", "c", "--create")
+	if code != 4 {
+		t.Fatalf("exit %d, want 4\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "unauthorized (HTTP 401)") || !strings.HasPrefix(lines[1], "Try: check the account key") {
+		t.Errorf("stderr is not one error line and a hint:\n%s", stderr)
+	}
+	if strings.Contains(stdout+stderr, "c2VjcmV0a2V5c2VjcmV0a2V5") {
+		t.Errorf("the key leaked:\n%s%s", stdout, stderr)
+	}
+}
