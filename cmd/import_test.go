@@ -161,10 +161,10 @@ func TestParseImportLine(t *testing.T) {
 func TestParsePartitionKeyPath(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string][]string{
-		"/id":            {"id"},
-		"/address/city":  {"address", "city"},
-		`/"odd name"/x`:  {"odd name", "x"},
-		"/customerId":    {"customerId"},
+		"/id":           {"id"},
+		"/address/city": {"address", "city"},
+		`/"odd name"/x`: {"odd name", "x"},
+		"/customerId":   {"customerId"},
 	} {
 		got, err := parsePartitionKeyPath(in)
 		if err != nil || !reflect.DeepEqual(got, want) {
