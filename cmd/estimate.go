@@ -1,0 +1,409 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+func init() { registerCommand(groupFeed, newEstimateCmd) }
+
+// defaultWatchInterval is the .NET push estimator's period.
+const defaultWatchInterval = 5 * time.Second
+
+type estimateOptions struct {
+	f                 *factory
+	Watch             time.Duration
+	watching          bool
+	Count             int
+	MaxLag            int64
+	maxLagSet         bool
+	MetricsAddr       string
+	Concurrency       int
+	Expiration        time.Duration
+	ReadFromBeginning bool
+
+	// metricsReady, when set, is told the metrics server's address (tests).
+	metricsReady func(addr string)
+}
+
+// estimateView is one estimate in `cfp estimate -o json` (and one line per interval with
+// --watch in a pipe); a public contract (docs/scripting.md).
+type estimateView struct {
+	Time    string              `json:"time"`
+	Prefix  string              `json:"prefix"`
+	Leases  []estimateLeaseView `json:"leases"`
+	Summary estimateSummaryView `json:"summary"`
+}
+
+type estimateLeaseView struct {
+	Lease          string        `json:"lease"`
+	Range          *leases.Range `json:"range"`
+	Owner          *string       `json:"owner"`
+	State          string        `json:"state"`
+	CheckpointLSN  *int64        `json:"checkpoint_lsn"`
+	LatestLSN      *int64        `json:"latest_lsn"`
+	Lag            int64         `json:"lag"`
+	Sentinel       *string       `json:"sentinel"`
+	TimeLagSeconds *float64      `json:"time_lag_seconds"`
+	AgeSeconds     *float64      `json:"age_seconds"`
+}
+
+type estimateSummaryView struct {
+	TotalLag          int64   `json:"total_lag"`
+	Leases            int     `json:"leases"`
+	Owned             int     `json:"owned"`
+	LiveOwners        int     `json:"live_owners"`
+	MaxTimeLagSeconds float64 `json:"max_time_lag_seconds"`
+	RequestCharge     float64 `json:"request_charge"`
+}
+
+func newEstimateCmd(f *factory) *cobra.Command {
+	opts := &estimateOptions{f: f}
+	c := &cobra.Command{
+		Use:   "estimate -d DATABASE -c CONTAINER -p NAME [--watch [INTERVAL]] [--max-lag N]",
+		Short: "Estimate the lag of every lease of a processor",
+		Long: `Estimate how far each lease of a processor is behind its change feed, without running
+a processor.
+
+LAG is exactly the number of the .NET change feed estimator: one read of at most one
+change from the lease's continuation gives the partition's latest LSN (from the session
+token) and the first pending change's LSN; LAG = latest - first + 1, 0 when nothing is
+pending. Its unit is LSNs, not documents: a transactional batch counts once, and an EPK
+sub-range lease also counts writes to the rest of its partition. A lease without a
+continuation, whose partition is gone, or whose range spans several partitions reports
+the estimator's sentinel 1 (with --read-from-beginning, a lease without a continuation is
+read from the beginning instead, like older SDKs).
+
+cfp adds TIME-LAG (the age of the oldest pending change), AGE (since the lease was last
+written), OWNER and STATE (owned, expired or unowned), and a summary: total lag (1 when
+there are no leases, like the .NET push estimator), leases and live owners. Reads run in
+parallel, at most --concurrency at a time.
+
+--watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it redraws
+the table, in a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
+total lag exceeds N (with --watch, when the last estimate did). --metrics-addr serves the
+numbers for Prometheus at /metrics and implies --watch.`,
+		Example: `  # Lag per lease, as a table
+  cfp estimate -d shop -c orders -p orders-proj
+
+  # Health check for cron: exit 3 above 10000 pending changes
+  cfp estimate -d shop -c orders -p orders-proj --max-lag 10000 -o json > /dev/null
+
+  # Total lag every 10s, as JSON lines
+  cfp estimate -d shop -c orders -p orders-proj --watch 10s | jq .summary.total_lag
+
+  # Prometheus gauges per lease on :9464
+  cfp estimate -d shop -c orders -p orders-proj --metrics-addr :9464`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.watching = c.Flags().Changed("watch") || opts.MetricsAddr != ""
+			opts.maxLagSet = c.Flags().Changed("max-lag")
+			if opts.watching && opts.Watch <= 0 {
+				return usageErrorf("--watch interval must be positive")
+			}
+			if opts.maxLagSet && opts.MaxLag < 0 {
+				return usageErrorf("--max-lag must not be negative")
+			}
+			if opts.Count < 0 {
+				return usageErrorf("--count must not be negative")
+			}
+			if opts.Count > 0 && !opts.watching {
+				return usageErrorf("--count needs --watch")
+			}
+			if opts.Concurrency <= 0 {
+				return usageErrorf("--concurrency must be positive")
+			}
+			return runEstimate(contextOf(c), opts)
+		},
+	}
+	fs := c.Flags()
+	fs.DurationVar(&opts.Watch, "watch", defaultWatchInterval, "repeat every `INTERVAL` (default 5s when given without a value)")
+	fs.Lookup("watch").NoOptDefVal = defaultWatchInterval.String()
+	fs.IntVar(&opts.Count, "count", 0, "with --watch, stop after `N` estimates (0: until interrupted)")
+	fs.Int64Var(&opts.MaxLag, "max-lag", 0, "exit 3 when the total lag exceeds `N` (LSNs)")
+	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at `ADDR` (e.g. :9464), implies --watch")
+	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
+	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	fs.BoolVar(&opts.ReadFromBeginning, "read-from-beginning", false, "read leases without a continuation from the beginning instead of reporting 1")
+	return c
+}
+
+// estimateGauges are the Prometheus metrics of `cfp estimate --metrics-addr` (names and labels
+// are a public contract, documented in docs/scripting.md).
+type estimateGauges struct {
+	lag      *prometheus.GaugeVec
+	timeLag  *prometheus.GaugeVec
+	totalLag prometheus.Gauge
+	leases   prometheus.Gauge
+}
+
+func newEstimateGauges(reg *prometheus.Registry, prefix string) *estimateGauges {
+	labels := prometheus.Labels{"prefix": prefix}
+	g := &estimateGauges{
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cfp_estimate_lease_lag", Help: "Estimated lag of a lease in LSNs (the .NET estimator's number).", ConstLabels: labels,
+		}, []string{"lease"}),
+		timeLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cfp_estimate_lease_time_lag_seconds", Help: "Age of the oldest change a lease has not processed (0 when none).", ConstLabels: labels,
+		}, []string{"lease"}),
+		totalLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cfp_estimate_total_lag", Help: "Sum of the leases' estimated lag in LSNs (1 when there are no leases).", ConstLabels: labels,
+		}),
+		leases: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cfp_estimate_leases", Help: "Number of leases estimated.", ConstLabels: labels,
+		}),
+	}
+	reg.MustRegister(g.lag, g.timeLag, g.totalLag, g.leases)
+	return g
+}
+
+func (g *estimateGauges) set(v estimateView) {
+	if g == nil {
+		return
+	}
+	g.lag.Reset()
+	g.timeLag.Reset()
+	for _, l := range v.Leases {
+		g.lag.WithLabelValues(l.Lease).Set(float64(l.Lag))
+		tl := 0.0
+		if l.TimeLagSeconds != nil {
+			tl = *l.TimeLagSeconds
+		}
+		g.timeLag.WithLabelValues(l.Lease).Set(tl)
+	}
+	g.totalLag.Set(float64(v.Summary.TotalLag))
+	g.leases.Set(float64(v.Summary.Leases))
+}
+
+func runEstimate(ctx context.Context, opts *estimateOptions) error {
+	f := opts.f
+	pipe := render.FormatJSON
+	if opts.watching {
+		pipe = render.FormatJSONL
+	}
+	p, err := f.printer(pipe)
+	if err != nil {
+		return err
+	}
+	t, err := f.openLeaseTarget(ctx, true)
+	if err != nil {
+		return err
+	}
+	store := t.store(f)
+	eopts := feed.EstimateOptions{
+		Concurrency:       opts.Concurrency,
+		Expiration:        opts.Expiration,
+		ReadFromBeginning: opts.ReadFromBeginning,
+		Now:               f.Now,
+		Logger:            f.Log,
+	}
+	estimate := func() (estimateView, error) {
+		ls, err := store.List(ctx)
+		if err != nil {
+			return estimateView{}, err
+		}
+		eopts.Partitions = nil
+		lags, sum, err := feed.Estimate(ctx, t.monitored, ls, eopts)
+		if err != nil {
+			return estimateView{}, err
+		}
+		return newEstimateView(t.prefix, lags, sum, f.Now()), nil
+	}
+
+	if !opts.watching {
+		v, err := estimate()
+		if err != nil {
+			return err
+		}
+		if err := printEstimate(ctx, f, p, v); err != nil {
+			return err
+		}
+		return opts.checkMaxLag(v)
+	}
+
+	var gauges *estimateGauges
+	if opts.MetricsAddr != "" {
+		reg := newMetricsRegistry()
+		gauges = newEstimateGauges(reg, t.prefix)
+		addr, stop, err := serveMetrics(ctx, opts.MetricsAddr, reg, f.Log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(f.IO.ErrOut, "Serving metrics at http://%s/metrics\n", addr)
+		if opts.metricsReady != nil {
+			opts.metricsReady(addr)
+		}
+	}
+	redraw := p.Format == render.FormatTable && p.Query == nil && f.IO.IsStdoutTTY
+	ticker := time.NewTicker(opts.Watch)
+	defer ticker.Stop()
+	var last error
+	for n := 1; ; n++ {
+		v, err := estimate()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			// One failed round does not end a watch; the next may succeed.
+			f.warnf("estimate: %v", err)
+		default:
+			gauges.set(v)
+			if redraw {
+				fmt.Fprint(f.IO.Out, "\x1b[H\x1b[2J")
+			}
+			if err := printEstimate(ctx, f, p, v); err != nil {
+				return err
+			}
+			if redraw {
+				fmt.Fprintf(f.IO.Out, "\nEvery %s; Ctrl-C to stop.\n", opts.Watch)
+			} else if p.Format == render.FormatTable {
+				fmt.Fprintln(f.IO.Out)
+			}
+			last = opts.checkMaxLag(v)
+			if last != nil {
+				f.warnf("%v", last)
+			}
+		}
+		if opts.Count > 0 && n >= opts.Count {
+			if last != nil {
+				return &ExitError{Code: exitThreshold}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+func (o *estimateOptions) checkMaxLag(v estimateView) error {
+	if o.maxLagSet && v.Summary.TotalLag > o.MaxLag {
+		return &ExitError{Code: exitThreshold, Err: fmt.Errorf("total lag %d exceeds --max-lag %d", v.Summary.TotalLag, o.MaxLag)}
+	}
+	return nil
+}
+
+func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSummary, now time.Time) estimateView {
+	v := estimateView{
+		Time:   now.UTC().Format(time.RFC3339Nano),
+		Prefix: prefix,
+		Leases: make([]estimateLeaseView, 0, len(lags)),
+		Summary: estimateSummaryView{
+			TotalLag: sum.TotalLag, Leases: sum.Leases, Owned: sum.Owned, LiveOwners: sum.LiveOwners,
+			MaxTimeLagSeconds: sum.MaxTimeLag.Seconds(), RequestCharge: sum.RequestCharge,
+		},
+	}
+	ls := make([]*leases.Lease, len(lags))
+	byLease := map[*leases.Lease]feed.LeaseLag{}
+	for i, l := range lags {
+		ls[i] = l.Lease
+		byLease[l.Lease] = l
+	}
+	sortLeases(ls)
+	for _, lease := range ls {
+		l := byLease[lease]
+		lv := estimateLeaseView{Lease: l.Token, State: l.State, Lag: l.Lag}
+		if l.Range.Max != "" {
+			r := l.Range
+			lv.Range = &r
+		}
+		if l.Owner != "" {
+			o := l.Owner
+			lv.Owner = &o
+		}
+		if l.HasCheckpoint {
+			c := l.Checkpoint
+			lv.CheckpointLSN = &c
+		}
+		if l.PartitionID != "" {
+			n := l.Latest
+			lv.LatestLSN = &n
+		}
+		if l.Sentinel != "" {
+			s := l.Sentinel
+			lv.Sentinel = &s
+		}
+		switch {
+		case !l.OldestPending.IsZero():
+			s := l.TimeLag.Seconds()
+			lv.TimeLagSeconds = &s
+		case l.Sentinel == "" && l.Lag == 0:
+			zero := 0.0
+			lv.TimeLagSeconds = &zero
+		}
+		if !lease.Timestamp.IsZero() {
+			s := l.Age.Seconds()
+			lv.AgeSeconds = &s
+		}
+		v.Leases = append(v.Leases, lv)
+	}
+	return v
+}
+
+func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimateView) error {
+	table := p.Format == render.FormatTable && p.Query == nil
+	err := p.Print(ctx, v, func(tb *render.Table) {
+		*tb = *render.NewTable(f.IO, "lease", "range", "owner", "state", "checkpoint", "latest", "lag", "time-lag", "age")
+		for _, l := range v.Leases {
+			rng, owner := render.Empty, ""
+			if l.Range != nil {
+				rng = leaseRange(*l.Range)
+			}
+			if l.Owner != nil {
+				owner = *l.Owner
+			}
+			lag := strconv.FormatInt(l.Lag, 10)
+			if l.Sentinel != nil {
+				lag += "*"
+			}
+			tb.Row(l.Lease, rng, owner, stateCell(f.IO, l.State), lsnCell(l.CheckpointLSN), lsnCell(l.LatestLSN),
+				lag, secondsCell(l.TimeLagSeconds), secondsCell(l.AgeSeconds))
+		}
+	})
+	if err != nil || !table {
+		return err
+	}
+	s := v.Summary
+	_, err = fmt.Fprintf(f.IO.Out, "\nTotal lag %d (LSNs) over %d lease(s); %d owned by %d live owner(s).\n",
+		s.TotalLag, s.Leases, s.Owned, s.LiveOwners)
+	if err == nil && hasSentinel(v) {
+		_, err = fmt.Fprintln(f.IO.Out, "* the estimator's sentinel 1: no continuation yet, or the lease's partition split or merged.")
+	}
+	return err
+}
+
+func hasSentinel(v estimateView) bool {
+	for _, l := range v.Leases {
+		if l.Sentinel != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func lsnCell(n *int64) string {
+	if n == nil {
+		return render.Empty
+	}
+	return strconv.FormatInt(*n, 10)
+}
+
+// secondsCell renders a duration in seconds as "1m30s" (whole seconds), or "-" when unknown.
+func secondsCell(s *float64) string {
+	if s == nil {
+		return render.Empty
+	}
+	return (time.Duration(*s * float64(time.Second))).Round(time.Second).String()
+}

@@ -1,0 +1,295 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+func init() { registerCommand(groupLeases, newLeasesCmd) }
+
+const leasesLong = `Inspect and repair the lease container of a change feed processor.
+
+A change feed processor (.NET, Java, or 'cfp process') splits a container's change feed
+into leases, one per physical partition or EPK range, and keeps them as documents in a
+lease container. Every lease id starts with the processor's prefix:
+
+  <processor><account host>_<database rid>_<container rid>..<lease token>
+
+so -p/--processor together with -d/--database and -c/--container names one processor's
+lease set, the way a group id names a Kafka consumer group. --lease-id-prefix gives the
+whole prefix instead, for leases written through another host name.
+
+Each lease holds:
+  continuation  the change-feed position of the last checkpoint: a raw ETag such as "42",
+                meaning "resume with the changes after LSN 42" (Java EPK leases wrap it in
+                a Base64 state). No continuation means the processor's start options decide.
+  owner         the processor instance working on the lease; it renews the lease every 17s.
+                An owner that has not renewed within the expiration interval (60s) is
+                expired, and any instance may take the lease over.
+  family        the document format (.NET v0/v1, Java PK-range/EPK); cfp writes every
+                lease back in its own family, field for field.
+
+Lag is how far a lease's continuation is behind its partition's latest change, in LSNs,
+the number the .NET change feed estimator reports ('cfp estimate').
+
+Changing a lease while its owner runs is undone by the owner's next checkpoint, so the
+commands that write (reset, import, delete, release) show a plan first, refuse leases
+with a live owner unless --force, clear the owner in the same If-Match replace, and write
+only with --execute (asking first on a terminal unless --yes).`
+
+const leasesExample = `  # Which processors keep leases in the lease container?
+  cfp leases list -d shop
+
+  # The leases of processor "orders-proj", and hygiene checks (exit 3 on findings)
+  cfp leases list -d shop -c orders -p orders-proj --check
+
+  # Replay the last hour: plan, then apply
+  cfp leases reset -d shop -c orders -p orders-proj --by-duration 1h
+  cfp leases reset -d shop -c orders -p orders-proj --by-duration 1h --execute`
+
+func newLeasesCmd(f *factory) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "leases <command>",
+		Short:   "List, check, reset, export and import processor leases",
+		Long:    leasesLong,
+		Example: leasesExample,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return c.Help()
+		},
+	}
+	c.AddCommand(
+		newLeasesListCmd(f),
+		newLeasesResetCmd(f),
+		newLeasesExportCmd(f),
+		newLeasesImportCmd(f),
+		newLeasesDeleteCmd(f),
+		newLeasesReleaseCmd(f),
+	)
+	return c
+}
+
+// leaseTarget is what a lease command works on: the account, the lease container, the prefix
+// and, when known, the monitored container.
+type leaseTarget struct {
+	acct   *cosmos.Account
+	docs   leases.Documents
+	prefix string
+	// monitored is the monitored container; nil when the prefix came from --lease-id-prefix and
+	// no -c was given.
+	monitored *cosmos.Container
+}
+
+// openLeaseContainer opens the account and the lease container, without resolving a prefix.
+func (f *factory) openLeaseContainer(ctx context.Context) (*leaseTarget, error) {
+	db := f.leaseDatabase()
+	if db == "" {
+		return nil, briefUsageErrorf("no lease database given: set -d/--database (COSMOS_DATABASE) or --lease-database")
+	}
+	acct, err := f.Account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &leaseTarget{acct: acct, docs: acct.LeaseDocuments(db, f.Global.LeaseContainer)}
+	if f.Global.Database != "" && f.Global.Container != "" {
+		t.monitored = acct.Container(f.Global.Database, f.Global.Container)
+	}
+	return t, nil
+}
+
+// openLeaseTarget opens the lease container and resolves the lease prefix: --lease-id-prefix,
+// else leases.Prefix(processor, host, database rid, container rid) from the monitored container.
+func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*leaseTarget, error) {
+	if err := f.requireProcessor(); err != nil {
+		return nil, err
+	}
+	if needContainer || f.Global.LeaseIDPrefix == "" {
+		if err := f.requireContainer(); err != nil {
+			return nil, err
+		}
+	}
+	t, err := f.openLeaseContainer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.Global.LeaseIDPrefix != "" {
+		t.prefix = f.Global.LeaseIDPrefix
+		return t, nil
+	}
+	info, err := t.monitored.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.prefix = leases.Prefix(f.Global.Processor, t.acct.Host(), info.DatabaseRID, info.ContainerRID)
+	return t, nil
+}
+
+// store returns the lease store of the target's prefix; documents under the prefix that are not
+// leases are skipped with a warning.
+func (t *leaseTarget) store(f *factory) *leases.Store {
+	return leases.NewStore(t.docs, t.prefix, leases.StoreOptions{
+		Now: f.Now,
+		OnSkip: func(id string, err error) {
+			f.warnf("skipping document %s: %v", id, err)
+		},
+	})
+}
+
+// partitions lists the monitored container's live partitions, nil when it is not known.
+func (t *leaseTarget) partitions(ctx context.Context) ([]feed.Partition, error) {
+	if t.monitored == nil {
+		return nil, nil
+	}
+	return t.monitored.Partitions(ctx)
+}
+
+// selectLeases keeps the leases whose token is in tokens (all when tokens is empty); an unknown
+// token is a usage error.
+func selectLeases(ls []*leases.Lease, tokens []string) ([]*leases.Lease, error) {
+	if len(tokens) == 0 {
+		return ls, nil
+	}
+	var out []*leases.Lease
+	for _, tok := range tokens {
+		n := 0
+		for _, l := range ls {
+			if l.Token == tok {
+				out = append(out, l)
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, briefUsageErrorf("no lease with token %q under this prefix", tok)
+		}
+	}
+	return out, nil
+}
+
+// sortLeases orders leases by range, then token, for stable tables.
+func sortLeases(ls []*leases.Lease) {
+	slices.SortStableFunc(ls, func(a, b *leases.Lease) int {
+		if c := leases.CompareEPK(a.Range.Min, b.Range.Min); c != 0 && a.HasRange() && b.HasRange() {
+			return c
+		}
+		return compareTokens(a.Token, b.Token)
+	})
+}
+
+// compareTokens orders numeric partition ids numerically, everything else as text.
+func compareTokens(a, b string) int {
+	var x, y int
+	if _, err := fmt.Sscanf(a, "%d", &x); err == nil && fmt.Sprint(x) == a {
+		if _, err := fmt.Sscanf(b, "%d", &y); err == nil && fmt.Sprint(y) == b {
+			return x - y
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+// mutationFlags are the flags every writing lease command shares (kcl's `group seek`).
+type mutationFlags struct {
+	Execute bool
+	Yes     bool
+	Force   bool
+}
+
+func (m *mutationFlags) add(c *cobra.Command, what string) {
+	c.Flags().BoolVar(&m.Execute, "execute", false, "apply the plan (without it, only show it)")
+	c.Flags().BoolVarP(&m.Yes, "yes", "y", false, "do not ask for confirmation on a terminal")
+	c.Flags().BoolVar(&m.Force, "force", false, what)
+}
+
+// confirm decides whether a planned mutation runs: only with --execute; on a terminal it asks
+// unless --yes; off a terminal it never asks.
+func confirm(ios *render.IOStreams, m mutationFlags, question string) (bool, error) {
+	if !m.Execute {
+		fmt.Fprintln(ios.ErrOut, "This is a plan; nothing was written. Run again with --execute to apply it.")
+		return false, nil
+	}
+	if m.Yes || !ios.CanPrompt() {
+		return true, nil
+	}
+	fmt.Fprintf(ios.ErrOut, "%s [y/N] ", question)
+	line, err := bufio.NewReader(ios.In).ReadString('\n')
+	if err != nil && line == "" {
+		return false, fmt.Errorf("read confirmation: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	fmt.Fprintln(ios.ErrOut, "Nothing was written.")
+	return false, nil
+}
+
+// errLiveOwners refuses a mutation of leases whose owners are alive.
+func errLiveOwners(held []string) error {
+	return withHint(fmt.Errorf("%d lease(s) have a live owner (%s); their next checkpoint would undo the change",
+		len(held), strings.Join(held, ", ")),
+		"stop the processors and wait for the leases to expire, or pass --force to take the leases from their owners")
+}
+
+// liveOwned returns "token (owner)" for each lease with a live owner at now.
+func liveOwned(ls []*leases.Lease, now time.Time, expiration time.Duration) []string {
+	var out []string
+	for _, l := range ls {
+		if l.State(now, expiration) == leases.StateOwned {
+			out = append(out, fmt.Sprintf("%s (%s)", l.Token, l.Owner))
+		}
+	}
+	return out
+}
+
+// partialFailure is the exit-3 error of a mutation that failed for some leases only.
+func partialFailure(failed, total int, first error) error {
+	if failed == 0 {
+		return nil
+	}
+	if failed == total {
+		return first
+	}
+	return &ExitError{Code: exitThreshold, Err: fmt.Errorf("%d of %d changes failed; first: %w", failed, total, first)}
+}
+
+// orDash returns s, or render.Empty when s is blank.
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return render.Empty
+	}
+	return s
+}
+
+// leaseRange renders a lease's range for a table.
+func leaseRange(r leases.Range) string {
+	if r.Max == "" {
+		return render.Empty
+	}
+	min := r.Min
+	if min == "" {
+		min = `""`
+	}
+	return min + "-" + r.Max
+}
+
+// stateCell colours a lease state for a table: owned green, expired yellow.
+func stateCell(ios *render.IOStreams, state string) string {
+	st := ios.Styles()
+	switch state {
+	case leases.StateOwned:
+		return st.Success.Render(state)
+	case leases.StateExpired:
+		return st.Warning.Render(state)
+	}
+	return state
+}

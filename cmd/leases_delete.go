@@ -1,0 +1,284 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+type leasesDeleteOptions struct {
+	f *factory
+	mutationFlags
+	Expiration time.Duration
+}
+
+// deleteStepView is one document in `cfp leases delete -o json`; a public contract.
+type deleteStepView struct {
+	ID    string  `json:"id"`
+	Kind  string  `json:"kind"`
+	Lease *string `json:"lease"`
+	Owner *string `json:"owner"`
+	State *string `json:"state"`
+}
+
+func newLeasesDeleteCmd(f *factory) *cobra.Command {
+	opts := &leasesDeleteOptions{f: f}
+	c := &cobra.Command{
+		Use:   "delete [--execute]",
+		Short: "Remove a processor's leases and markers",
+		Long: `Remove a processor's leases and its .info and .lock markers.
+
+This is the way to restart a processor from its start options (spec: "restart everything
+from time T"): stop every instance, delete the lease set, start the processors with the
+start time you want; the first one bootstraps a fresh lease per partition. Deleting the
+leases while keeping .info would leave the processors with nothing to do, so delete always
+removes both.
+
+Without --execute, delete prints what it would remove. It asks on a terminal unless
+--yes, and refuses while any lease has a live owner unless --force. Save the leases
+first with 'cfp leases export' to be able to undo it with 'cfp leases import'.`,
+		Example: `  cfp leases export -d shop -c orders -p orders-proj --file backup.json
+  cfp leases delete -d shop -c orders -p orders-proj --execute`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runLeasesDelete(contextOf(c), opts)
+		},
+	}
+	opts.mutationFlags.add(c, "delete leases whose owner is alive too")
+	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	return c
+}
+
+func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
+	f := opts.f
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	t, err := f.openLeaseTarget(ctx, false)
+	if err != nil {
+		return err
+	}
+	set, err := readLeaseSet(ctx, f, t)
+	if err != nil {
+		return err
+	}
+	now := f.Now()
+	byID := map[string]*leases.Lease{}
+	for _, l := range set.leases {
+		byID[l.ID] = l
+	}
+	views := make([]deleteStepView, 0, len(set.docs))
+	for _, d := range set.docs {
+		v := deleteStepView{ID: d.ID, Kind: "lease"}
+		switch d.ID {
+		case leases.InfoID(t.prefix):
+			v.Kind = "info"
+		case leases.LockID(t.prefix):
+			v.Kind = "lock"
+		}
+		if l := byID[d.ID]; l != nil {
+			tok, st := l.Token, l.State(now, opts.Expiration)
+			v.Lease, v.State = &tok, &st
+			if l.Owner != "" {
+				o := l.Owner
+				v.Owner = &o
+			}
+		}
+		views = append(views, v)
+	}
+	err = p.Print(ctx, views, func(tb *render.Table) {
+		*tb = *render.NewTable(f.IO, "id", "kind", "owner", "state")
+		tb.Truncatable(0)
+		for _, v := range views {
+			owner, state := "", ""
+			if v.Owner != nil {
+				owner = *v.Owner
+			}
+			if v.State != nil {
+				state = *v.State
+			}
+			tb.Row(v.ID, v.Kind, owner, state)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if len(views) == 0 {
+		fmt.Fprintf(f.IO.ErrOut, "Nothing under prefix %s.\n", t.prefix)
+		return nil
+	}
+	if held := liveOwned(set.leases, now, opts.Expiration); len(held) > 0 && !opts.Force {
+		if opts.Execute {
+			return errLiveOwners(held)
+		}
+		f.warnf("%d lease(s) have a live owner; --execute refuses them without --force", len(held))
+	}
+	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Delete %d document(s) under %s?", len(views), t.prefix))
+	if err != nil || !ok {
+		return err
+	}
+	var firstErr error
+	nfail, done := 0, 0
+	// Leases first, markers last: an interrupted delete never leaves leases without .info.
+	docs := append([]leases.Document(nil), set.docs...)
+	for i := range docs {
+		if docs[i].ID == leases.InfoID(t.prefix) {
+			docs = append(append(docs[:i:i], docs[i+1:]...), docs[i])
+			break
+		}
+	}
+	for _, d := range docs {
+		ifMatch := d.ETag
+		if opts.Force {
+			ifMatch = ""
+		}
+		if err := t.docs.Delete(ctx, d.ID, d.PK, ifMatch); err != nil && !errors.Is(err, leases.ErrNotFound) {
+			nfail++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("delete %s: %w", d.ID, err)
+			}
+			f.warnf("delete %s: %v", d.ID, err)
+			continue
+		}
+		done++
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Deleted %d document(s).\n", done)
+	return partialFailure(nfail, done+nfail, firstErr)
+}
+
+type leasesReleaseOptions struct {
+	f *factory
+	mutationFlags
+	Leases     []string
+	Owner      string
+	Expiration time.Duration
+}
+
+// releaseStepView is one lease in `cfp leases release -o json`; a public contract.
+type releaseStepView struct {
+	Lease string `json:"lease"`
+	Owner string `json:"owner"`
+	State string `json:"state"`
+}
+
+func newLeasesReleaseCmd(f *factory) *cobra.Command {
+	opts := &leasesReleaseOptions{f: f}
+	c := &cobra.Command{
+		Use:   "release (--lease TOKEN... | --owner NAME) [--execute]",
+		Short: "Clear the owner of stuck leases",
+		Long: `Clear the owner of leases, so that any processor instance takes them at once.
+
+An instance that died without releasing its leases keeps them until they expire
+(--lease-expiration, 60s by default); release frees them now. Choose the leases by token
+(--lease, repeatable) or by owner (--owner, case-insensitive, as the SDKs compare owners).
+The continuation is kept.
+
+Without --execute, release prints the leases it would free. It asks on a terminal unless
+--yes, and refuses leases whose owner is alive unless --force (the owner then loses the
+lease at its next renew).`,
+		Example: `  # Free every lease of an instance that was killed
+  cfp leases release -d shop -c orders -p orders-proj --owner host-a-1234 --execute --force
+
+  # Free one expired lease
+  cfp leases release -d shop -c orders -p orders-proj --lease 3 --execute`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runLeasesRelease(contextOf(c), opts)
+		},
+	}
+	c.Flags().StringArrayVar(&opts.Leases, "lease", nil, "release the lease with this `TOKEN` (repeatable)")
+	c.Flags().StringVar(&opts.Owner, "owner", "", "release every lease owned by `NAME`")
+	opts.mutationFlags.add(c, "release leases whose owner is alive too")
+	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	c.MarkFlagsOneRequired("lease", "owner")
+	c.MarkFlagsMutuallyExclusive("lease", "owner")
+	return c
+}
+
+func runLeasesRelease(ctx context.Context, opts *leasesReleaseOptions) error {
+	f := opts.f
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	t, err := f.openLeaseTarget(ctx, false)
+	if err != nil {
+		return err
+	}
+	store := t.store(f)
+	all, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	var sel []*leases.Lease
+	if opts.Owner != "" {
+		sel = leases.Owned(all, opts.Owner)
+	} else if sel, err = selectLeases(all, opts.Leases); err != nil {
+		return err
+	}
+	sortLeases(sel)
+	now := f.Now()
+	var targets []*leases.Lease
+	views := []releaseStepView{}
+	for _, l := range sel {
+		if strings.TrimSpace(l.Owner) == "" {
+			continue
+		}
+		targets = append(targets, l)
+		views = append(views, releaseStepView{Lease: l.Token, Owner: l.Owner, State: l.State(now, opts.Expiration)})
+	}
+	err = p.Print(ctx, views, func(tb *render.Table) {
+		*tb = *render.NewTable(f.IO, "lease", "owner", "state")
+		for _, v := range views {
+			tb.Row(v.Lease, v.Owner, stateCell(f.IO, v.State))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "No owned leases to release.")
+		return nil
+	}
+	if held := liveOwned(targets, now, opts.Expiration); len(held) > 0 && !opts.Force {
+		if opts.Execute {
+			return errLiveOwners(held)
+		}
+		f.warnf("%d lease(s) have a live owner; --execute refuses them without --force", len(held))
+	}
+	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Release %d lease(s)?", len(targets)))
+	if err != nil || !ok {
+		return err
+	}
+	var firstErr error
+	nfail, done := 0, 0
+	for _, l := range targets {
+		seen := l.Owner
+		_, err := store.Update(ctx, l, func(n *leases.Lease) error {
+			if n.Owner != seen {
+				return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+			}
+			n.Owner = ""
+			return nil
+		})
+		if err != nil {
+			nfail++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("release lease %s: %w", l.Token, err)
+			}
+			f.warnf("release lease %s: %v", l.Token, err)
+			continue
+		}
+		done++
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Released %d lease(s).\n", done)
+	return partialFailure(nfail, done+nfail, firstErr)
+}

@@ -1,0 +1,255 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+type leasesExportOptions struct {
+	f    *factory
+	File string
+}
+
+func newLeasesExportCmd(f *factory) *cobra.Command {
+	opts := &leasesExportOptions{f: f}
+	c := &cobra.Command{
+		Use:   "export [--file FILE]",
+		Short: "Save a processor's lease documents as JSON",
+		Long: `Save a processor's lease documents, and its .info marker, as one JSON document.
+
+Each document is kept whole, every field of every lease family, without the service's
+system properties (_rid, _etag, _ts, ...). 'cfp leases import' restores the file, and
+'cfp leases reset --from-file' moves the continuations back to the positions it holds.
+The format: {"version":1,"prefix":"...","exportedAt":"...","leases":[...],"markers":[...]}.`,
+		Example: `  # Back up the leases before a risky change
+  cfp leases export -d shop -c orders -p orders-proj --file leases-backup.json
+
+  # Continuation of every lease
+  cfp leases export -d shop -c orders -p orders-proj | jq -r '.leases[] | "\(.LeaseToken) \(.ContinuationToken)"'`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runLeasesExport(contextOf(c), opts)
+		},
+	}
+	c.Flags().StringVarP(&opts.File, "file", "f", "", "write to `FILE` instead of stdout")
+	return c
+}
+
+func runLeasesExport(ctx context.Context, opts *leasesExportOptions) error {
+	f := opts.f
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	t, err := f.openLeaseTarget(ctx, false)
+	if err != nil {
+		return err
+	}
+	e, err := t.store(f).Export(ctx)
+	if err != nil {
+		return err
+	}
+	e.ExportedAt = f.Now().UTC()
+	if opts.File == "" {
+		return p.JSON(ctx, e)
+	}
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode export: %w", err)
+	}
+	if err := os.WriteFile(opts.File, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write export: %w", err)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Exported %d lease(s) of %s to %s.\n", len(e.Leases), e.Prefix, opts.File)
+	return nil
+}
+
+type leasesImportOptions struct {
+	f *factory
+	mutationFlags
+	File       string
+	Create     bool
+	Expiration time.Duration
+}
+
+// importStepView is one planned document in `cfp leases import -o json`; a public contract.
+type importStepView struct {
+	ID     string  `json:"id"`
+	Action string  `json:"action"`
+	Owner  *string `json:"owner"`
+}
+
+func newLeasesImportCmd(f *factory) *cobra.Command {
+	opts := &leasesImportOptions{f: f}
+	c := &cobra.Command{
+		Use:   "import FILE [--create] [--execute]",
+		Short: "Restore lease documents saved by 'cfp leases export'",
+		Long: `Restore lease documents saved by 'cfp leases export' (FILE, or - for stdin).
+
+Documents missing from the lease container are created, different ones are replaced
+(If-Match on the version read when planning), equal ones are left alone. The leases keep
+the prefix in the file; with -p (and -d, -c) or --lease-id-prefix they are renamed to that
+processor's prefix, which copies a lease set to another processor or account.
+
+Like reset, import only prints its plan without --execute, asks on a terminal unless
+--yes, and refuses to replace leases whose owner is alive unless --force. --create
+creates the lease container (partitioned on /id) when it does not exist.`,
+		Example: `  # Plan, then restore a backup
+  cfp leases import -d shop leases-backup.json
+  cfp leases import -d shop leases-backup.json --execute
+
+  # Copy the leases of processor "a" to processor "b"
+  cfp leases export -d shop -c orders -p a | cfp leases import -d shop -c orders -p b - --execute`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.File = args[0]
+			return runLeasesImport(contextOf(c), opts)
+		},
+	}
+	c.Flags().BoolVar(&opts.Create, "create", false, "create the lease container (partition key /id) if it does not exist")
+	opts.mutationFlags.add(c, "replace leases whose owner is alive too")
+	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	return c
+}
+
+func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
+	f := opts.f
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	var b []byte
+	if opts.File == "-" {
+		b, err = io.ReadAll(f.IO.In)
+	} else {
+		b, err = os.ReadFile(opts.File)
+	}
+	if err != nil {
+		return fmt.Errorf("read export: %w", err)
+	}
+	e, err := parseExport(opts.File, b)
+	if err != nil {
+		return err
+	}
+
+	var t *leaseTarget
+	if f.Global.Processor != "" || f.Global.LeaseIDPrefix != "" {
+		if t, err = f.openLeaseTarget(ctx, false); err != nil {
+			return err
+		}
+		if t.prefix != e.Prefix {
+			fmt.Fprintf(f.IO.ErrOut, "Renaming the leases from %s to %s.\n", e.Prefix, t.prefix)
+			if e, err = e.Rename(t.prefix); err != nil {
+				return err
+			}
+		}
+	} else {
+		if t, err = f.openLeaseContainer(ctx); err != nil {
+			return err
+		}
+		t.prefix = e.Prefix
+	}
+
+	missing := false
+	existing, err := t.docs.QueryPrefix(ctx, t.prefix)
+	if errors.Is(err, leases.ErrNotFound) && opts.Create {
+		existing, missing = nil, true
+	} else if err != nil {
+		return fmt.Errorf("import: list leases of %s: %w", t.prefix, err)
+	}
+	steps, err := leases.PlanImport(e, existing)
+	if err != nil {
+		return err
+	}
+	now := f.Now()
+	current := map[string]*leases.Lease{}
+	for _, d := range existing {
+		if l, err := leases.Decode(d); err == nil {
+			current[d.ID] = l
+		}
+	}
+	var held []string
+	views := make([]importStepView, 0, len(steps))
+	changes := 0
+	for _, s := range steps {
+		v := importStepView{ID: s.ID, Action: s.Action}
+		if s.Owner != "" {
+			o := s.Owner
+			v.Owner = &o
+		}
+		if s.Action != leases.ImportUnchanged {
+			changes++
+			if l := current[s.ID]; l != nil && s.Action == leases.ImportReplace && l.State(now, opts.Expiration) == leases.StateOwned {
+				held = append(held, fmt.Sprintf("%s (%s)", l.Token, l.Owner))
+			}
+		}
+		views = append(views, v)
+	}
+	err = p.Print(ctx, views, func(tb *render.Table) {
+		*tb = *render.NewTable(f.IO, "id", "action", "owner")
+		tb.Truncatable(0)
+		for _, v := range views {
+			owner := ""
+			if v.Owner != nil {
+				owner = *v.Owner
+			}
+			tb.Row(v.ID, v.Action, owner)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if len(held) > 0 && !opts.Force {
+		if opts.Execute {
+			return errLiveOwners(held)
+		}
+		f.warnf("%d lease(s) have a live owner; --execute refuses them without --force", len(held))
+	}
+	if changes == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "Nothing to change.")
+		return nil
+	}
+	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Write %d document(s)?", changes))
+	if err != nil || !ok {
+		return err
+	}
+	if missing {
+		db := f.leaseDatabase()
+		if err := t.acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
+			return err
+		}
+		if _, err := t.acct.CreateContainerIfNotExists(ctx, db, f.Global.LeaseContainer, "/id", nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(f.IO.ErrOut, "Created lease container %s/%s (partition key /id).\n", db, f.Global.LeaseContainer)
+	}
+	store := t.store(f)
+	var firstErr error
+	nfail, done := 0, 0
+	for _, s := range steps {
+		if s.Action == leases.ImportUnchanged {
+			continue
+		}
+		if err := store.ApplyImport(ctx, s); err != nil {
+			nfail++
+			if firstErr == nil {
+				firstErr = err
+			}
+			f.warnf("%v", err)
+			continue
+		}
+		done++
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Wrote %d document(s).\n", done)
+	return partialFailure(nfail, done+nfail, firstErr)
+}

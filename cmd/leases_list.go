@@ -1,0 +1,405 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+type leasesListOptions struct {
+	f          *factory
+	Check      bool
+	Expiration time.Duration
+}
+
+// leaseView is one lease in `cfp leases list -o json`; a public contract (docs/scripting.md).
+type leaseView struct {
+	Lease         string        `json:"lease"`
+	ID            string        `json:"id"`
+	Range         *leases.Range `json:"range"`
+	Owner         *string       `json:"owner"`
+	State         string        `json:"state"`
+	Continuation  *string       `json:"continuation"`
+	CheckpointLSN *int64        `json:"checkpoint_lsn"`
+	LastUpdate    *string       `json:"last_update"`
+	Family        string        `json:"family"`
+}
+
+// processorView is one processor in `cfp leases list -o json` without -p; a public contract.
+type processorView struct {
+	Processor    *string  `json:"processor"`
+	Prefix       string   `json:"prefix"`
+	Family       string   `json:"family"`
+	Leases       int      `json:"leases"`
+	Owners       []string `json:"owners"`
+	LastActivity *string  `json:"last_activity"`
+	Initialized  bool     `json:"initialized"`
+}
+
+func newLeasesListCmd(f *factory) *cobra.Command {
+	opts := &leasesListOptions{f: f}
+	c := &cobra.Command{
+		Use:   "list [-p NAME | --lease-id-prefix P] [--check]",
+		Short: "List the processors of a lease container, or one processor's leases",
+		Long: `List the processors of a lease container, or one processor's leases.
+
+Without -p or --lease-id-prefix, list every processor that keeps leases in the lease
+container: its prefix, lease family, number of leases, owners and last activity.
+
+With -p (and -d, -c) or --lease-id-prefix, list that processor's leases, one row each:
+token, EPK range, owner, state, checkpoint LSN, last update and family, then a summary
+per owner. STATE is owned (the owner renewed within --lease-expiration), expired (the
+owner stopped renewing; any instance may take the lease) or unowned.
+
+--check adds hygiene findings on stderr: gaps and overlaps in the coverage of the key
+space, duplicate lease tokens, split parents left next to their children, owners stale
+past expiry, a missing .info marker or a stuck .lock. cfp exits 3 when it finds an error
+or a warning. A document under the prefix that is not a lease is skipped with a warning.`,
+		Example: `  # Every processor in the lease container "leases" of database shop
+  cfp leases list -d shop
+
+  # The leases of one processor, checked
+  cfp leases list -d shop -c orders -p orders-proj --check
+
+  # Leases without an owner, for a script
+  cfp leases list -d shop -c orders -p orders-proj -o json | jq -r '.[] | select(.owner == null) | .lease'`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runLeasesList(contextOf(c), opts)
+		},
+	}
+	c.Flags().BoolVar(&opts.Check, "check", false, "report gaps, overlaps, duplicates, orphan parents and stale owners (exit 3 when found)")
+	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	return c
+}
+
+func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
+	f := opts.f
+	if f.Global.Processor == "" && f.Global.LeaseIDPrefix == "" {
+		return runLeasesDiscover(ctx, opts)
+	}
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	t, err := f.openLeaseTarget(ctx, false)
+	if err != nil {
+		return err
+	}
+	set, err := readLeaseSet(ctx, f, t)
+	if err != nil {
+		return err
+	}
+	parts, err := t.partitions(ctx)
+	if err != nil {
+		return err
+	}
+	now := f.Now()
+	resolveRanges(set.leases, parts)
+	sortLeases(set.leases)
+	if len(set.leases) == 0 {
+		fmt.Fprintf(f.IO.ErrOut, "No leases under prefix %s.\n", t.prefix)
+	}
+
+	views := make([]leaseView, 0, len(set.leases))
+	for _, l := range set.leases {
+		views = append(views, newLeaseView(l, now, opts.Expiration))
+	}
+	err = p.Print(ctx, views, func(tb *render.Table) {
+		*tb = *render.NewTable(f.IO, "lease", "range", "owner", "state", "checkpoint", "last update", "family")
+		for _, v := range views {
+			lsn := render.Empty
+			if v.CheckpointLSN != nil {
+				lsn = strconv.FormatInt(*v.CheckpointLSN, 10)
+			}
+			var upd time.Time
+			if v.LastUpdate != nil {
+				upd, _ = time.Parse(time.RFC3339Nano, *v.LastUpdate)
+			}
+			owner := ""
+			if v.Owner != nil {
+				owner = *v.Owner
+			}
+			rng := render.Empty
+			if v.Range != nil {
+				rng = leaseRange(*v.Range)
+			}
+			tb.Row(v.Lease, rng, owner, stateCell(f.IO, v.State), lsn, f.IO.Timestamp(upd, now), v.Family)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if p.Format == render.FormatTable && p.Query == nil && len(views) > 0 {
+		fmt.Fprintln(f.IO.Out)
+		if err := ownerSummary(f.IO, set.leases, now, opts.Expiration).Render(); err != nil {
+			return err
+		}
+	}
+	if !opts.Check {
+		return nil
+	}
+	var cparts []leases.Partition
+	for _, pt := range parts {
+		cparts = append(cparts, leases.Partition{ID: pt.ID, Range: pt.Range, Parents: pt.Parents})
+	}
+	checkOpts := []leases.CheckOption{leases.WithMarkers(set.hasInfo, set.lockTime)}
+	if parts != nil {
+		checkOpts = append(checkOpts, leases.WithPartitions(cparts))
+	}
+	findings := leases.Check(set.leases, now, opts.Expiration, checkOpts...)
+	return reportFindings(f.IO, "", findings)
+}
+
+// leaseSet is one prefix's leases and markers as read from the lease container.
+type leaseSet struct {
+	leases   []*leases.Lease
+	hasInfo  bool
+	lockTime time.Time
+	docs     []leases.Document
+}
+
+// readLeaseSet reads the leases and markers of t's prefix with one prefix query. Documents under
+// "<prefix>.." that are not leases are skipped with a warning.
+func readLeaseSet(ctx context.Context, f *factory, t *leaseTarget) (leaseSet, error) {
+	docs, err := t.docs.QueryPrefix(ctx, t.prefix)
+	if err != nil {
+		return leaseSet{}, fmt.Errorf("list leases of %s: %w", t.prefix, err)
+	}
+	var set leaseSet
+	for _, d := range docs {
+		switch {
+		case d.ID == leases.InfoID(t.prefix):
+			set.hasInfo = true
+			set.docs = append(set.docs, d)
+		case d.ID == leases.LockID(t.prefix):
+			set.lockTime = docTS(d)
+			set.docs = append(set.docs, d)
+		case strings.HasPrefix(d.ID, t.prefix+".."):
+			l, err := leases.Decode(d)
+			if err != nil {
+				f.warnf("skipping document %s: %v", d.ID, err)
+				continue
+			}
+			set.leases = append(set.leases, l)
+			set.docs = append(set.docs, d)
+		}
+	}
+	return set, nil
+}
+
+// docTS returns a document's _ts (zero when absent).
+func docTS(d leases.Document) time.Time {
+	var v struct {
+		TS int64 `json:"_ts"`
+	}
+	if json.Unmarshal(d.Body, &v) != nil || v.TS == 0 {
+		return time.Time{}
+	}
+	return time.Unix(v.TS, 0).UTC()
+}
+
+// resolveRanges fills the range of PK-range leases without FeedRange from the live partitions.
+func resolveRanges(ls []*leases.Lease, parts []feed.Partition) {
+	for _, l := range ls {
+		if l.HasRange() {
+			continue
+		}
+		for _, p := range parts {
+			if p.ID == l.Token {
+				l.Range = p.Range
+			}
+		}
+	}
+}
+
+func newLeaseView(l *leases.Lease, now time.Time, expiration time.Duration) leaseView {
+	v := leaseView{Lease: l.Token, ID: l.ID, State: l.State(now, expiration), Family: string(l.Family)}
+	if l.HasRange() {
+		r := l.Range
+		v.Range = &r
+	}
+	if l.Owner != "" {
+		o := l.Owner
+		v.Owner = &o
+	}
+	if l.Continuation != "" {
+		c := l.Continuation
+		v.Continuation = &c
+	}
+	if n, ok := l.LSN(); ok {
+		v.CheckpointLSN = &n
+	}
+	if !l.Timestamp.IsZero() {
+		s := l.Timestamp.UTC().Format(time.RFC3339Nano)
+		v.LastUpdate = &s
+	}
+	return v
+}
+
+// ownerSummary is the per-owner table under the lease table.
+func ownerSummary(ios *render.IOStreams, ls []*leases.Lease, now time.Time, expiration time.Duration) *render.Table {
+	type row struct {
+		owner, state string
+		n            int
+	}
+	var rows []*row
+	byOwner := map[string]*row{}
+	for _, l := range ls {
+		key := l.Owner
+		r := byOwner[key]
+		if r == nil {
+			state := l.State(now, expiration)
+			r = &row{owner: key, state: state}
+			byOwner[key] = r
+			rows = append(rows, r)
+		}
+		r.n++
+		if l.State(now, expiration) == leases.StateOwned {
+			r.state = leases.StateOwned
+		}
+	}
+	slices.SortFunc(rows, func(a, b *row) int { return strings.Compare(a.owner, b.owner) })
+	t := render.NewTable(ios, "owner", "leases", "state")
+	for _, r := range rows {
+		owner := r.owner
+		if owner == "" {
+			owner = "(none)"
+		}
+		state := "live"
+		switch r.state {
+		case leases.StateExpired:
+			state = "expired"
+		case leases.StateUnowned:
+			state = "-"
+		}
+		t.Row(owner, strconv.Itoa(r.n), state)
+	}
+	return t
+}
+
+// reportFindings writes hygiene findings to stderr, one a line, and returns an exit-3 error when
+// any is an error or a warning.
+func reportFindings(ios *render.IOStreams, prefix string, findings []leases.Finding) error {
+	serious := 0
+	st := ios.StderrStyles()
+	for _, fd := range findings {
+		where := ""
+		if prefix != "" {
+			where = prefix + ": "
+		}
+		label := string(fd.Severity)
+		switch fd.Severity {
+		case leases.SeverityError:
+			label = st.Error.Render(label)
+			serious++
+		case leases.SeverityWarning:
+			label = st.Warning.Render(label)
+			serious++
+		}
+		fmt.Fprintf(ios.ErrOut, "check: %s%s %s: %s\n", where, label, fd.Kind, fd.Message)
+	}
+	if serious == 0 {
+		if len(findings) == 0 {
+			fmt.Fprintln(ios.ErrOut, "check: no problems found")
+		}
+		return nil
+	}
+	return &ExitError{Code: exitThreshold, Err: fmt.Errorf("check found %d problem(s)", serious)}
+}
+
+// runLeasesDiscover lists the processors of the lease container.
+func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
+	f := opts.f
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	t, err := f.openLeaseContainer(ctx)
+	if err != nil {
+		return err
+	}
+	docs, err := t.docs.QueryPrefix(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list lease container: %w", err)
+	}
+	infos := leases.Discover(docs)
+	now := f.Now()
+	views := make([]processorView, 0, len(infos))
+	for _, in := range infos {
+		if in.Invalid > 0 {
+			f.warnf("prefix %s: skipped %d document(s) that are not leases", in.Prefix, in.Invalid)
+		}
+		v := processorView{Prefix: in.Prefix, Family: string(in.Family), Leases: in.Leases, Owners: in.Owners, Initialized: in.HasInfo}
+		if v.Owners == nil {
+			v.Owners = []string{}
+		}
+		name, ok := leases.ProcessorName(in.Prefix, t.acct.Host())
+		if !ok && in.Processor != "" {
+			name, ok = in.Processor, true
+		}
+		if ok {
+			v.Processor = &name
+		}
+		if !in.LastActivity.IsZero() {
+			s := in.LastActivity.UTC().Format(time.RFC3339Nano)
+			v.LastActivity = &s
+		}
+		views = append(views, v)
+	}
+	if len(views) == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "No processors found in the lease container.")
+	}
+	err = p.Print(ctx, views, func(tb *render.Table) {
+		*tb = *render.NewTable(f.IO, "processor", "prefix", "family", "leases", "owners", "last activity")
+		tb.Truncatable(1)
+		for i, v := range views {
+			name := ""
+			if v.Processor != nil {
+				name = *v.Processor
+			}
+			tb.Row(name, v.Prefix, v.Family, strconv.Itoa(v.Leases), strings.Join(v.Owners, ","), f.IO.Timestamp(infos[i].LastActivity, now))
+		}
+	})
+	if err != nil || !opts.Check {
+		return err
+	}
+	var exit error
+	for _, in := range infos {
+		var ls []*leases.Lease
+		var lockTime time.Time
+		for _, d := range docs {
+			switch {
+			case d.ID == leases.LockID(in.Prefix):
+				lockTime = docTS(d)
+			case strings.HasPrefix(d.ID, in.Prefix+".."):
+				if pre, _, ok := leases.SplitID(d.ID); ok && pre == in.Prefix {
+					if l, err := leases.Decode(d); err == nil {
+						ls = append(ls, l)
+					}
+				}
+			}
+		}
+		findings := leases.Check(ls, now, opts.Expiration, leases.WithMarkers(in.HasInfo, lockTime))
+		if len(findings) == 0 {
+			continue
+		}
+		if err := reportFindings(f.IO, in.Prefix, findings); err != nil {
+			exit = err
+		}
+	}
+	if exit == nil {
+		fmt.Fprintln(f.IO.ErrOut, "check: no problems found")
+	}
+	return exit
+}

@@ -1,0 +1,456 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+type leasesResetOptions struct {
+	f *factory
+	mutationFlags
+	ToBeginning bool
+	ToNow       bool
+	ToTime      string
+	ByDuration  time.Duration
+	ToLSN       int64
+	toLSNSet    bool
+	FromFile    string
+	Leases      []string
+	Expiration  time.Duration
+	Concurrency int
+}
+
+// resetStepView is one planned lease change in `cfp leases reset -o json`; a public contract.
+type resetStepView struct {
+	Lease   string  `json:"lease"`
+	Owner   *string `json:"owner"`
+	Live    bool    `json:"live"`
+	From    *string `json:"from"`
+	To      *string `json:"to"`
+	FromLSN *int64  `json:"from_lsn"`
+	ToLSN   *int64  `json:"to_lsn"`
+	Changed bool    `json:"changed"`
+	Error   *string `json:"error"`
+}
+
+func newLeasesResetCmd(f *factory) *cobra.Command {
+	opts := &leasesResetOptions{f: f}
+	c := &cobra.Command{
+		Use:   "reset (--to-beginning | --to-now | --to-time T | --by-duration D | --to-lsn N | --from-file F) [--lease TOKEN]... [--execute]",
+		Short: "Move lease continuations to another position of the change feed",
+		Long: `Move lease continuations to another position of the change feed.
+
+Choose exactly one target. Each becomes a concrete continuation, computed from the
+change feed of the lease's own range and written in the lease's own family format:
+
+  --to-beginning   before the first change still in the feed (replay everything)
+  --to-now         after the latest change (skip everything pending)
+  --to-time T      before the first change at or after T (RFC 3339)
+  --by-duration D  like --to-time, D before now (e.g. 1h, 90m)
+  --to-lsn N       after LSN N, for every targeted lease
+  --from-file F    the continuations saved by 'cfp leases export' in F, matched by token
+
+--lease TOKEN (repeatable) limits the reset to some leases; the default is all of them.
+
+Without --execute, reset only prints the plan: each lease's continuation old -> new.
+With --execute it applies the plan, asking first on a terminal unless --yes (it never
+asks when stdin is not a terminal). A lease whose owner is alive would overwrite the
+reset at its next checkpoint, so reset refuses to write while any targeted lease has a
+live owner, unless --force; every write clears the owner in the same If-Match replace,
+so the owner loses the lease and a processor resumes it from the new position. When
+some writes fail, cfp exits 3.`,
+		Example: `  # Plan a replay of the last 30 minutes for every lease
+  cfp leases reset -d shop -c orders -p orders-proj --by-duration 30m
+
+  # Skip the backlog of two leases, with the processors stopped
+  cfp leases reset -d shop -c orders -p orders-proj --to-now --lease 0 --lease 3 --execute
+
+  # Restore the positions saved before a deployment
+  cfp leases export -d shop -c orders -p orders-proj > before.json
+  cfp leases reset -d shop -c orders -p orders-proj --from-file before.json --execute --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.toLSNSet = c.Flags().Changed("to-lsn")
+			if opts.toLSNSet && opts.ToLSN < 0 {
+				return usageErrorf("--to-lsn must not be negative")
+			}
+			if c.Flags().Changed("by-duration") && opts.ByDuration <= 0 {
+				return usageErrorf("--by-duration must be positive")
+			}
+			return runLeasesReset(contextOf(c), opts)
+		},
+	}
+	fs := c.Flags()
+	fs.BoolVar(&opts.ToBeginning, "to-beginning", false, "reset to before the first change in the feed")
+	fs.BoolVar(&opts.ToNow, "to-now", false, "reset to after the latest change")
+	fs.StringVar(&opts.ToTime, "to-time", "", "reset to before the first change at or after `TIME` (RFC 3339)")
+	fs.DurationVar(&opts.ByDuration, "by-duration", 0, "reset to `DURATION` before now")
+	fs.Int64Var(&opts.ToLSN, "to-lsn", 0, "reset to after `LSN`")
+	fs.StringVar(&opts.FromFile, "from-file", "", "reset to the continuations in an export `FILE`")
+	fs.StringArrayVar(&opts.Leases, "lease", nil, "reset only the lease with this `TOKEN` (repeatable; default all)")
+	opts.mutationFlags.add(c, "reset leases whose owner is alive too (the owner loses the lease)")
+	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
+	targets := []string{"to-beginning", "to-now", "to-time", "by-duration", "to-lsn", "from-file"}
+	c.MarkFlagsMutuallyExclusive(targets...)
+	c.MarkFlagsOneRequired(targets...)
+	return c
+}
+
+func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
+	f := opts.f
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return err
+	}
+	now := f.Now()
+	var start *feed.StartFrom
+	switch {
+	case opts.ToBeginning:
+		start = &feed.StartFrom{Kind: feed.StartBeginning}
+	case opts.ToNow:
+		start = &feed.StartFrom{Kind: feed.StartNow}
+	case opts.ToTime != "":
+		t, err := time.Parse(time.RFC3339Nano, opts.ToTime)
+		if err != nil {
+			return briefUsageErrorf("--to-time %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", opts.ToTime)
+		}
+		if t.After(now) {
+			return briefUsageErrorf("--to-time %s is in the future", opts.ToTime)
+		}
+		start = &feed.StartFrom{Kind: feed.StartTime, Time: t}
+	case opts.ByDuration > 0:
+		start = &feed.StartFrom{Kind: feed.StartTime, Time: now.Add(-opts.ByDuration)}
+	}
+	var fromFile map[string]string
+	if opts.FromFile != "" {
+		if fromFile, err = exportContinuations(opts.FromFile); err != nil {
+			return err
+		}
+	}
+
+	t, err := f.openLeaseTarget(ctx, start != nil)
+	if err != nil {
+		return err
+	}
+	store := t.store(f)
+	all, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("reset: no leases under prefix %s", t.prefix)
+	}
+	sel, err := selectLeases(all, opts.Leases)
+	if err != nil {
+		return err
+	}
+	sortLeases(sel)
+
+	var target func(*leases.Lease) (string, error)
+	switch {
+	case start != nil:
+		parts, err := t.partitions(ctx)
+		if err != nil {
+			return err
+		}
+		positions := feedPositions(ctx, t.monitored, sel, parts, *start, opts.Concurrency)
+		target = func(l *leases.Lease) (string, error) {
+			r := positions[l]
+			return r.to, r.err
+		}
+	case opts.toLSNSet:
+		target = leases.ResetToLSN(opts.ToLSN)
+	default:
+		target = func(l *leases.Lease) (string, error) {
+			c, ok := fromFile[l.Token]
+			if !ok {
+				return "", fmt.Errorf("not in %s", opts.FromFile)
+			}
+			return c, nil
+		}
+	}
+	planOpts := []leases.ResetOption{leases.ResetClock(now, opts.Expiration)}
+	if opts.Force {
+		planOpts = append(planOpts, leases.ResetForce())
+	}
+	steps := leases.PlanReset(sel, target, planOpts...)
+	if err := printResetPlan(ctx, f, p, steps); err != nil {
+		return err
+	}
+
+	var held []string
+	var failed []error
+	changes := 0
+	for _, s := range steps {
+		var h *leases.LeaseHeldError
+		switch {
+		case errors.As(s.Err, &h):
+			held = append(held, fmt.Sprintf("%s (%s)", s.Token, s.Owner))
+		case s.Err != nil:
+			failed = append(failed, s.Err)
+		case s.Changed() || s.Owner != "":
+			changes++
+		}
+	}
+	if len(failed) > 0 {
+		return withHint(fmt.Errorf("cannot plan %d lease(s); first: %w", len(failed), failed[0]),
+			"leave those leases out with --lease, or fix the cause and plan again")
+	}
+	if len(held) > 0 {
+		if !opts.Execute {
+			f.warnf("%d lease(s) have a live owner (%s); --execute refuses them without --force", len(held), strings.Join(held, ", "))
+		} else {
+			return errLiveOwners(held)
+		}
+	}
+	if changes == 0 {
+		fmt.Fprintln(f.IO.ErrOut, "Nothing to change.")
+		return nil
+	}
+	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Reset %d lease(s)?", changes))
+	if err != nil || !ok {
+		return err
+	}
+	var firstErr error
+	nfail, done := 0, 0
+	for _, s := range steps {
+		if !s.Changed() && s.Owner == "" {
+			continue
+		}
+		if _, err := store.ApplyReset(ctx, s, opts.Force); err != nil {
+			nfail++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("reset lease %s: %w", s.Token, err)
+			}
+			f.warnf("reset lease %s: %v", s.Token, err)
+			continue
+		}
+		done++
+	}
+	fmt.Fprintf(f.IO.ErrOut, "Reset %d lease(s).\n", done)
+	return partialFailure(nfail, done+nfail, firstErr)
+}
+
+func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []leases.ResetStep) error {
+	views := make([]resetStepView, 0, len(steps))
+	for _, s := range steps {
+		v := resetStepView{Lease: s.Token, Live: s.Live, Changed: s.Changed()}
+		if s.Owner != "" {
+			o := s.Owner
+			v.Owner = &o
+		}
+		if s.From != "" {
+			from := s.From
+			v.From = &from
+		}
+		if n, ok := s.FromLSN(); ok {
+			v.FromLSN = &n
+		}
+		if s.Err == nil || errors.Is(s.Err, leases.ErrLeaseHeld) {
+			if s.To != "" {
+				to := s.To
+				v.To = &to
+			}
+			if n, ok := s.ToLSN(); ok {
+				v.ToLSN = &n
+			}
+		}
+		if s.Err != nil {
+			msg := s.Err.Error()
+			v.Error = &msg
+		}
+		views = append(views, v)
+	}
+	return p.Print(ctx, views, func(tb *render.Table) {
+		*tb = *render.NewTable(f.IO, "lease", "owner", "from", "to", "change", "note")
+		tb.Truncatable(5)
+		for i, v := range views {
+			s := steps[i]
+			change := render.Empty
+			if v.FromLSN != nil && v.ToLSN != nil {
+				change = fmt.Sprintf("%+d", *v.ToLSN-*v.FromLSN)
+			}
+			note := ""
+			switch {
+			case s.Err != nil && errors.Is(s.Err, leases.ErrLeaseHeld) && !s.Live:
+				note = s.Err.Error()
+			case errors.Is(s.Err, leases.ErrLeaseHeld):
+				note = "live owner: refused without --force"
+			case s.Err != nil:
+				note = s.Err.Error()
+			case s.Live:
+				note = "live owner: taken (--force)"
+			case !s.Changed():
+				note = "unchanged"
+			}
+			owner := ""
+			if v.Owner != nil {
+				owner = *v.Owner
+			}
+			tb.Row(v.Lease, owner, continuationCell(s.From), continuationCell(s.To), change, note)
+		}
+	})
+}
+
+// continuationCell shows a continuation's LSN when it is one, the raw value otherwise.
+func continuationCell(c string) string {
+	if n, ok := leases.ParseLSN(c); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return orDash(c)
+}
+
+type position struct {
+	to  string
+	err error
+}
+
+// feedPositions computes start's concrete continuation for every lease, reading the change feed
+// of each lease's range in parallel (at most concurrency reads in flight).
+func feedPositions(ctx context.Context, src feed.Source, ls []*leases.Lease, parts []feed.Partition, start feed.StartFrom, concurrency int) map[*leases.Lease]position {
+	out := make(map[*leases.Lease]position, len(ls))
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(max(1, concurrency))
+	for _, l := range ls {
+		g.Go(func() error {
+			to, err := feedPosition(ctx, src, l, parts, start)
+			mu.Lock()
+			out[l] = position{to, err}
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out
+}
+
+// feedPosition reads one item of l's range from start and returns the continuation that resumes
+// just before it: the LSN before the first change at or after start, or the partition's latest
+// LSN when nothing is there.
+func feedPosition(ctx context.Context, src feed.Source, l *leases.Lease, parts []feed.Partition, start feed.StartFrom) (string, error) {
+	req, err := leaseReadRequest(l, parts)
+	if err != nil {
+		return "", err
+	}
+	req.Start, req.MaxItems = start, 1
+	page, err := src.ReadPage(ctx, req)
+	if err != nil {
+		return "", fmt.Errorf("read the change feed of partition %s: %w", req.PartitionID, err)
+	}
+	if len(page.Items) > 0 {
+		lsn := itemLSN(page.Items[0])
+		if lsn <= 0 {
+			return "", errors.New("the first change has no _lsn")
+		}
+		return leases.FormatLSN(lsn - 1), nil
+	}
+	if page.LatestLSN > 0 {
+		return leases.FormatLSN(page.LatestLSN), nil
+	}
+	if n, ok := feed.ContinuationLSN(page.Continuation); ok {
+		return leases.FormatLSN(n), nil
+	}
+	return leases.FormatLSN(0), nil
+}
+
+// leaseReadRequest is the read of l's range: its partition, and the sub-range when the lease
+// covers only part of it.
+func leaseReadRequest(l *leases.Lease, parts []feed.Partition) (feed.ReadRequest, error) {
+	if l.Family == leases.FamilyDotNetV0 || l.Family == leases.FamilyJavaPK || !l.HasRange() {
+		for _, p := range parts {
+			if p.ID == l.Token {
+				return feed.ReadRequest{PartitionID: p.ID}, nil
+			}
+		}
+		return feed.ReadRequest{}, fmt.Errorf("partition %s is gone (split or merged); let a processor split the lease first", l.Token)
+	}
+	var over []feed.Partition
+	for _, p := range parts {
+		if p.Range.Overlaps(l.Range) {
+			over = append(over, p)
+		}
+	}
+	switch len(over) {
+	case 0:
+		return feed.ReadRequest{}, fmt.Errorf("no live partition serves range %s", l.Range)
+	case 1:
+		p := over[0]
+		if leases.CompareEPK(p.Range.Min, l.Range.Min) > 0 || leases.CompareEPK(l.Range.Max, p.Range.Max) > 0 {
+			return feed.ReadRequest{}, fmt.Errorf("range %s reaches past partition %s", l.Range, p.ID)
+		}
+		req := feed.ReadRequest{PartitionID: p.ID}
+		if l.Range != p.Range {
+			req.Range = l.Range
+		}
+		return req, nil
+	}
+	return feed.ReadRequest{}, fmt.Errorf("range %s spans %d partitions; let a processor split the lease first", l.Range, len(over))
+}
+
+// itemLSN returns a change's _lsn (0 when missing).
+func itemLSN(raw json.RawMessage) int64 {
+	var v struct {
+		LSN json.Number `json:"_lsn"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(v.LSN.String(), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func parseExport(name string, b []byte) (leases.Export, error) {
+	var e leases.Export
+	if err := json.Unmarshal(b, &e); err != nil {
+		return leases.Export{}, withHint(fmt.Errorf("read export %s: %w", name, err), "pass a file written by 'cfp leases export'")
+	}
+	if e.Version != leases.ExportVersion || e.Prefix == "" {
+		return leases.Export{}, withHint(fmt.Errorf("read export %s: not a lease export (version %d, prefix %q)", name, e.Version, e.Prefix),
+			"pass a file written by 'cfp leases export'")
+	}
+	return e, nil
+}
+
+// exportContinuations reads an export file and returns each lease token's continuation.
+func exportContinuations(name string) (map[string]string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("read --from-file: %w", err)
+	}
+	e, err := parseExport(name, b)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, raw := range e.Leases {
+		var id struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(raw, &id)
+		l, err := leases.Decode(leases.Document{ID: id.ID, Body: raw})
+		if err != nil {
+			return nil, fmt.Errorf("read --from-file %s: %w", name, err)
+		}
+		out[l.Token] = l.Continuation
+	}
+	return out, nil
+}
