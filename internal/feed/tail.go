@@ -581,23 +581,6 @@ func intersect(a, b Range) (Range, bool) {
 	return r, leases.CompareEPK(r.Min, r.Max) < 0
 }
 
-// changeMeta reads an item's _lsn and _ts without keeping the decode; numbers or numeric
-// strings are accepted, the key case-insensitively.
-func changeMeta(raw json.RawMessage) (int64, time.Time) {
-	var v struct {
-		LSN json.RawMessage `json:"_lsn"`
-		TS  json.RawMessage `json:"_ts"`
-	}
-	if json.Unmarshal(raw, &v) != nil {
-		return 0, time.Time{}
-	}
-	var ts time.Time
-	if n := jsonInt(v.TS); n > 0 {
-		ts = time.Unix(n, 0).UTC()
-	}
-	return jsonInt(v.LSN), ts
-}
-
 func jsonInt(raw json.RawMessage) int64 {
 	s := string(bytes.Trim(bytes.TrimSpace(raw), `"`))
 	n, err := strconv.ParseInt(s, 10, 64)

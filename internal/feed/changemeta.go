@@ -1,0 +1,159 @@
+package feed
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// changeMeta reads an item's _lsn and _ts; numbers or numeric strings are accepted, the key
+// case-insensitively. It runs for every change the tail delivers, so it scans the top level of
+// the item for the two keys and stops once it has both, without decoding the rest; an item it
+// cannot scan that way (an escaped key, malformed JSON) goes through encoding/json.
+func changeMeta(raw json.RawMessage) (int64, time.Time) {
+	lsnRaw, tsRaw, ok := scanMeta(raw)
+	if !ok {
+		return decodeMeta(raw)
+	}
+	return metaOf(lsnRaw, tsRaw)
+}
+
+// decodeMeta is changeMeta through encoding/json.
+func decodeMeta(raw json.RawMessage) (int64, time.Time) {
+	var v struct {
+		LSN json.RawMessage `json:"_lsn"`
+		TS  json.RawMessage `json:"_ts"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return 0, time.Time{}
+	}
+	return metaOf(v.LSN, v.TS)
+}
+
+func metaOf(lsnRaw, tsRaw []byte) (int64, time.Time) {
+	var ts time.Time
+	if n := jsonInt(tsRaw); n > 0 {
+		ts = time.Unix(n, 0).UTC()
+	}
+	return jsonInt(lsnRaw), ts
+}
+
+var (
+	keyLSN = []byte("_lsn")
+	keyTS  = []byte("_ts")
+)
+
+// scanMeta finds the values of the top-level keys _lsn and _ts of the JSON object b (the first
+// occurrence of each). ok is false when b is not an object it can scan: then the caller decodes it.
+func scanMeta(b []byte) (lsn, ts []byte, ok bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, nil, false
+	}
+	i++
+	for {
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return nil, nil, false
+		}
+		switch b[i] {
+		case '}':
+			return lsn, ts, true
+		case ',':
+			i = skipSpace(b, i+1)
+			if i >= len(b) {
+				return nil, nil, false
+			}
+		}
+		if b[i] != '"' {
+			return nil, nil, false
+		}
+		end, escaped := scanString(b, i)
+		if end < 0 || escaped {
+			return nil, nil, false
+		}
+		key := b[i+1 : end-1]
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, nil, false
+		}
+		start := skipSpace(b, i+1)
+		i = skipValue(b, start)
+		if i < 0 {
+			return nil, nil, false
+		}
+		switch {
+		case lsn == nil && bytes.EqualFold(key, keyLSN):
+			lsn = b[start:i]
+		case ts == nil && bytes.EqualFold(key, keyTS):
+			ts = b[start:i]
+		}
+		if lsn != nil && ts != nil {
+			return lsn, ts, true
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the index after the string that starts at b[i] (a quote), and whether it
+// holds escapes; -1 if it does not end.
+func scanString(b []byte, i int) (int, bool) {
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// skipValue returns the index after the JSON value that starts at b[i], -1 if it does not end.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := scanString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := scanString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+			j++
+		}
+		if j == i {
+			return -1
+		}
+		return j
+	}
+}
