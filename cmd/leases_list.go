@@ -158,7 +158,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		checkOpts = append(checkOpts, leases.WithPartitions(cparts))
 	}
 	findings := leases.Check(set.leases, now, opts.Expiration, checkOpts...)
-	return reportFindings(f.IO, "", findings)
+	return checkResult(f.IO, printFindings(f.IO, "", findings))
 }
 
 // leaseSet is one prefix's leases and markers as read from the lease container.
@@ -288,9 +288,19 @@ func ownerSummary(ios *render.IOStreams, ls []*leases.Lease, now time.Time, expi
 	return t
 }
 
-// reportFindings writes hygiene findings to stderr, one a line, and returns an exit-3 error when
-// any is an error or a warning.
-func reportFindings(ios *render.IOStreams, prefix string, findings []leases.Finding) error {
+// checkResult ends --check: "no problems found", or an exit-3 error counting the errors and
+// warnings.
+func checkResult(ios *render.IOStreams, serious int) error {
+	if serious == 0 {
+		fmt.Fprintln(ios.ErrOut, "check: no problems found")
+		return nil
+	}
+	return &ExitError{Code: exitThreshold, Err: fmt.Errorf("check found %d problem(s)", serious)}
+}
+
+// printFindings writes hygiene findings to stderr, one a line ("check: [prefix: ]severity
+// kind: message"), and returns how many are errors or warnings.
+func printFindings(ios *render.IOStreams, prefix string, findings []leases.Finding) int {
 	serious := 0
 	st := ios.StderrStyles()
 	for _, fd := range findings {
@@ -309,13 +319,7 @@ func reportFindings(ios *render.IOStreams, prefix string, findings []leases.Find
 		}
 		fmt.Fprintf(ios.ErrOut, "check: %s%s %s: %s\n", where, label, fd.Kind, fd.Message)
 	}
-	if serious == 0 {
-		if len(findings) == 0 {
-			fmt.Fprintln(ios.ErrOut, "check: no problems found")
-		}
-		return nil
-	}
-	return &ExitError{Code: exitThreshold, Err: fmt.Errorf("check found %d problem(s)", serious)}
+	return serious
 }
 
 // runLeasesDiscover lists the processors of the lease container.
@@ -374,7 +378,7 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 	if err != nil || !opts.Check {
 		return err
 	}
-	var exit error
+	serious := 0
 	for _, in := range infos {
 		var ls []*leases.Lease
 		var lockTime time.Time
@@ -391,15 +395,7 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 			}
 		}
 		findings := leases.Check(ls, now, opts.Expiration, leases.WithMarkers(in.HasInfo, lockTime))
-		if len(findings) == 0 {
-			continue
-		}
-		if err := reportFindings(f.IO, in.Prefix, findings); err != nil {
-			exit = err
-		}
+		serious += printFindings(f.IO, in.Prefix, findings)
 	}
-	if exit == nil {
-		fmt.Fprintln(f.IO.ErrOut, "check: no problems found")
-	}
-	return exit
+	return checkResult(f.IO, serious)
 }
