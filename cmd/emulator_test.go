@@ -209,7 +209,8 @@ func TestEmulator_RefusesAServedDirectory(t *testing.T) {
 // API, are refused the served directory with --local, and SIGINT stops it cleanly.
 func TestEmulator_Process(t *testing.T) {
 	t.Parallel()
-	self, err := os.Executable()
+	// testscript.Main (TestMain) put this test binary on PATH as "cfp".
+	self, err := exec.LookPath("cfp")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestEmulator_Process(t *testing.T) {
 	dataDir := filepath.Join(work, "data")
 	cmd := exec.Command(self, "emulator", "--addr", "127.0.0.1:0", "--data", dataDir)
 	cmd.Dir = work
-	cmd.Env = []string{scriptMainEnv + "=1", "NO_COLOR=1", "HOME=" + work, "PATH=" + os.Getenv("PATH"), "GOCOVERDIR=" + os.Getenv("GOCOVERDIR")}
+	cmd.Env = []string{"NO_COLOR=1", "HOME=" + work, "PATH=" + os.Getenv("PATH"), "GOCOVERDIR=" + os.Getenv("GOCOVERDIR")}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
