@@ -42,7 +42,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 		}
 	}()
 	var once sync.Once
-	stop = func() {
+	shutdown := func() {
 		once.Do(func() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
@@ -54,11 +54,11 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	go func() {
 		select {
 		case <-ctx.Done():
-			stop()
+			shutdown()
 		case <-watchDone:
 		}
 	}()
-	return ln.Addr().String(), func() { stop(); closeOnce(watchDone) }, nil
+	return ln.Addr().String(), func() { shutdown(); closeOnce(watchDone) }, nil
 }
 
 // closeOnce closes ch unless it is already closed.
