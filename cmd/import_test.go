@@ -342,3 +342,27 @@ func TestImport_WrongKeyIsAnAuthFailure(t *testing.T) {
 		t.Errorf("the key leaked:\n%s%s", stdout, stderr)
 	}
 }
+
+func TestImport_ProgressOnlyOnATerminal(t *testing.T) {
+	t.Parallel()
+	orders, err := os.ReadFile(ordersFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tty := range []bool{true, false} {
+		ios, in, _, errOut := render.Test()
+		ios.IsStderrTTY = tty
+		in.Write(orders)
+		args := []string{"--local=" + t.TempDir(), "import", "-d", "shop", "-c", "orders", "--create", "--partition-key-path", "/customerId"}
+		if code := MainWithIO(context.Background(), args, ios, func(string) string { return "" }); code != 0 {
+			t.Fatalf("tty=%v: exit %d\n%s", tty, code, errOut)
+		}
+		stderr := errOut.String()
+		if got := strings.Contains(stderr, "importing: "); got != tty {
+			t.Errorf("tty=%v: progress shown = %v, want %v:\n%q", tty, got, tty, stderr)
+		}
+		if !strings.Contains(stderr, "imported 200, rejected 0,") {
+			t.Errorf("tty=%v: no summary:\n%q", tty, stderr)
+		}
+	}
+}
