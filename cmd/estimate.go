@@ -103,9 +103,27 @@ numbers for Prometheus at /metrics and implies --watch.`,
 
   # Prometheus gauges per lease on :9464
   cfp estimate -d shop -c orders -p orders-proj --metrics-addr :9464`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
+		// `--watch 10s` reads like the spec's `--watch [INTERVAL]`: pflag binds an optional value
+		// only as --watch=10s, so a lone duration argument after --watch is taken as the interval.
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			if len(args) == 1 && c.Flags().Changed("watch") {
+				if _, err := time.ParseDuration(args[0]); err == nil {
+					return nil
+				}
+			}
+			return fmt.Errorf("unexpected argument %q (write the watch interval as --watch 10s or --watch=10s)", args[0])
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Watch, _ = time.ParseDuration(args[0])
+			}
 			opts.watching = c.Flags().Changed("watch") || opts.MetricsAddr != ""
+			if opts.watching && opts.Watch == 0 && !c.Flags().Changed("watch") {
+				opts.Watch = defaultWatchInterval
+			}
 			opts.maxLagSet = c.Flags().Changed("max-lag")
 			if opts.watching && opts.Watch <= 0 {
 				return usageErrorf("--watch interval must be positive")
@@ -126,7 +144,7 @@ numbers for Prometheus at /metrics and implies --watch.`,
 		},
 	}
 	fs := c.Flags()
-	fs.DurationVar(&opts.Watch, "watch", defaultWatchInterval, "repeat every `INTERVAL` (default 5s when given without a value)")
+	fs.DurationVar(&opts.Watch, "watch", 0, "repeat the estimate every `INTERVAL` (5s when given without a value)")
 	fs.Lookup("watch").NoOptDefVal = defaultWatchInterval.String()
 	fs.IntVar(&opts.Count, "count", 0, "with --watch, stop after `N` estimates (0: until interrupted)")
 	fs.Int64Var(&opts.MaxLag, "max-lag", 0, "exit 3 when the total lag exceeds `N` (LSNs)")
