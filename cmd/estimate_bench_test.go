@@ -1,0 +1,83 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// benchLeases is the lease count of BenchmarkEstimate, and benchLatency the latency the
+// emulator adds to every change-feed read.
+const (
+	benchLeases  = 1000
+	benchLatency = 5 * time.Millisecond
+)
+
+// BenchmarkEstimate estimates 1000 leases on the embedded emulator with 5 ms of injected
+// latency per change-feed read, sequentially (one read in flight) and in parallel (the
+// command's default --concurrency). The parallel run reports its speed-up over the sequential
+// one as "x-speedup" (goal: at least 10). Run with: go test ./cmd -run '^$' -bench Estimate -benchtime 1x
+func BenchmarkEstimate(b *testing.B) {
+	ctx := context.Background()
+	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = acct.Close() })
+	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
+		b.Fatal(err)
+	}
+	c, err := acct.CreateContainerIfNotExists(ctx, "shop", "orders", "/id", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 40 {
+		id := fmt.Sprintf("o%d", i)
+		if err := c.UpsertItem(ctx, id, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	parts, err := c.Partitions(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ls := make([]*leases.Lease, benchLeases)
+	for i := range ls {
+		p := parts[i%len(parts)]
+		l := leases.NewDotNetV0("bench", p.ID, p.Range, "")
+		l.Continuation = leases.FormatLSN(0)
+		ls[i] = l
+	}
+	if err := acct.Emulator().InjectFaults(emulator.FaultRule{Latency: benchLatency, ChangeFeedOnly: true}); err != nil {
+		b.Fatal(err)
+	}
+
+	run := func(b *testing.B, concurrency int) time.Duration {
+		b.ReportAllocs()
+		start := time.Now()
+		for b.Loop() {
+			lags, sum, err := feed.Estimate(ctx, c, ls, feed.EstimateOptions{Concurrency: concurrency, Partitions: parts})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(lags) != benchLeases || sum.TotalLag != int64(benchLeases/len(parts)*40) {
+				b.Fatalf("estimate: %d leases, total lag %d", len(lags), sum.TotalLag)
+			}
+		}
+		return time.Since(start) / time.Duration(b.N)
+	}
+	var sequential time.Duration
+	b.Run("sequential", func(b *testing.B) { sequential = run(b, 1) })
+	b.Run("parallel", func(b *testing.B) {
+		parallel := run(b, feed.DefaultEstimateConcurrency)
+		if sequential > 0 && parallel > 0 {
+			b.ReportMetric(float64(sequential)/float64(parallel), "x-speedup")
+		}
+	})
+}
