@@ -1,7 +1,6 @@
 package emulator
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -484,10 +483,10 @@ func (e *Emulator) deleteContainer(w http.ResponseWriter, db, coll string) {
 // --- partition key ranges --------------------------------------------------------------------
 
 func pkRangeRID(collRID string, id uint32) string {
-	b, _ := base64.StdEncoding.DecodeString(collRID)
+	b, _ := decodeRID(collRID)
 	b = binary.LittleEndian.AppendUint64(b, uint64(id)+1)
 	b[15] = (b[15] & 0x0F) | 0x50
-	return base64.StdEncoding.EncodeToString(b)
+	return encodeRID(b)
 }
 
 func (e *Emulator) readPKRanges(w http.ResponseWriter, r *http.Request, db, coll string) {

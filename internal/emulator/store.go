@@ -318,6 +318,18 @@ type logRecord struct {
 	Body    json.RawMessage `json:"body,omitempty"` // nil for deletes
 }
 
+// encodeRID renders resource id bytes the way Cosmos DB does (ResourceId.ToString): standard
+// base64 with '/' replaced by '-', so that a rid never adds a path segment to a resource link
+// or to an id built from it (lease prefixes embed the database and container rids).
+func encodeRID(b []byte) string {
+	return strings.ReplaceAll(base64.StdEncoding.EncodeToString(b), "/", "-")
+}
+
+// decodeRID reverses encodeRID.
+func decodeRID(s string) ([]byte, error) {
+	return base64.StdEncoding.DecodeString(strings.ReplaceAll(s, "-", "/"))
+}
+
 // newRID returns n random bytes as standard base64 after fix is applied to them.
 func newRID(n int, fix func([]byte)) []byte {
 	b := make([]byte, n)
@@ -343,7 +355,7 @@ func (s *store) createDatabase(id string) (dbRecord, error) {
 			return errConflict
 		}
 		rid := newRID(4, nil)
-		rec = dbRecord{ID: id, RID: base64.StdEncoding.EncodeToString(rid), Etag: newEtag(), Ts: s.now().Unix()}
+		rec = dbRecord{ID: id, RID: encodeRID(rid), Etag: newEtag(), Ts: s.now().Unix()}
 		v, err := json.Marshal(rec)
 		if err != nil {
 			return err
@@ -484,7 +496,7 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 		if colls.Get(collKey(db, def.ID)) != nil {
 			return errConflict
 		}
-		dbRID, _ := base64.StdEncoding.DecodeString(dbr.RID)
+		dbRID, _ := decodeRID(dbr.RID)
 		var ridB []byte
 		data := tx.Bucket(bucketData)
 		for {
@@ -495,7 +507,7 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 		}
 		now := s.now().Unix()
 		rec := collRecord{
-			DB: db, DBRID: dbr.RID, ID: def.ID, RID: base64.StdEncoding.EncodeToString(ridB),
+			DB: db, DBRID: dbr.RID, ID: def.ID, RID: encodeRID(ridB),
 			Etag: newEtag(), Ts: now, Props: propsJSON, Paths: pk.Paths,
 			NextRange: uint32(s.partitions), RangesGen: 1, Partitions: s.partitions,
 		}
@@ -594,7 +606,7 @@ func loadColl(tx *bolt.Tx, db, coll string) (*collState, *bolt.Bucket, error) {
 	if err := json.Unmarshal(v, &st.collRecord); err != nil {
 		return nil, nil, fmt.Errorf("decode container: %w", err)
 	}
-	rid, _ := base64.StdEncoding.DecodeString(st.RID)
+	rid, _ := decodeRID(st.RID)
 	cb := tx.Bucket(bucketData).Bucket(rid)
 	if cb == nil {
 		return nil, nil, fmt.Errorf("container %s has no data bucket", coll)
@@ -662,7 +674,7 @@ func deleteCollTx(tx *bolt.Tx, key []byte) error {
 	if err := json.Unmarshal(colls.Get(key), &rec); err != nil {
 		return err
 	}
-	rid, _ := base64.StdEncoding.DecodeString(rec.RID)
+	rid, _ := decodeRID(rec.RID)
 	if err := tx.Bucket(bucketData).DeleteBucket(rid); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
 		return err
 	}
@@ -780,9 +792,9 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 				if err := seq.Put([]byte("doc"), binary.BigEndian.AppendUint64(nil, n)); err != nil {
 					return err
 				}
-				collRID, _ := base64.StdEncoding.DecodeString(st.RID)
+				collRID, _ := decodeRID(st.RID)
 				ridB := binary.LittleEndian.AppendUint64(bytes.Clone(collRID), n&(1<<60-1))
-				it.RID = base64.StdEncoding.EncodeToString(ridB)
+				it.RID = encodeRID(ridB)
 			}
 			body, err := buildBody(w.Body, st, it)
 			if err != nil {
