@@ -252,15 +252,21 @@ func readHolder(dir string) (holderInfo, error) {
 	return h, err
 }
 
-// Serve serves the gateway on ln until ctx ends, then shuts down gracefully (in-flight requests
-// get a few seconds to finish) and returns nil. It records ln's address as the serving address
-// for the duration.
+// ShutdownGrace is how long requests in flight get to finish when Serve's context ends.
+const ShutdownGrace = 5 * time.Second
+
+// Serve serves the gateway on ln until ctx ends, recording ln's address as the serving address
+// (for the data directory's holder file). At shutdown it stops accepting, waits for the requests
+// in flight (at most ShutdownGrace) — not for idle or fresh connections, which http.Server would
+// wait on for up to 5 s — then closes every connection.
 func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
+	var tr connTracker
 	srv := &http.Server{
 		Handler:           e.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnState:         tr.track,
 	}
 	e.SetServingAddr(ln.Addr().String())
 	defer e.SetServingAddr("")
@@ -272,14 +278,63 @@ func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve emulator: %w", err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
 	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	<-errc
-	if err != nil {
-		return fmt.Errorf("shut down emulator server: %w", err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(shutdownCtx) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-tick.C:
+			if !tr.busy() {
+				cancel()
+			}
+		}
 	}
+	if err != nil && tr.busy() {
+		e.log.Warn("requests still in flight at shutdown were cut off", "grace", ShutdownGrace)
+	}
+	_ = srv.Close()
+	<-errc
 	return nil
+}
+
+// connTracker counts the connections of a server that are serving a request.
+type connTracker struct {
+	mu     sync.Mutex
+	states map[net.Conn]http.ConnState
+	active int
+}
+
+func (t *connTracker) track(c net.Conn, s http.ConnState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.states == nil {
+		t.states = map[net.Conn]http.ConnState{}
+	}
+	if t.states[c] == http.StateActive {
+		t.active--
+	}
+	if s == http.StateActive {
+		t.active++
+	}
+	if s == http.StateClosed || s == http.StateHijacked {
+		delete(t.states, c)
+	} else {
+		t.states[c] = s
+	}
+}
+
+func (t *connTracker) busy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.active > 0
 }
 
 // Split replaces the live partition rangeID of container coll in database db by two children
