@@ -221,6 +221,10 @@ func (f *factory) openAccount(ctx context.Context) (*cosmos.Account, error) {
 		}
 		var locked *emulator.LockedError
 		if errors.As(err, &locked) {
+			if locked.Addr != "" {
+				// A running `cfp emulator` serves it: say where to connect.
+				return nil, &heldDirError{LockedError: locked}
+			}
 			return nil, withHint(err, "stop the other cfp, or serve the directory with `cfp emulator --data "+locked.Dir+"` and connect with --endpoint")
 		}
 		return nil, err

@@ -131,7 +131,7 @@ func runImport(ctx context.Context, opts *importOptions) error {
 	f := opts.f
 	acct, err := f.Account(ctx)
 	if err != nil {
-		return explainLocked(err)
+		return err
 	}
 
 	c, paths, err := opts.container(ctx, acct)
