@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -301,10 +303,24 @@ func (f *factory) accountConfig() (accountConfig, error) {
 		return cfg, briefUsageErrorf("--auth key needs a key: set COSMOS_KEY or pass --key-file")
 	case key != "":
 		cfg.Auth = "key"
+	case g.Auth == "" && loopbackEndpoint(cfg.Endpoint):
+		// A local emulator (cfp emulator, or Microsoft's): it takes the well-known key, and
+		// Entra ID would only fail slowly.
+		cfg.Key, cfg.Auth = auth.WellKnownKey, "key"
+		f.Log.Debug("no key given for a loopback endpoint: using the well-known emulator key")
 	default:
 		cfg.Auth = "entra"
 	}
 	return cfg, nil
+}
+
+// loopbackEndpoint reports whether an endpoint URL names this machine (localhost, 127.0.0.0/8, ::1).
+func loopbackEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	return isLoopbackHost(u.Hostname())
 }
 
 // accountKey returns the key from --key-file, --key or COSMOS_KEY, in that order.

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
@@ -146,6 +147,12 @@ func TestAccountConfig(t *testing.T) {
 			want: accountConfig{Endpoint: ep, Auth: "entra"}},
 		{name: "flag beats env", env: map[string]string{"COSMOS_ENDPOINT": "https://other/"}, args: []string{"--endpoint", ep},
 			want: accountConfig{Endpoint: ep, Auth: "entra"}},
+		{name: "loopback endpoint takes the emulator key", env: map[string]string{"COSMOS_ENDPOINT": "http://localhost:8081/"},
+			want: accountConfig{Endpoint: "http://localhost:8081/", Key: auth.WellKnownKey, Auth: "key"}},
+		{name: "loopback IP endpoint takes the emulator key", args: []string{"--endpoint", "http://127.0.0.1:18081/"},
+			want: accountConfig{Endpoint: "http://127.0.0.1:18081/", Key: auth.WellKnownKey, Auth: "key"}},
+		{name: "loopback with --auth entra stays entra", args: []string{"--endpoint", "http://localhost:8081/", "--auth", "entra"},
+			want: accountConfig{Endpoint: "http://localhost:8081/", Auth: "entra"}},
 		{name: "local default dir", args: []string{"--local"}, want: accountConfig{LocalDir: ".cfp"}},
 		{name: "local from env", env: map[string]string{"CFP_LOCAL": "/tmp/x"}, want: accountConfig{LocalDir: "/tmp/x"}},
 		{name: "connection string", env: map[string]string{"COSMOS_CONNECTION_STRING": "AccountEndpoint=" + ep + ";AccountKey=a2V5;"},
