@@ -1,0 +1,394 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+func TestInWindow_CutsAtTheFirstChangePastTheEnd(t *testing.T) {
+	t.Parallel()
+	until := time.Date(2026, 1, 2, 10, 0, 0, 500e6, time.UTC) // 10:00:00.5
+	sec := until.Unix()
+	doc := func(id string, ts int64) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"id":%q,"_ts":%d}`, id, ts))
+	}
+	tests := []struct {
+		name     string
+		items    []json.RawMessage
+		wantIDs  []string
+		wantPast bool
+	}{
+		{"all inside", []json.RawMessage{doc("a", sec-5), doc("b", sec-1)}, []string{"a", "b"}, false},
+		{"the end's own second is outside", []json.RawMessage{doc("a", sec-1), doc("b", sec)}, []string{"a"}, true},
+		{"cut", []json.RawMessage{doc("a", sec-1), doc("b", sec+1), doc("c", sec+2)}, []string{"a"}, true},
+		{"all past", []json.RawMessage{doc("a", sec+1)}, nil, true},
+		{"no _ts is inside", []json.RawMessage{json.RawMessage(`{"id":"a"}`)}, []string{"a"}, false},
+		{"empty", nil, nil, false},
+	}
+	for _, tt := range tests {
+		got, past := inWindow(tt.items, until)
+		var ids []string
+		for _, it := range got {
+			var v struct{ ID string }
+			if err := json.Unmarshal(it, &v); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, v.ID)
+		}
+		if !slices.Equal(ids, tt.wantIDs) || past != tt.wantPast {
+			t.Errorf("%s: inWindow = %v, %v; want %v, %v", tt.name, ids, past, tt.wantIDs, tt.wantPast)
+		}
+	}
+	if got := windowClosed(until); !got.Equal(time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)) {
+		t.Errorf("windowClosed = %v, want the end's whole second", got)
+	}
+}
+
+func TestReplayName_SameWindowSameLeasesAndNeverALivePrefix(t *testing.T) {
+	t.Parallel()
+	a := replayName("orders-proj", "shop", "orders", "-2h", nil, "")
+	if a != replayName("orders-proj", "shop", "orders", "-2h", nil, "") {
+		t.Error("the same command line must find the same replay leases")
+	}
+	others := []string{
+		replayName("orders-proj", "shop", "orders", "-3h", nil, ""),
+		replayName("orders-proj", "shop", "orders", "-2h", nil, "now"),
+		replayName("orders-proj", "shop", "orders2", "-2h", nil, ""),
+		replayName("orders-proj", "shop", "orders", "@s.json", []byte(`{"version":1}`), ""),
+		replayName("orders-proj", "shop", "orders", "@s.json", []byte(`{"version":2}`), ""),
+	}
+	for _, o := range others {
+		if o == a {
+			t.Errorf("another window shares the replay name %s", a)
+		}
+	}
+	if !strings.HasPrefix(a, "orders-proj.replay-") || len(a) != len("orders-proj.replay-")+8 {
+		t.Errorf("replayName = %q, want orders-proj.replay-<8 hex>", a)
+	}
+	// The live processor lists "<name><host>_..": a replay's ids never match it.
+	live := leases.Prefix("orders-proj", "acct.documents.azure.com", "db==", "coll==") + ".."
+	replay := leases.LeaseID(leases.Prefix(a, "acct.documents.azure.com", "db==", "coll=="), "0")
+	if strings.HasPrefix(replay, live) {
+		t.Errorf("replay lease %s is listed by the live processor (prefix %s)", replay, live)
+	}
+}
+
+func TestWindowOfLeases_RoundTrip(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	for _, w := range []replayWindow{
+		{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: now.Add(-time.Minute)},
+		{Start: feed.StartFrom{Kind: feed.StartTime, Time: now.Add(-2 * time.Hour)}, Until: now.Add(-123456789)},
+	} {
+		l := leases.NewDotNetV0("p", "0", leases.Range{Min: "", Max: "FF"}, "")
+		l.Properties = w.properties()
+		got, err := windowOfLeases([]*leases.Lease{l}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Start.Kind != w.Start.Kind || !got.Start.Time.Equal(w.Start.Time) || !got.Until.Equal(w.Until) {
+			t.Errorf("window %+v came back as %+v", w, got)
+		}
+	}
+	if _, err := windowOfLeases([]*leases.Lease{leases.NewDotNetV0("p", "0", leases.Range{}, "")}, now); err == nil {
+		t.Error("leases without a window must be refused")
+	}
+}
+
+func TestStateStart(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	st := &feed.TailState{Version: 1, Ranges: []feed.RangeState{
+		{PartitionID: "0", Continuation: `"4"`},
+		{PartitionID: "1", Start: "2026-01-02T10:00:00Z"},
+	}}
+	s, err := stateStart(st, now)
+	if err != nil || s.Kind != feed.StartTime || !s.Time.Equal(now.Add(-2*time.Hour)) {
+		t.Errorf("stateStart = %+v, %v; want 10:00", s, err)
+	}
+	st.Ranges = append(st.Ranges, feed.RangeState{PartitionID: "2", Start: "beginning"})
+	if _, err := stateStart(st, now); err == nil {
+		t.Error("ranges starting at different positions must be refused")
+	}
+}
+
+// replayFixture is a local account directory with shop/orders (4 partitions) and shop/leases.
+type replayFixture struct {
+	dir string
+}
+
+func (fx replayFixture) open(t *testing.T) (*cosmos.Account, *cosmos.Container) {
+	t.Helper()
+	acct, err := cosmos.Open(context.Background(), cosmos.Config{LocalDir: fx.dir, LocalPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct, acct.Container("shop", "orders")
+}
+
+func newReplayFixture(t *testing.T) replayFixture {
+	t.Helper()
+	fx := replayFixture{dir: t.TempDir()}
+	ctx := context.Background()
+	acct, _ := fx.open(t)
+	defer acct.Close()
+	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"orders", "leases"} {
+		if _, err := acct.CreateContainerIfNotExists(ctx, "shop", c, "/id", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fx
+}
+
+func upsertDocs(t *testing.T, c *cosmos.Container, ids []string, version int) {
+	t.Helper()
+	for _, id := range ids {
+		if err := c.UpsertItem(context.Background(), id, fmt.Appendf(nil, `{"id":%q,"v":%d}`, id, version)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// nextSecond sleeps into the next second of the clock (_ts counts whole seconds).
+func nextSecond() {
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+}
+
+func docIDs(prefix string, from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprintf("%s%02d", prefix, i))
+	}
+	return out
+}
+
+// leaseDocBodies returns the raw documents of the lease container whose id starts with prefix.
+func leaseDocBodies(t *testing.T, acct *cosmos.Account, prefix string) map[string]string {
+	t.Helper()
+	docs, err := acct.LeaseDocuments("shop", "leases").QueryPrefix(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range docs {
+		out[d.ID] = string(d.Body)
+	}
+	return out
+}
+
+// runInProcess runs cfp in process with no environment and returns its exit code and output.
+func runInProcess(ctx context.Context, args ...string) (int, string, string) {
+	ios, _, out, errOut := render.Test()
+	code := MainWithIO(ctx, args, ios, func(string) string { return "" })
+	return code, out.String(), errOut.String()
+}
+
+// replayDelivered returns id -> version of the JSON lines of a replay's stdout, failing on a
+// document delivered twice.
+func replayDelivered(t *testing.T, stdout string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for line := range strings.Lines(stdout) {
+		var v struct {
+			ID string `json:"id"`
+			V  int    `json:"v"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", line, err)
+		}
+		if _, dup := got[v.ID]; dup {
+			t.Errorf("%s delivered twice", v.ID)
+		}
+		got[v.ID] = v.V
+	}
+	return got
+}
+
+func TestReplay_ExactWindowAndLiveLeasesUntouched(t *testing.T) {
+	t.Parallel()
+	fx := newReplayFixture(t)
+	ctx := context.Background()
+
+	// Window 1: a01..a12; then, after its end, b01..b08 and new versions of a01..a03.
+	acct, orders := fx.open(t)
+	upsertDocs(t, orders, docIDs("a", 1, 12), 1)
+	nextSecond() // the end is in a later second than every a: the window is [start, end)
+	end := time.Now().UTC()
+	upsertDocs(t, orders, docIDs("b", 1, 8), 1)
+	upsertDocs(t, orders, docIDs("a", 1, 3), 2)
+
+	// A live processor "live" processes everything and stops: its leases have checkpoints.
+	info, err := orders.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	livePrefix := leases.Prefix("live", acct.Host(), info.DatabaseRID, info.ContainerRID)
+	store := leases.NewStore(acct.LeaseDocuments("shop", "leases"), livePrefix, leases.StoreOptions{})
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	pctx, stop := context.WithCancel(ctx)
+	proc, err := feed.NewProcessor(orders, store, feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range b.Items {
+			var v struct{ ID string }
+			_ = json.Unmarshal(it, &v)
+			seen[v.ID] = true
+		}
+		if len(seen) == 20 {
+			stop()
+		}
+		return nil
+	}), feed.ProcessorOptions{Instance: "live-1", StartFrom: feed.StartFrom{Kind: feed.StartBeginning},
+		AcquireInterval: 200 * time.Millisecond, PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- proc.Run(pctx) }()
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		stop()
+		t.Fatalf("live processor saw %d of 20 documents", len(seen))
+	}
+	stop()
+	before := leaseDocBodies(t, acct, "live")
+	if len(before) < 5 { // four leases and the .info marker
+		t.Fatalf("live lease documents: %v", slices.Collect(maps.Keys(before)))
+	}
+	if err := acct.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	endText := end.Format(time.RFC3339Nano)
+	code, stdout, stderr := runInProcess(ctx, "--local="+fx.dir, "replay-from", "beginning", "--until", endText,
+		"-d", "shop", "-c", "orders", "-p", "live")
+	if code != 0 {
+		t.Fatalf("replay exited %d: %s", code, stderr)
+	}
+	got := replayDelivered(t, stdout)
+	want := map[string]int{}
+	for _, id := range docIDs("a", 4, 12) {
+		want[id] = 1 // a01..a03 changed after the window: the feed holds only their later version
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("replay of the first window delivered %v, want %v", got, want)
+	}
+	if !strings.Contains(stderr, "replayed 9 items from 4 ranges") {
+		t.Errorf("summary missing: %s", stderr)
+	}
+
+	// The rest of history: from the end of the first window to now.
+	code, stdout, stderr = runInProcess(ctx, "--local="+fx.dir, "replay-from", endText, "-d", "shop", "-c", "orders", "-p", "live")
+	if code != 0 {
+		t.Fatalf("second replay exited %d: %s", code, stderr)
+	}
+	got = replayDelivered(t, stdout)
+	want = map[string]int{}
+	for _, id := range docIDs("b", 1, 8) {
+		want[id] = 1
+	}
+	for _, id := range docIDs("a", 1, 3) {
+		want[id] = 2
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("replay of the second window delivered %v, want %v", got, want)
+	}
+
+	acct, _ = fx.open(t)
+	defer acct.Close()
+	after := leaseDocBodies(t, acct, "live")
+	for id := range after {
+		if strings.Contains(id, ".replay-") {
+			delete(after, id) // cleaned up below; only the live prefix must be identical
+		}
+	}
+	if !maps.Equal(before, after) {
+		t.Errorf("the live processor's lease documents changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if left := leaseDocBodies(t, acct, "live.replay-"); len(left) > 0 {
+		t.Errorf("finished replays left leases behind: %v", slices.Collect(maps.Keys(left)))
+	}
+}
+
+func TestReplay_CleanupFalseKeepsLeasesAndFreshStartsOver(t *testing.T) {
+	t.Parallel()
+	fx := newReplayFixture(t)
+	ctx := context.Background()
+	acct, orders := fx.open(t)
+	upsertDocs(t, orders, docIDs("a", 1, 6), 1)
+	if err := acct.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nextSecond() // the window ends before the current second
+	args := []string{"--local=" + fx.dir, "replay-from", "beginning", "--until", "now", "-d", "shop", "-c", "orders", "--cleanup=false"}
+	code, stdout, stderr := runInProcess(ctx, args...)
+	if code != 0 || len(replayDelivered(t, stdout)) != 6 {
+		t.Fatalf("first replay exited %d with %q: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "replay leases kept under processor replay.replay-") {
+		t.Errorf("stderr does not say where the leases are: %s", stderr)
+	}
+	// Run again: the kept leases are past the window, so nothing comes again ...
+	code, stdout, stderr = runInProcess(ctx, args...)
+	if code != 0 || stdout != "" || !strings.Contains(stderr, "resuming replay") {
+		t.Fatalf("re-run exited %d with %q: %s", code, stdout, stderr)
+	}
+	// ... unless --fresh.
+	code, stdout, stderr = runInProcess(ctx, append(args, "--fresh")...)
+	if code != 0 || len(replayDelivered(t, stdout)) != 6 {
+		t.Fatalf("--fresh exited %d with %q: %s", code, stdout, stderr)
+	}
+}
+
+func TestReplay_UsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay-from", "now", "-d", "shop", "-c", "orders", "--local=x"}, "needs a start in the past"},
+		{[]string{"replay-from", "1h", "--until", "-2h", "-d", "shop", "-c", "orders", "--local=x"}, "the window is empty"},
+		{[]string{"replay-from", "1h", "--local=x"}, "no container given"},
+		{[]string{"replay-from", "-d", "shop", "-c", "orders", "--local=x"}, "accepts 1 arg"},
+		{[]string{"replay-from", "-d", "shop", "-c", "orders", "--on-error", "dead-letter", "--local=x", "--", "-1h"}, "needs --dead-letter FILE"},
+	} {
+		code, _, stderr := runInProcess(context.Background(), tt.args...)
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("cfp %s: exit %d, stderr %q; want 2 and %q", strings.Join(tt.args, " "), code, stderr, tt.want)
+		}
+	}
+}
+
+func TestReplayHelp_DocumentsThePrefix(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := runInProcess(context.Background(), "replay-from", "--help")
+	if code != 0 {
+		t.Fatalf("help exited %d", code)
+	}
+	for _, want := range []string{".replay-<8 hex digits>", "--fresh", "--cleanup", "--exec-lines", "--until", "Examples:"} {
+		if !bytes.Contains([]byte(stdout), []byte(want)) {
+			t.Errorf("replay-from --help lacks %q", want)
+		}
+	}
+}
