@@ -1,0 +1,474 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/sink"
+)
+
+func init() { registerCommand(groupFeed, newProcessCmd) }
+
+// Defaults of `cfp process` that the engine does not define.
+const (
+	defaultProcessMaxRetries = 3
+	processStdoutBuffer      = 64 << 10
+)
+
+// Values of --events.
+const (
+	eventsText  = "text"
+	eventsJSONL = "jsonl"
+	eventsNone  = "none"
+)
+
+// processOptions are the flags of `cfp process`.
+type processOptions struct {
+	f *factory
+
+	Instance        string
+	AcquireInterval time.Duration
+	RenewInterval   time.Duration
+	Expiration      time.Duration
+	PollInterval    time.Duration
+	MaxItems        int
+	// StartFrom is the --start-from text ("now" by default); startSet says the user gave it.
+	StartFrom string
+	startSet  bool
+
+	Exec      string
+	ExecLines string
+
+	MaxRetries int
+	OnError    string
+	DeadLetter string
+
+	Events               string
+	CreateLeaseContainer bool
+	MetricsAddr          string
+	ShutdownTimeout      time.Duration
+
+	// started, when set, is called once the processor bootstrapped and runs (tests, benches).
+	started func(*feed.Processor)
+	// metricsReady, when set, is told the address the metrics server listens on (tests).
+	metricsReady func(addr string)
+}
+
+const processLong = `Run a change feed processor host: cfp takes a share of the processor's leases, reads the
+changes of each lease's range and hands them to a delegate, checkpointing each batch once
+the delegate has processed it (at least once).
+
+Run several instances with the same -p/--processor and lease container, on one machine or
+many: the leases balance across them, and across .NET (v3) hosts that use the same processor
+name, endpoint host and lease container. Each instance writes its --instance name (default
+<hostname>-<pid>) as the Owner of the leases it holds. On first start the lease store is
+initialized as .NET does (one lease per physical partition, the .info marker); splits of
+the monitored container are followed.
+
+Delegates:
+
+  (default)          every changed document as one JSON line on stdout, as the change feed
+                     returned it; a batch is checkpointed after its lines were flushed
+  --exec CMD         CMD runs once per batch (sh -c) with the batch as a JSON array on stdin
+                     and CFP_LEASE_TOKEN, CFP_RANGE, CFP_BATCH_SIZE and CFP_CONTINUATION in
+                     its environment; exit status 0 means processed
+  --exec-lines CMD   one long-lived CMD per lease, speaking JSON lines on stdin/stdout:
+                     initialize, batch, lease-lost, shutdown; it answers checkpoint, done or
+                     error (docs/user-guide.md describes the protocol)
+
+A failed batch is retried --max-retries times with exponential backoff (1s, 2s, 4s, ... up to
+30s), then --on-error decides: stop (the host releases its leases and exits 1), skip (the
+batch is checkpointed past) or dead-letter (the batch, lease and error go to --dead-letter
+FILE as one JSON line, then it is checkpointed past).
+
+--start-from applies only to leases that have no continuation yet; leases that already
+have one resume from it (use 'cfp leases reset' to move them).
+
+Lifecycle notifications go to stderr (--events): acquired, released, lost, split and error
+(with cause user for the delegate, infra for the service), as text or as JSON lines that
+also include batch and checkpoint events and a final summary.
+
+SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
+--shutdown-timeout), are checkpointed, every lease is released so other hosts take over
+at once, and cfp exits 0. A second signal ends cfp at once.`
+
+const processExample = `  # Print every change of shop/orders as JSON lines, sharing the work with other instances
+  cfp process -d shop -c orders -p orders-proj --create-lease-container
+
+  # Run a script per batch; give up on a batch after 5 attempts and set it aside
+  cfp process -d shop -c orders -p orders-proj --exec './load.sh' \
+    --max-retries 5 --on-error dead-letter --dead-letter failed.jsonl
+
+  # Machine-readable lifecycle events, Prometheus metrics on :9464
+  cfp process -d shop -c orders -p orders-proj --events jsonl --metrics-addr :9464 2> events.jsonl
+
+  # A quick local setup: short lease timings, from the beginning
+  cfp --local process -d shop -c orders -p demo --create-lease-container --start-from beginning \
+    --lease-acquire-interval 2s --lease-renew-interval 3s --lease-expiration 10s --poll-interval 500ms`
+
+func newProcessCmd(f *factory) *cobra.Command {
+	opts := &processOptions{f: f}
+	c := &cobra.Command{
+		Use:     "process [flags]",
+		Short:   "Run a change feed processor host",
+		Long:    processLong,
+		Example: processExample,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.startSet = c.Flags().Changed("start-from")
+			if err := opts.validate(c); err != nil {
+				return err
+			}
+			return runProcess(contextOf(c), opts)
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&opts.Instance, "instance", "", "this host's `NAME`, written as the owner of its leases (default <hostname>-<pid>)")
+	fs.DurationVar(&opts.AcquireInterval, "lease-acquire-interval", feed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
+	fs.DurationVar(&opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
+	fs.DurationVar(&opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
+	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
+	fs.IntVar(&opts.MaxItems, "max-items", 0, "at most `N` changes per batch (0: the service default)")
+	fs.StringVar(&opts.StartFrom, "start-from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -DURATION")
+	fs.StringVar(&opts.Exec, "exec", "", "run `CMD` once per batch with the batch as a JSON array on stdin")
+	fs.StringVar(&opts.ExecLines, "exec-lines", "", "keep one `CMD` per lease speaking the JSON lines protocol")
+	fs.IntVar(&opts.MaxRetries, "max-retries", defaultProcessMaxRetries, "retry a failed batch `N` times before --on-error applies")
+	enumFlag(fs, &opts.OnError, "on-error", "", string(sink.OnErrorStop), "what to do with a batch that still fails after its retries", string(sink.OnErrorStop), string(sink.OnErrorSkip), string(sink.OnErrorDeadLetter))
+	fs.StringVar(&opts.DeadLetter, "dead-letter", "", "append failed batches to `FILE` as JSON lines (implies --on-error dead-letter)")
+	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr", eventsText, eventsJSONL, eventsNone)
+	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
+	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` (e.g. :9464)")
+	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	c.MarkFlagsMutuallyExclusive("exec", "exec-lines")
+	return c
+}
+
+// validate checks the flags (usage errors) and fills implied values.
+func (o *processOptions) validate(c *cobra.Command) error {
+	if err := o.f.requireContainer(); err != nil {
+		return err
+	}
+	if err := o.f.requireProcessor(); err != nil {
+		return err
+	}
+	if o.DeadLetter != "" {
+		switch {
+		case !c.Flags().Changed("on-error"):
+			o.OnError = string(sink.OnErrorDeadLetter)
+		case o.OnError != string(sink.OnErrorDeadLetter):
+			return usageErrorf("--dead-letter needs --on-error dead-letter, not %s", o.OnError)
+		}
+	}
+	if o.OnError == string(sink.OnErrorDeadLetter) && o.DeadLetter == "" {
+		return usageErrorf("--on-error dead-letter needs --dead-letter FILE")
+	}
+	if o.MaxRetries < 0 {
+		return usageErrorf("--max-retries must not be negative, got %d", o.MaxRetries)
+	}
+	if o.MaxItems < 0 {
+		return usageErrorf("--max-items must not be negative, got %d", o.MaxItems)
+	}
+	if strings.TrimSpace(o.Exec) == "" && c.Flags().Changed("exec") || strings.TrimSpace(o.ExecLines) == "" && c.Flags().Changed("exec-lines") {
+		return usageErrorf("--exec and --exec-lines need a command")
+	}
+	if _, err := feed.ParseStart(o.StartFrom, o.f.Now()); err != nil {
+		return usageErrorf("--start-from: %w", err)
+	}
+	if err := o.engineOptions(feed.StartFrom{}).WithDefaults().Validate(); err != nil {
+		return usageErrorf("%w", err)
+	}
+	return nil
+}
+
+// instance returns --instance or the default <hostname>-<pid>.
+func (o *processOptions) instance() string {
+	if o.Instance != "" {
+		return o.Instance
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "cfp"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// engineOptions maps the flags to the processor's options (Notify and Logger are added by
+// runProcess).
+func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptions {
+	return feed.ProcessorOptions{
+		Instance:        o.instance(),
+		AcquireInterval: o.AcquireInterval,
+		RenewInterval:   o.RenewInterval,
+		Expiration:      o.Expiration,
+		PollInterval:    o.PollInterval,
+		MaxItems:        o.MaxItems,
+		StartFrom:       start,
+		ShutdownTimeout: o.ShutdownTimeout,
+	}
+}
+
+// runProcess runs the processor host until ctx ends (exit 0 after a clean shutdown) or the
+// error policy stops it.
+func runProcess(ctx context.Context, o *processOptions) (err error) {
+	f := o.f
+	start, err := feed.ParseStart(o.StartFrom, f.Now())
+	if err != nil {
+		return usageErrorf("--start-from: %w", err)
+	}
+	acct, err := f.Account(ctx)
+	if err != nil {
+		return err
+	}
+	mon := acct.Container(f.Global.Database, f.Global.Container)
+	info, err := mon.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("open monitored container: %w", err)
+	}
+	store, err := o.leaseStore(ctx, acct, info)
+	if err != nil {
+		return err
+	}
+
+	eopts := o.engineOptions(start)
+	events := newProcessEvents(f.IO.ErrOut, o.Events, f.redact, f.Now)
+	var metrics *processMetrics
+	if o.MetricsAddr != "" {
+		metrics = newProcessMetrics(f.Global.Processor, eopts.Instance)
+		addr, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, f.Log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		if o.metricsReady != nil {
+			o.metricsReady(addr)
+		}
+	}
+	eopts.Logger = f.Log
+	eopts.Notify = func(e feed.Event) {
+		events.notify(e)
+		metrics.observe(e)
+	}
+
+	h, closeHandler, err := o.handler(events, metrics)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeHandler(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+
+	proc, err := feed.NewProcessor(mon, store, h, eopts)
+	if err != nil {
+		return usageErrorf("%w", err)
+	}
+	boot, err := proc.Bootstrap(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &ExitError{Code: exitOK}
+		}
+		return fmt.Errorf("initialize lease store: %w", err)
+	}
+	if boot.Existed && o.startSet {
+		o.noteExistingLeases(ctx, store)
+	}
+	events.started(eopts.Instance, f.Global.Processor, store.Prefix(), boot)
+	if o.started != nil {
+		o.started(proc)
+	}
+
+	runErr := proc.Run(ctx)
+	events.summary(eopts.Instance, runErr)
+	if runErr != nil {
+		var stop *feed.StopError
+		if errors.As(runErr, &stop) {
+			return fmt.Errorf("processor stopped: %w", stop.Err)
+		}
+		return fmt.Errorf("processor: %w", runErr)
+	}
+	if ctx.Err() != nil {
+		// A graceful shutdown on SIGINT/SIGTERM is success: batches finished, leases released.
+		return &ExitError{Code: exitOK}
+	}
+	return nil
+}
+
+// leaseStore opens (or creates) the lease container and returns the store of the processor's
+// prefix.
+func (o *processOptions) leaseStore(ctx context.Context, acct *cosmos.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
+	f := o.f
+	db, name := f.leaseDatabase(), f.Global.LeaseContainer
+	if o.CreateLeaseContainer {
+		if db != f.Global.Database {
+			if err := acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
+				return nil, fmt.Errorf("create lease database: %w", err)
+			}
+		}
+		if _, err := acct.CreateContainerIfNotExists(ctx, db, name, "/id", nil); err != nil {
+			return nil, fmt.Errorf("create lease container: %w", err)
+		}
+	}
+	docs := acct.LeaseDocuments(db, name)
+	if _, err := docs.PartitionKeyPath(ctx); err != nil {
+		err = fmt.Errorf("open lease container %s/%s: %w", db, name, err)
+		if errors.Is(err, leases.ErrNotFound) {
+			return nil, withHint(err, "create it with --create-lease-container, or name another with --lease-container")
+		}
+		return nil, err
+	}
+	prefix := f.Global.LeaseIDPrefix
+	if prefix == "" {
+		prefix = leases.Prefix(f.Global.Processor, acct.Host(), info.DatabaseRID, info.ContainerRID)
+	}
+	return leases.NewStore(docs, prefix, leases.StoreOptions{
+		OnSkip: func(id string, err error) {
+			f.Log.Warn("not a lease document, ignored", "id", id, "err", err)
+		},
+	}), nil
+}
+
+// noteExistingLeases tells the user that --start-from does not move leases that already have a
+// continuation.
+func (o *processOptions) noteExistingLeases(ctx context.Context, store *leases.Store) {
+	ls, err := store.List(ctx)
+	if err != nil {
+		return
+	}
+	withCont := 0
+	for _, l := range ls {
+		if l.Continuation != "" {
+			withCont++
+		}
+	}
+	if withCont == 0 {
+		return
+	}
+	proc := o.f.Global.Processor
+	if proc == "" {
+		proc = "NAME"
+	}
+	fmt.Fprintf(o.f.IO.ErrOut, "cfp: note: %d of %d leases of processor %s already have a continuation and resume from it; "+
+		"--start-from %s applies only to the others. To move them, run 'cfp leases reset -p %s' (see its --to-* flags)\n",
+		withCont, len(ls), proc, o.StartFrom, proc)
+}
+
+// handler builds the delegate with its error policy. The returned function flushes and closes
+// what the handler opened.
+func (o *processOptions) handler(events *processEvents, metrics *processMetrics) (feed.Handler, func() error, error) {
+	f := o.f
+	var (
+		inner   feed.Handler
+		closers []func() error
+	)
+	switch {
+	case o.Exec != "":
+		inner = &sink.Exec{Command: o.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut}
+	case o.ExecLines != "":
+		x := &sink.ExecLines{Command: o.ExecLines, Stderr: f.IO.ErrOut}
+		inner = x
+		closers = append(closers, x.Close)
+	default:
+		w := bufio.NewWriterSize(f.IO.Out, processStdoutBuffer)
+		inner = sink.NewStdout(w)
+		closers = append(closers, w.Flush)
+	}
+	retry := &sink.Retry{
+		Handler:    &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}},
+		MaxRetries: o.MaxRetries,
+		OnError:    sink.OnError(o.OnError),
+		Logger:     f.Log,
+	}
+	if o.DeadLetter != "" {
+		file, err := os.OpenFile(o.DeadLetter, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open dead-letter file: %w", err)
+		}
+		retry.DeadLetter = file
+		closers = append(closers, file.Close)
+	}
+	if err := retry.Validate(); err != nil {
+		return nil, nil, usageErrorf("%w", err)
+	}
+	closeAll := func() error {
+		var errs []error
+		for _, c := range closers {
+			errs = append(errs, c())
+		}
+		return errors.Join(errs...)
+	}
+	return retry, closeAll, nil
+}
+
+// observedHandler reports every failed attempt of the delegate as an error event with cause
+// user (the processor only sees what the error policy returns) and records each processed
+// batch's lag for the metrics. It forwards the per-lease calls of an ExecLines delegate.
+type observedHandler struct {
+	h       feed.Handler
+	events  *processEvents
+	metrics *processMetrics
+
+	mu       sync.Mutex
+	attempts map[string]failures // by lease token
+}
+
+// failures counts the failed attempts of the batch that ends at continuation.
+type failures struct {
+	continuation string
+	n            int
+}
+
+var _ feed.LeaseHandler = (*observedHandler)(nil)
+
+func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
+	err := o.h.Handle(ctx, b)
+	var stop *feed.StopError
+	switch {
+	case err == nil || errors.Is(err, feed.ErrNoCheckpoint):
+		o.mu.Lock()
+		delete(o.attempts, b.LeaseToken)
+		o.mu.Unlock()
+		o.metrics.batchDone(b)
+	case ctx.Err() != nil || errors.As(err, &stop):
+	default:
+		o.mu.Lock()
+		fl := o.attempts[b.LeaseToken]
+		if fl.continuation != b.Continuation {
+			fl = failures{continuation: b.Continuation}
+		}
+		fl.n++
+		o.attempts[b.LeaseToken] = fl
+		o.mu.Unlock()
+		e := feed.Event{Type: feed.EventError, Lease: b.LeaseToken, Range: b.Range,
+			Owner: b.Owner, Err: err, Cause: feed.CauseUser, Items: len(b.Items), Continuation: b.Continuation}
+		o.events.attemptFailed(e, fl.n)
+		o.metrics.observe(e)
+	}
+	return err
+}
+
+func (o *observedHandler) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
+	if lh, ok := o.h.(feed.LeaseHandler); ok {
+		return lh.OpenLease(ctx, l)
+	}
+	return nil
+}
+
+func (o *observedHandler) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
+	if lh, ok := o.h.(feed.LeaseHandler); ok {
+		return lh.CloseLease(ctx, l, reason)
+	}
+	return nil
+}
