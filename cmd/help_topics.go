@@ -18,7 +18,9 @@ var helpTopics = []struct {
 
 const helpExitCodes = `cfp exits with one of these codes, so scripts and health checks can tell outcomes apart:
 
-  0    success
+  0    success; also 'cfp process' stopped by SIGINT or SIGTERM once its shutdown was
+       clean (batches in flight finished and checkpointed, every lease released), so a
+       supervisor (systemd Restart=on-failure, Kubernetes) sees a deliberate stop
   1    error: the operation failed (the message says what, and a "Try:" line says how to
        fix it when the cause is known)
   2    usage: a bad flag or argument, conflicting options, or no account or container
@@ -27,8 +29,8 @@ const helpExitCodes = `cfp exits with one of these codes, so scripts and health 
        'cfp leases list --check' found problems, or some of many operations failed
   4    authentication or authorization: the key, token or RBAC role was refused
        (401/403), or no credential could be obtained
-  130  interrupted by SIGINT (Ctrl-C) or SIGTERM; long-running commands first finish the
-       batch in flight, checkpoint and release their leases
+  130  interrupted by SIGINT (Ctrl-C) or SIGTERM ('cfp tail', 'cfp estimate --watch', ...);
+       'cfp process' exits 0 instead once it has stopped gracefully
 
 Errors are printed to stderr as one line, "cfp: <what failed>", optionally followed by
 "Try: <hint>". Usage errors (2) about flags and arguments also print the command's usage.`
