@@ -34,6 +34,7 @@ var (
 	flagSplits     = flag.Int("chaos.splits", 1, "partition splits, spread over the writer's duration")
 	flagMaxItems   = flag.Int("chaos.max-items", 20, "--max-items of the hosts (the batch size bounds the duplicates)")
 	flagPartitions = flag.Int("chaos.partitions", 4, "physical partitions of the monitored container")
+	flagDelay      = flag.Duration("chaos.handler-delay", 30*time.Millisecond, "the batch handler sleeps up to this long after recording a batch, widening the window in which a kill causes a duplicate")
 	flagWriters    = flag.Int("chaos.writers", 4, "concurrent upserts of the writer")
 	flagSeed       = flag.Uint64("chaos.seed", 0, "seed of the chaos loop's choices (0: from the clock; logged)")
 	flagKeep       = flag.Bool("chaos.keep", false, "keep the run's directory (host logs, record files, emulator data) and print it")
@@ -80,8 +81,8 @@ func TestChaos(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("chaos: docs=%d hosts=%d kill-every=%s duration=%s splits=%d max-items=%d partitions=%d seed=%d",
-		k, nHosts, *flagKillEvery, *flagDuration, *flagSplits, *flagMaxItems, *flagPartitions, seed)
+	t.Logf("chaos: docs=%d hosts=%d kill-every=%s duration=%s splits=%d max-items=%d handler-delay=%s partitions=%d seed=%d",
+		k, nHosts, *flagKillEvery, *flagDuration, *flagSplits, *flagMaxItems, *flagDelay, *flagPartitions, seed)
 
 	dir := t.TempDir()
 	if *flagKeep {
@@ -126,7 +127,7 @@ func TestChaos(t *testing.T) {
 		cfg: hostConfig{
 			bin: bin, dir: dir, connectionString: emu.connectionString,
 			database: chaosDatabase, container: chaosContainer, processor: chaosProcessor,
-			recorder: "exec " + shellQuote(exe), maxItems: *flagMaxItems,
+			recorder: "exec " + shellQuote(exe), maxItems: *flagMaxItems, handlerDelay: *flagDelay,
 		},
 		rnd:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		hosts:   map[string]*hostProc{},

@@ -133,6 +133,7 @@ type hostConfig struct {
 	processor        string
 	recorder         string // the --exec command
 	maxItems         int
+	handlerDelay     time.Duration
 }
 
 // hostProc is one running `cfp process` host.
@@ -169,6 +170,7 @@ func startHost(cfg hostConfig, slot, instance string) (*hostProc, error) {
 		"COSMOS_CONNECTION_STRING="+cfg.connectionString,
 		recorderFileEnv+"="+filepath.Join(cfg.dir, slot+".jsonl"),
 		recorderHostEnv+"="+instance,
+		recorderDelayEnv+"="+cfg.handlerDelay.String(),
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so that a SIGKILL takes the host and its batch in flight at once.

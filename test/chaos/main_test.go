@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -17,6 +18,10 @@ import (
 const (
 	recorderFileEnv = "CFP_CHAOS_RECORD_FILE"
 	recorderHostEnv = "CFP_CHAOS_HOST"
+	// recorderDelayEnv is a duration the recorder sleeps, at random up to, after it recorded a
+	// batch and before it reports success: the window in which a SIGKILL leaves a batch
+	// delivered but not checkpointed.
+	recorderDelayEnv = "CFP_CHAOS_DELAY"
 )
 
 func TestMain(m *testing.M) {
@@ -24,6 +29,9 @@ func TestMain(m *testing.M) {
 		if err := record(file, os.Stdin, os.Getenv); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos recorder: %v\n", err)
 			os.Exit(1)
+		}
+		if d, err := time.ParseDuration(os.Getenv(recorderDelayEnv)); err == nil && d > 0 {
+			time.Sleep(rand.N(d))
 		}
 		os.Exit(0)
 	}
