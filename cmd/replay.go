@@ -484,7 +484,7 @@ func (r *replayRun) probe(ctx context.Context) bool {
 	if s := r.f.Now().Sub(r.began).Seconds(); s > 0 {
 		rate = float64(items) / s
 	}
-	r.status.Update("replaying: %d/%d ranges done, %d items (%.0f/s)", done, len(ls), items, rate)
+	r.status.Update("replaying %s %d/%d ranges done, %d items (%.0f/s)", progressBar(done, len(ls), 20), done, len(ls), items, rate)
 	return done == len(ls)
 }
 
@@ -533,4 +533,13 @@ func deleteLeaseSet(ctx context.Context, store *leases.Store) error {
 		}
 	}
 	return nil
+}
+
+// progressBar draws done out of total as a bar of width cells: "[#######-------------]".
+func progressBar(done, total, width int) string {
+	n := 0
+	if total > 0 {
+		n = min(width, done*width/total)
+	}
+	return "[" + strings.Repeat("#", n) + strings.Repeat("-", width-n) + "]"
 }

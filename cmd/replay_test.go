@@ -57,6 +57,20 @@ func TestInWindow_CutsAtTheFirstChangePastTheEnd(t *testing.T) {
 	}
 }
 
+func TestProgressBar(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		done, total int
+		want        string
+	}{
+		{0, 4, "[----]"}, {1, 4, "[#---]"}, {4, 4, "[####]"}, {5, 4, "[####]"}, {0, 0, "[----]"},
+	} {
+		if got := progressBar(tt.done, tt.total, 4); got != tt.want {
+			t.Errorf("progressBar(%d, %d) = %q, want %q", tt.done, tt.total, got, tt.want)
+		}
+	}
+}
+
 func TestReplayName_SameWindowSameLeasesAndNeverALivePrefix(t *testing.T) {
 	t.Parallel()
 	a := replayName("orders-proj", "shop", "orders", "-2h", nil, "")
