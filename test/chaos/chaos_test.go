@@ -11,10 +11,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +34,8 @@ var (
 	flagDuration   = flag.Duration("chaos.duration", 15*time.Second, "how long the writer takes to write every document")
 	flagDrain      = flag.Duration("chaos.drain", 45*time.Second, "how long to wait after the writer for every document to be delivered")
 	flagSplits     = flag.Int("chaos.splits", 1, "partition splits, spread over the writer's duration")
+	flagPauses     = flag.Int("chaos.pauses", 1, "times a random host is frozen (SIGSTOP) past its lease expiration, then resumed (SIGCONT) as a zombie owner")
+	flagPause      = flag.Duration("chaos.pause", 6*time.Second, "how long a frozen host stays frozen (the hosts' lease expiration is 4s)")
 	flagMaxItems   = flag.Int("chaos.max-items", 20, "--max-items of the hosts (the batch size bounds the duplicates)")
 	flagPartitions = flag.Int("chaos.partitions", 4, "physical partitions of the monitored container")
 	flagDelay      = flag.Duration("chaos.handler-delay", 30*time.Millisecond, "the batch handler sleeps up to this long after recording a batch, widening the window in which a kill causes a duplicate")
@@ -55,12 +59,16 @@ type run struct {
 	cfg hostConfig
 	rnd *rand.Rand
 
-	mu       sync.Mutex
-	hosts    map[string]*hostProc // by slot
-	gens     map[string]int       // restarts per slot
-	checker  *leaseChecker
-	kills    int
-	splits   int
+	mu      sync.Mutex
+	hosts   map[string]*hostProc // by slot
+	gens    map[string]int       // restarts per slot
+	checker *leaseChecker
+	kills   int
+	splits  int
+	pauses  int
+	// paused is the frozen host, if any, and when to resume it.
+	paused   *hostProc
+	resumeAt time.Time
 	crashes  int // hosts that exited without being killed
 	exposure int // Σ over kills of the leases the victim held (+1 for a stale sample)
 }
@@ -92,9 +100,9 @@ func TestChaos(t *testing.T) {
 		}
 		t.Logf("chaos: run directory %s", dir)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if dl, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-15*time.Second))
 		defer cancel()
 	}
@@ -212,9 +220,14 @@ func (r *run) chaos(ctx context.Context, items *cosmos.Container, writeStart tim
 	for i := 1; i <= *flagSplits; i++ {
 		splitAt = append(splitAt, writeStart.Add(*flagDuration*time.Duration(i)/time.Duration(*flagSplits+1)))
 	}
+	var pauseAt []time.Time
+	for i := 1; i <= *flagPauses; i++ {
+		pauseAt = append(pauseAt, writeStart.Add(*flagDuration*time.Duration(2*i-1)/time.Duration(2*(*flagPauses+1))))
+	}
 	nextKill := time.Now().Add(r.jitter(*flagKillEvery))
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	defer r.resume()
 	for {
 		select {
 		case err := <-writeDone:
@@ -223,6 +236,13 @@ func (r *run) chaos(ctx context.Context, items *cosmos.Container, writeStart tim
 			return ctx.Err()
 		case now := <-tick.C:
 			r.reviveCrashed()
+			if r.paused != nil && !now.Before(r.resumeAt) {
+				r.resume()
+			}
+			if len(pauseAt) > 0 && !now.Before(pauseAt[0]) && r.paused == nil {
+				pauseAt = pauseAt[1:]
+				r.pauseOne()
+			}
 			if len(splitAt) > 0 && !now.Before(splitAt[0]) {
 				splitAt = splitAt[1:]
 				if err := r.split(ctx, items); err != nil {
@@ -242,11 +262,40 @@ func (r *run) jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.6 + 0.8*r.rnd.Float64()))
 }
 
-// killOne SIGKILLs a random host and restarts it after up to a second, under the same
-// instance name every other time and under a new one otherwise.
-func (r *run) killOne() {
+// pauseOne freezes a random host's process group with SIGSTOP until resume: its leases expire
+// and move to other hosts while it still believes it owns them.
+func (r *run) pauseOne() {
 	r.mu.Lock()
 	slots := r.slots()
+	h := r.hosts[slots[r.rnd.IntN(len(slots))]]
+	r.paused, r.resumeAt = h, time.Now().Add(*flagPause)
+	r.pauses++
+	r.mu.Unlock()
+	h.signal(syscall.SIGSTOP)
+	r.t.Logf("chaos: %s pause: SIGSTOP %s for %s", time.Now().Format("15:04:05.000"), h.instance, *flagPause)
+}
+
+// resume wakes the frozen host, if any, with SIGCONT.
+func (r *run) resume() {
+	r.mu.Lock()
+	h := r.paused
+	r.paused = nil
+	r.mu.Unlock()
+	if h != nil {
+		h.signal(syscall.SIGCONT)
+		r.t.Logf("chaos: %s resume: SIGCONT %s", time.Now().Format("15:04:05.000"), h.instance)
+	}
+}
+
+// killOne SIGKILLs a random host other than the frozen one and restarts it after up to a
+// second, under the same instance name every other time and under a new one otherwise.
+func (r *run) killOne() {
+	r.mu.Lock()
+	slots := slices.DeleteFunc(r.slots(), func(s string) bool { return r.paused != nil && r.hosts[s] == r.paused })
+	if len(slots) == 0 {
+		r.mu.Unlock()
+		return
+	}
 	slot := slots[r.rnd.IntN(len(slots))]
 	victim := r.hosts[slot]
 	held := 0
@@ -275,7 +324,8 @@ func (r *run) killOne() {
 	r.restart(slot, instance)
 }
 
-// reviveCrashed restarts hosts that exited on their own; every such exit is a test failure.
+// reviveCrashed restarts hosts that exited on their own; every such exit is a test failure,
+// and too many end the test. It runs on the test's goroutine.
 func (r *run) reviveCrashed() {
 	r.mu.Lock()
 	var crashed []*hostProc
@@ -285,10 +335,14 @@ func (r *run) reviveCrashed() {
 		}
 	}
 	r.crashes += len(crashed)
+	crashes := r.crashes
 	r.mu.Unlock()
 	for _, h := range crashed {
 		r.t.Errorf("host %s exited by itself after %s: %v\n%s", h.instance, time.Since(h.started).Round(time.Millisecond),
 			h.err, tail(filepath.Join(r.cfg.dir, h.slot+".log"), 15))
+		if limit := 2 * len(r.hosts); crashes > limit {
+			r.t.Fatalf("%d hosts exited by themselves; giving up", crashes)
+		}
 		r.restart(h.slot, h.instance)
 	}
 }
@@ -430,9 +484,9 @@ func (r *run) report(led *ledger, k int, drained, wall time.Duration, stopped []
 			active++
 		}
 	}
-	t.Logf("chaos: RESULT docs=%d hosts=%d kills=%d splits=%d lost=%d duplicates=%d (bound %d = %d items x %d disruptions) "+
+	t.Logf("chaos: RESULT docs=%d hosts=%d kills=%d splits=%d pauses=%d lost=%d duplicates=%d (bound %d = %d items x %d disruptions) "+
 		"deliveries=%d batches=%d max-per-doc=%d owner-changes=%d leases(max live)=%d drain=%s wall=%s",
-		k, len(r.hosts), r.kills, r.splits, led.lost(), led.duplicates(), bound, *flagMaxItems, disruptions,
+		k, len(r.hosts), r.kills, r.splits, r.pauses, led.lost(), led.duplicates(), bound, *flagMaxItems, disruptions,
 		led.deliveries, led.batches, led.maxCount(), c.ownerChanges, c.maxLeases,
 		drained.Round(time.Millisecond), wall.Round(time.Millisecond))
 	t.Logf("chaos: deliveries per instance: %s; lease samples %d (%d failed); final owners: %s",

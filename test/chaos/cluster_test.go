@@ -192,6 +192,11 @@ func (h *hostProc) kill() {
 	<-h.done
 }
 
+// signal sends sig to the host's process group (SIGSTOP and SIGCONT freeze and wake it).
+func (h *hostProc) signal(sig syscall.Signal) {
+	_ = syscall.Kill(-h.cmd.Process.Pid, sig)
+}
+
 // interrupt sends SIGINT to the host (not its children: the host stops them) and waits up to
 // grace; it returns the exit code, or an error when the host had to be killed.
 func (h *hostProc) interrupt(grace time.Duration) (int, error) {
