@@ -485,7 +485,7 @@ func (l *Lease) javaContinuation() (any, error) {
 		if l.Continuation == "" {
 			return nil, nil
 		}
-		st = NewJavaState("", javaMode(l.Mode), l.Range, "")
+		st = NewJavaState(containerRid(l.ID), javaMode(l.Mode), l.Range, "")
 	}
 	if st.Token() == l.Continuation && l.raw != nil {
 		if orig, ok := l.raw.str(fContinuation); ok && orig != "" {
@@ -497,6 +497,20 @@ func (l *Lease) javaContinuation() (any, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// containerRid is the monitored container's rid embedded in a lease id
+// (<processor><host>_<dbRid>_<collRid>..<token>), or "" when the id has no such prefix.
+func containerRid(id string) string {
+	prefix, _, ok := SplitID(id)
+	if !ok {
+		return ""
+	}
+	i := strings.LastIndexByte(prefix, '_')
+	if i < 0 {
+		return ""
+	}
+	return prefix[i+1:]
 }
 
 func javaMode(m string) string {

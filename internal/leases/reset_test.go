@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,4 +224,36 @@ func TestExportImport(t *testing.T) {
 	if err != nil || l0.Continuation != `"77"` {
 		t.Errorf("after re-import lease 0 = %+v, %v; want continuation \"77\"", l0, err)
 	}
+}
+
+// A Java EPK lease that never had a state gets one naming its container: Java treats the Rid as
+// the container's identity, so an empty one would not be the same feed.
+func TestStore_ApplyReset_JavaEPKWithoutState(t *testing.T) {
+	t.Parallel()
+	s, docs, clk := newTestStore(t, "/id")
+	ctx := context.Background()
+	id := leases.LeaseID(testPrefix, "-05C1DFFFFFFFFC")
+	body := `{"id":"` + id + `","LeaseToken":"-05C1DFFFFFFFFC","ContinuationToken":null,"timestamp":"2024-05-24T14:22:42.541742Z","Owner":null,` +
+		`"version":1,"feedRange":{"Range":{"min":"","max":"05C1DFFFFFFFFC"}}}`
+	if _, err := docs.Put(id, []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := s.List(ctx)
+	if err != nil || len(ls) != 1 || ls[0].Family != leases.FamilyJavaEPK {
+		t.Fatalf("List = %v, %v", ls, err)
+	}
+	steps := leases.PlanReset(ls, leases.ResetToLSN(7), leases.ResetClock(clk.Now(), time.Minute))
+	got, err := s.ApplyReset(ctx, steps[0], false)
+	if err != nil {
+		t.Fatalf("ApplyReset: %v", err)
+	}
+	_, _, collRid := splitPrefixForTest(testPrefix)
+	if st := got.JavaState(); st == nil || st.Token() != `"7"` || st.Rid != collRid {
+		t.Errorf("state after reset = %+v, want token \"7\" and Rid %q", st, collRid)
+	}
+}
+
+func splitPrefixForTest(prefix string) (head, dbRid, collRid string) {
+	parts := strings.Split(prefix, "_")
+	return strings.Join(parts[:len(parts)-2], "_"), parts[len(parts)-2], parts[len(parts)-1]
 }
