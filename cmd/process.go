@@ -25,6 +25,8 @@ func init() { registerCommand(groupFeed, newProcessCmd) }
 const (
 	defaultProcessMaxRetries = 3
 	processStdoutBuffer      = 64 << 10
+	// nowAnchorSkew is how far before its start a host anchors --start-from now (.NET's 1s).
+	nowAnchorSkew = time.Second
 )
 
 // Values of --events.
@@ -94,7 +96,9 @@ batch is checkpointed past) or dead-letter (the batch, lease and error go to --d
 FILE as one JSON line, then it is checkpointed past).
 
 --start-from applies only to leases that have no continuation yet; leases that already
-have one resume from it (use 'cfp leases reset' to move them).
+have one resume from it (use 'cfp leases reset' to move them). "now" means the moment this
+host started (less a second), as in .NET 3.59+: a lease that another host owned but never
+checkpointed still delivers the changes written since then when this host takes it over.
 
 Lifecycle notifications go to stderr (--events): acquired, released, lost, split and error
 (with cause user for the delegate, infra for the service), as text or as JSON lines that
@@ -226,6 +230,12 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	start, err := feed.ParseStart(o.StartFrom, f.Now())
 	if err != nil {
 		return usageErrorf("--start-from: %w", err)
+	}
+	if start.Kind == feed.StartNow {
+		// As .NET (3.59+) does: "now" is this host's start, once, so that a lease without a
+		// continuation that this host takes over later (its owner died before its first
+		// checkpoint) still delivers the changes written since then.
+		start = feed.StartFrom{Kind: feed.StartTime, Time: f.Now().Add(-nowAnchorSkew)}
 	}
 	acct, err := f.Account(ctx)
 	if err != nil {

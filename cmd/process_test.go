@@ -608,3 +608,31 @@ cfp: 2026-05-01T12:00:00Z summary owner=h1 batches=1 processed=3 errors=1 second
 		t.Errorf("text events:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestProcess_StartNowIsAnchoredAtTheHostsStart(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	procSeed(t, dir, 1)
+	ios, _, _, _ := render.Test()
+	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	f := &factory{IO: ios, Getenv: func(string) string { return "" }, Now: func() time.Time { return clock },
+		Global: &globalOptions{Local: dir, Database: "shop", Container: "orders", LeaseContainer: "leases", Processor: "anchor"}}
+	f.Log = f.newLogger()
+	f.Account = f.openAccount
+	defer f.closeAccount()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got feed.StartFrom
+	opts := &processOptions{f: f, Instance: "h", StartFrom: "now", Events: eventsNone, CreateLeaseContainer: true,
+		OnError: "stop", started: func(p *feed.Processor) { got = p.Options().StartFrom; cancel() }}
+	err := runProcess(ctx, opts)
+	if code := exitCode(err, true); code != exitOK {
+		t.Fatalf("runProcess: %v (exit %d)", err, code)
+	}
+	// A lease taken over from a host that died before its first checkpoint starts here, not at
+	// the takeover: the changes written in between are delivered.
+	want := feed.StartFrom{Kind: feed.StartTime, Time: clock.Add(-time.Second)}
+	if got.Kind != want.Kind || !got.Time.Equal(want.Time) {
+		t.Errorf("--start-from now runs the processor with %+v, want %+v", got, want)
+	}
+}

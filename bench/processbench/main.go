@@ -1,0 +1,634 @@
+// Command processbench measures `cfp process`, the change feed processor host, three ways:
+//
+//	throughput  `cfp process --start-from beginning` with the stdout delegate into /dev/null
+//	            (a no-op handler that still writes every change) against `cfp tail --from
+//	            beginning -e` on the same data, both child processes of a cfp binary built once,
+//	            against one `cfp emulator` child serving the data on a loopback socket; the ratio
+//	            process/tail is the cost of leases, checkpoints and balancing (goal >= 0.7);
+//	balance     in process (feed.Processor over an in-memory source and lease store): how many
+//	            acquire cycles it takes until 4 hosts hold 8 of 32 leases each, when they start
+//	            together and when 3 join a host that holds all 32 (goal <= 4);
+//	failover    two `cfp process` children share 4 leases; one is killed with SIGKILL and changes
+//	            are written to every partition: the time until the survivor has delivered all
+//	            of them (including those in the victim's leases), for each -expirations setting.
+//
+// Run it from the repository root:
+//
+//	go run ./bench/processbench -docs 50000
+//
+// See bench/README.md for the last results.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/feed/feedtest"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+const (
+	database  = "bench"
+	container = "docs"
+)
+
+type config struct {
+	docs        int
+	partitions  int
+	pageSize    int
+	runs        int
+	expirations []time.Duration
+	cfp         string
+	only        string
+}
+
+func main() {
+	var cfg config
+	var exps string
+	flag.IntVar(&cfg.docs, "docs", 50_000, "documents for the throughput comparison")
+	flag.IntVar(&cfg.partitions, "partitions", 4, "physical partitions of the container")
+	flag.IntVar(&cfg.pageSize, "page-size", 1000, "change-feed page size of tail and process (--max-items)")
+	flag.IntVar(&cfg.runs, "runs", 3, "runs of each throughput contender (the best counts)")
+	flag.StringVar(&exps, "expirations", "5s,10s", "lease expirations to measure failover with")
+	flag.StringVar(&cfg.cfp, "cfp", "", "cfp binary (default: go build . into a temporary directory)")
+	flag.StringVar(&cfg.only, "only", "", "run only throughput, balance or failover")
+	flag.Parse()
+	for s := range strings.SplitSeq(exps, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "processbench: -expirations: %v\n", err)
+			os.Exit(2)
+		}
+		cfg.expirations = append(cfg.expirations, d)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "processbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	fmt.Printf("processbench: %s/%s, %d CPUs\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	if cfg.only == "" || cfg.only == "balance" {
+		if err := balance(); err != nil {
+			return err
+		}
+		if cfg.only == "balance" {
+			return nil
+		}
+	}
+	tmp, err := os.MkdirTemp("", "processbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if cfg.cfp == "" {
+		cfg.cfp = filepath.Join(tmp, "cfp")
+		fmt.Fprintln(os.Stderr, "building cfp ...")
+		build := exec.Command("go", "build", "-o", cfg.cfp, ".")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build cfp (run from the repository root): %w", err)
+		}
+	}
+	dir := filepath.Join(tmp, "data")
+	gen := cfg
+	if cfg.only == "failover" {
+		gen.docs = 0 // the container only
+	}
+	if err := generate(dir, gen); err != nil {
+		return err
+	}
+	srv, err := serve(cfg.cfp, dir, cfg.partitions)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	if cfg.only == "" || cfg.only == "throughput" {
+		if err := throughput(cfg, srv.endpoint); err != nil {
+			return err
+		}
+	}
+	if cfg.only == "" || cfg.only == "failover" {
+		for _, exp := range cfg.expirations {
+			if err := failover(cfg, srv.endpoint, exp); err != nil {
+				return err
+			}
+		}
+	}
+	return srv.stop()
+}
+
+// --- data and the emulator ---------------------------------------------------------------------
+
+// generate writes cfg.docs documents {id, pk, n, payload} into dir, in process.
+func generate(dir string, cfg config) error {
+	e, err := emulator.Open(emulator.Options{Dir: dir, Partitions: cfg.partitions})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	cred, _ := azcosmos.NewKeyCredential(auth.WellKnownKey)
+	client, err := azcosmos.NewClientWithKey("http://processbench.localhost/", cred, &azcosmos.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: emulator.Transport{Handler: e.Handler()}},
+	})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	cc, err := setup(client)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	payload := strings.Repeat("x", 140)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= cfg.docs {
+					return
+				}
+				pk := "p" + strconv.Itoa(i%1000)
+				body, _ := json.Marshal(map[string]any{"id": "d" + strconv.Itoa(i), "pk": pk, "n": i, "payload": payload})
+				if _, err := cc.UpsertItem(context.Background(), azcosmos.NewPartitionKeyString(pk), body, nil); err != nil {
+					errs <- fmt.Errorf("upsert d%d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "generated %d documents in %s\n", cfg.docs, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// setup creates the database and the container (partitioned on /pk) unless they exist.
+func setup(client *azcosmos.Client) (*azcosmos.ContainerClient, error) {
+	ctx := context.Background()
+	var re *azcore.ResponseError
+	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !(errors.As(err, &re) && re.StatusCode == 409) {
+		return nil, fmt.Errorf("create database: %w", err)
+	}
+	db, err := client.NewDatabase(database)
+	if err != nil {
+		return nil, err
+	}
+	props := azcosmos.ContainerProperties{ID: container, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
+		Kind: azcosmos.PartitionKeyKindHash, Paths: []string{"/pk"}, Version: 2}}
+	if _, err := db.CreateContainer(ctx, props, nil); err != nil && !(errors.As(err, &re) && re.StatusCode == 409) {
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	return client.NewContainer(database, container)
+}
+
+type server struct {
+	cmd      *exec.Cmd
+	endpoint string
+	once     sync.Once
+	err      error
+}
+
+// serve starts `cfp emulator` on dir and a free loopback port.
+func serve(cfp, dir string, partitions int) (*server, error) {
+	cmd := exec.Command(cfp, "emulator", "--data", dir, "--addr", "127.0.0.1:0", "--partitions", strconv.Itoa(partitions))
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start cfp emulator: %w", err)
+	}
+	s := &server{cmd: cmd}
+	line, err := bufio.NewReader(out).ReadBytes('\n')
+	var v struct {
+		Endpoint string `json:"endpoint"`
+	}
+	if err == nil {
+		err = json.Unmarshal(line, &v)
+	}
+	if err != nil || v.Endpoint == "" {
+		_ = s.stop()
+		return nil, fmt.Errorf("cfp emulator printed no endpoint: %q (%v)", line, err)
+	}
+	s.endpoint = v.Endpoint
+	return s, nil
+}
+
+func (s *server) stop() error {
+	s.once.Do(func() {
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		s.err = s.cmd.Wait()
+	})
+	return s.err
+}
+
+// --- throughput --------------------------------------------------------------------------------
+
+func throughput(cfg config, endpoint string) error {
+	best := func(f func(run int) (time.Duration, error)) (time.Duration, error) {
+		b := time.Duration(math.MaxInt64)
+		for i := range cfg.runs {
+			d, err := f(i)
+			if err != nil {
+				return 0, err
+			}
+			b = min(b, d)
+		}
+		return b, nil
+	}
+	tailTook, err := best(func(int) (time.Duration, error) { return tailOnce(cfg, endpoint) })
+	if err != nil {
+		return err
+	}
+	procTook, err := best(func(i int) (time.Duration, error) { return processOnce(cfg, endpoint, fmt.Sprintf("tput%d", i)) })
+	if err != nil {
+		return err
+	}
+	rate := func(d time.Duration) float64 { return float64(cfg.docs) / d.Seconds() }
+	fmt.Printf("\nthroughput: %d documents, %d partitions, page size %d, best of %d\n", cfg.docs, cfg.partitions, cfg.pageSize, cfg.runs)
+	fmt.Printf("  tail     %8.0f items/s  (%s)\n", rate(tailTook), tailTook.Round(time.Millisecond))
+	fmt.Printf("  process  %8.0f items/s  (%s, stdout delegate, checkpoint per batch)\n", rate(procTook), procTook.Round(time.Millisecond))
+	fmt.Printf("  process/tail = %.2f (goal >= 0.7)\n", rate(procTook)/rate(tailTook))
+	return nil
+}
+
+func tailOnce(cfg config, endpoint string) (time.Duration, error) {
+	cmd := exec.Command(cfg.cfp, "--endpoint", endpoint, "tail", "-d", database, "-c", container,
+		"--from", "beginning", "-e", "-o", "jsonl", "--page-size", strconv.Itoa(cfg.pageSize))
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("cfp tail: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return time.Since(start), nil
+}
+
+// event is the part of a `cfp process --events jsonl` line the bench reads.
+type event struct {
+	Type  string    `json:"type"`
+	Time  time.Time `json:"time"`
+	Owner string    `json:"owner"`
+	Lease string    `json:"lease"`
+	Range string    `json:"range"`
+	Items int       `json:"items"`
+}
+
+// host is a `cfp process` child with its events parsed as they come.
+type host struct {
+	cmd    *exec.Cmd
+	events chan event
+	done   chan error
+	stderr *bytes.Buffer
+}
+
+func startHost(cfp string, stdout io.Writer, args ...string) (*host, error) {
+	cmd := exec.Command(cfp, append(args, "--events", "jsonl")...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Stdout = stdout
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	h := &host{cmd: cmd, events: make(chan event, 4096), done: make(chan error, 1), stderr: new(bytes.Buffer)}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e event
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type != "" {
+				select {
+				case h.events <- e:
+				default: // nobody listens to this kind any more
+				}
+			} else {
+				h.stderr.Write(append(sc.Bytes(), '\n'))
+			}
+		}
+		close(h.events)
+		h.done <- cmd.Wait()
+	}()
+	return h, nil
+}
+
+// interrupt stops the host gracefully and waits for it.
+func (h *host) interrupt() error {
+	_ = h.cmd.Process.Signal(os.Interrupt)
+	for range h.events {
+	}
+	return <-h.done
+}
+
+func processOnce(cfg config, endpoint, name string) (time.Duration, error) {
+	start := time.Now()
+	h, err := startHost(cfg.cfp, io.Discard, "--endpoint", endpoint, "process", "-d", database, "-c", container,
+		"-p", name, "--create-lease-container", "--start-from", "beginning", "--max-items", strconv.Itoa(cfg.pageSize),
+		"--lease-acquire-interval", "1s", "--poll-interval", "100ms")
+	if err != nil {
+		return 0, err
+	}
+	items := 0
+	for e := range h.events {
+		if e.Type == "batch" {
+			items += e.Items
+			if items >= cfg.docs {
+				took := time.Since(start)
+				if err := h.interrupt(); err != nil {
+					return 0, fmt.Errorf("cfp process: %w: %s", err, h.stderr)
+				}
+				return took, nil
+			}
+		}
+	}
+	err = <-h.done
+	return 0, fmt.Errorf("cfp process ended after %d of %d items: %v: %s", items, cfg.docs, err, h.stderr)
+}
+
+// --- balance -----------------------------------------------------------------------------------
+
+// balance counts acquire cycles until 4 hosts hold 8 of 32 leases each.
+func balance() error {
+	const interval = 100 * time.Millisecond
+	fmt.Printf("\nbalance: 32 leases, 4 hosts, acquire interval %s (cycles = elapsed / interval, rounded up)\n", interval)
+	for _, sc := range []struct {
+		name  string
+		first int // hosts started first, which converge before the others start
+	}{{"4 hosts start together", 0}, {"3 hosts join one that holds all 32", 1}} {
+		var all []float64
+		for range 5 {
+			c, err := balanceOnce(interval, sc.first)
+			if err != nil {
+				return err
+			}
+			all = append(all, c)
+		}
+		slices.Sort(all)
+		fmt.Printf("  %-36s cycles: median %.0f, max %.0f (goal <= 4)\n", sc.name, all[len(all)/2], all[len(all)-1])
+	}
+	return nil
+}
+
+func balanceOnce(interval time.Duration, first int) (float64, error) {
+	src := feedtest.NewMemSource(32)
+	docs := leases.NewMemDocuments("/id")
+	store := leases.NewStore(docs, leases.Prefix("bench", "localhost", "db", "coll"), leases.StoreOptions{})
+	noop := feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	procs := make([]*feed.Processor, 4)
+	for i := range procs {
+		p, err := feed.NewProcessor(src, store, noop, feed.ProcessorOptions{
+			Instance: fmt.Sprintf("host-%d", i), AcquireInterval: interval, RenewInterval: time.Second,
+			Expiration: 10 * time.Second, PollInterval: 50 * time.Millisecond,
+		})
+		if err != nil {
+			return 0, err
+		}
+		procs[i] = p
+	}
+	start := func(ps []*feed.Processor) {
+		for _, p := range ps {
+			wg.Go(func() { _ = p.Run(ctx) })
+		}
+	}
+	wait := func(ps []*feed.Processor, each int, limit time.Duration) (time.Duration, error) {
+		t0 := time.Now()
+		for {
+			ok := true
+			for _, p := range ps {
+				if len(p.Owned()) != each {
+					ok = false
+				}
+			}
+			if ok {
+				return time.Since(t0), nil
+			}
+			if time.Since(t0) > limit {
+				return 0, fmt.Errorf("hosts did not converge to %d leases each within %s", each, limit)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if first > 0 {
+		start(procs[:first])
+		if _, err := wait(procs[:first], 32/first, 30*time.Second); err != nil {
+			return 0, err
+		}
+		start(procs[first:])
+	} else {
+		start(procs)
+	}
+	took, err := wait(procs, 8, 30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	return math.Ceil(float64(took) / float64(interval)), nil
+}
+
+// --- failover ----------------------------------------------------------------------------------
+
+// failover kills one of two hosts with SIGKILL and measures how long until the survivor has
+// delivered a probe written to every partition, among them the victim's.
+func failover(cfg config, endpoint string, expiration time.Duration) error {
+	name := fmt.Sprintf("fo%d", expiration/time.Second)
+	renew := expiration / 4
+	common := []string{"--endpoint", endpoint, "process", "-d", database, "-c", container, "-p", name,
+		"--create-lease-container", "--start-from", "now", "--lease-expiration", expiration.String(),
+		"--lease-renew-interval", renew.String(), "--lease-acquire-interval", "1s", "--poll-interval", "100ms"}
+	seen := &probeWriter{at: map[string]time.Time{}}
+	a, err := startHost(cfg.cfp, seen, append(common, "--instance", "survivor")...)
+	if err != nil {
+		return err
+	}
+	defer a.interrupt()
+	victimOut := &probeWriter{at: map[string]time.Time{}}
+	b, err := startHost(cfg.cfp, victimOut, append(common, "--instance", "victim")...)
+	if err != nil {
+		return err
+	}
+	// Wait until each holds 2 leases (counting from the events).
+	held := map[string]map[string]bool{"survivor": {}, "victim": {}}
+	victimRanges := func() []string {
+		var out []string
+		for l := range held["victim"] {
+			out = append(out, l)
+		}
+		slices.Sort(out)
+		return out
+	}
+	deadline := time.After(60 * time.Second)
+	merged := make(chan event, 1024)
+	forward := func(h *host) {
+		for e := range h.events {
+			select {
+			case merged <- e:
+			default: // the bench stopped listening
+			}
+		}
+	}
+	go forward(a)
+	go forward(b)
+	for len(held["survivor"]) != 2 || len(held["victim"]) != 2 {
+		select {
+		case e := <-merged:
+			switch e.Type {
+			case "acquired":
+				held[e.Owner][e.Lease+" "+e.Range] = true
+			case "released", "lost":
+				delete(held[e.Owner], e.Lease+" "+e.Range)
+			}
+		case <-deadline:
+			return fmt.Errorf("failover %s: hosts did not balance 2/2: %v", expiration, held)
+		}
+	}
+	time.Sleep(2 * renew) // both hosts renewed at least once: the victim's leases are fresh
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	killed := time.Now()
+	// Write one probe per key of 64: every partition gets some.
+	cred, _ := azcosmos.NewKeyCredential(auth.WellKnownKey)
+	client, err := azcosmos.NewClientWithKey(endpoint, cred, nil)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	cc, err := client.NewContainer(database, container)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for i := range 64 {
+		id := fmt.Sprintf("probe-%s-%02d", name, i)
+		pk := "q" + strconv.Itoa(i)
+		body, _ := json.Marshal(map[string]any{"id": id, "pk": pk})
+		if _, err := cc.UpsertItem(context.Background(), azcosmos.NewPartitionKeyString(pk), body, nil); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	var takeover time.Time
+	timeout := time.After(3*expiration + 30*time.Second)
+	for {
+		if last, ok := seen.all(ids); ok {
+			fast, slow := seen.split(ids, killed, time.Second)
+			fmt.Printf("\nfailover: expiration %s, renew %s, acquire interval 1s, poll 100ms; victim held %v\n", expiration, renew, victimRanges())
+			fmt.Printf("  kill -9 -> survivor takes the victim's leases: %s\n", takeover.Sub(killed).Round(10*time.Millisecond))
+			fmt.Printf("  kill -9 -> last probe delivered:               %s (%d probes in the survivor's own leases within 1s, %d waited for the takeover)\n",
+				last.Sub(killed).Round(10*time.Millisecond), fast, slow)
+			return nil
+		}
+		select {
+		case e := <-merged:
+			if e.Type == "acquired" && e.Owner == "survivor" && takeover.IsZero() {
+				takeover = e.Time
+			}
+		case <-time.After(20 * time.Millisecond):
+		case <-timeout:
+			return fmt.Errorf("failover %s: the survivor did not deliver every probe", expiration)
+		}
+	}
+}
+
+// probeWriter records when each probe id first appears on a host's stdout.
+type probeWriter struct {
+	mu  sync.Mutex
+	buf []byte
+	at  map[string]time.Time
+}
+
+var probeRE = regexp.MustCompile(`"id":"(probe-[^"]+)"`)
+
+func (p *probeWriter) Write(b []byte) (int, error) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if m := probeRE.FindSubmatch(p.buf[:i]); m != nil {
+			if _, ok := p.at[string(m[1])]; !ok {
+				p.at[string(m[1])] = now
+			}
+		}
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+// all reports whether every id was seen, and when the last one was.
+func (p *probeWriter) all(ids []string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var last time.Time
+	for _, id := range ids {
+		t, ok := p.at[id]
+		if !ok {
+			return time.Time{}, false
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last, true
+}
+
+// split counts the ids seen within d of since, and the others.
+func (p *probeWriter) split(ids []string, since time.Time, d time.Duration) (fast, slow int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		if p.at[id].Sub(since) <= d {
+			fast++
+		} else {
+			slow++
+		}
+	}
+	return fast, slow
+}
