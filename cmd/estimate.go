@@ -332,38 +332,24 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 	sortLeases(ls)
 	for _, lease := range ls {
 		l := byLease[lease]
-		lv := estimateLeaseView{Lease: l.Token, State: l.State, Lag: l.Lag}
+		lv := estimateLeaseView{Lease: l.Token, Owner: nonZero(l.Owner), State: l.State, Lag: l.Lag, Sentinel: nonZero(l.Sentinel)}
 		if l.Range.Max != "" {
-			r := l.Range
-			lv.Range = &r
-		}
-		if l.Owner != "" {
-			o := l.Owner
-			lv.Owner = &o
+			lv.Range = new(l.Range)
 		}
 		if l.HasCheckpoint {
-			c := l.Checkpoint
-			lv.CheckpointLSN = &c
+			lv.CheckpointLSN = new(l.Checkpoint)
 		}
 		if l.PartitionID != "" {
-			n := l.Latest
-			lv.LatestLSN = &n
-		}
-		if l.Sentinel != "" {
-			s := l.Sentinel
-			lv.Sentinel = &s
+			lv.LatestLSN = new(l.Latest)
 		}
 		switch {
 		case !l.OldestPending.IsZero():
-			s := l.TimeLag.Seconds()
-			lv.TimeLagSeconds = &s
+			lv.TimeLagSeconds = new(l.TimeLag.Seconds())
 		case l.Sentinel == "" && l.Lag == 0:
-			zero := 0.0
-			lv.TimeLagSeconds = &zero
+			lv.TimeLagSeconds = new(0.0)
 		}
 		if !lease.Timestamp.IsZero() {
-			s := l.Age.Seconds()
-			lv.AgeSeconds = &s
+			lv.AgeSeconds = new(l.Age.Seconds())
 		}
 		v.Leases = append(v.Leases, lv)
 	}
@@ -375,18 +361,15 @@ func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimat
 	err := p.Print(ctx, v, func(tb *render.Table) {
 		*tb = *render.NewTable(f.IO, "lease", "range", "owner", "state", "checkpoint", "latest", "lag", "time-lag", "age")
 		for _, l := range v.Leases {
-			rng, owner := render.Empty, ""
+			rng := render.Empty
 			if l.Range != nil {
 				rng = leaseRange(*l.Range)
-			}
-			if l.Owner != nil {
-				owner = *l.Owner
 			}
 			lag := strconv.FormatInt(l.Lag, 10)
 			if l.Sentinel != nil {
 				lag += "*"
 			}
-			tb.Row(l.Lease, rng, owner, stateCell(f.IO, l.State), lsnCell(l.CheckpointLSN), lsnCell(l.LatestLSN),
+			tb.Row(l.Lease, rng, deref(l.Owner), stateCell(f.IO, l.State), lsnCell(l.CheckpointLSN), lsnCell(l.LatestLSN),
 				lag, secondsCell(l.TimeLagSeconds), secondsCell(l.AgeSeconds))
 		}
 	})

@@ -262,6 +262,34 @@ func partialFailure(failed, total int, first error) error {
 	return &ExitError{Code: exitThreshold, Err: fmt.Errorf("%d of %d changes failed; first: %w", failed, total, first)}
 }
 
+// nonZero returns a pointer to a copy of v, or nil when v is the zero value: an optional field
+// of a JSON view, null when unknown.
+func nonZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+// deref returns *p, or the zero value when p is nil: the table cell of an optional view field
+// (a table shows an empty cell as render.Empty).
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
+// timeView renders t for a JSON view, RFC 3339 in UTC, or nil when t is zero.
+func timeView(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	return new(t.UTC().Format(time.RFC3339Nano))
+}
+
 // orDash returns s, or render.Empty when s is blank.
 func orDash(s string) string {
 	if strings.TrimSpace(s) == "" {

@@ -85,12 +85,7 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 			v.Kind = "lock"
 		}
 		if l := byID[d.ID]; l != nil {
-			tok, st := l.Token, l.State(now, opts.Expiration)
-			v.Lease, v.State = &tok, &st
-			if l.Owner != "" {
-				o := l.Owner
-				v.Owner = &o
-			}
+			v.Lease, v.Owner, v.State = new(l.Token), nonZero(l.Owner), new(l.State(now, opts.Expiration))
 		}
 		views = append(views, v)
 	}
@@ -98,14 +93,7 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 		*tb = *render.NewTable(f.IO, "id", "kind", "owner", "state")
 		tb.Truncatable(0)
 		for _, v := range views {
-			owner, state := "", ""
-			if v.Owner != nil {
-				owner = *v.Owner
-			}
-			if v.State != nil {
-				state = *v.State
-			}
-			tb.Row(v.ID, v.Kind, owner, state)
+			tb.Row(v.ID, v.Kind, deref(v.Owner), deref(v.State))
 		}
 	})
 	if err != nil {

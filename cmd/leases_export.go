@@ -182,11 +182,7 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 	views := make([]importStepView, 0, len(steps))
 	changes := 0
 	for _, s := range steps {
-		v := importStepView{ID: s.ID, Action: s.Action}
-		if s.Owner != "" {
-			o := s.Owner
-			v.Owner = &o
-		}
+		v := importStepView{ID: s.ID, Action: s.Action, Owner: nonZero(s.Owner)}
 		if s.Action != leases.ImportUnchanged {
 			changes++
 			if l := current[s.ID]; l != nil && s.Action == leases.ImportReplace && l.State(now, opts.Expiration) == leases.StateOwned {
@@ -199,11 +195,7 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 		*tb = *render.NewTable(f.IO, "id", "action", "owner")
 		tb.Truncatable(0)
 		for _, v := range views {
-			owner := ""
-			if v.Owner != nil {
-				owner = *v.Owner
-			}
-			tb.Row(v.ID, v.Action, owner)
+			tb.Row(v.ID, v.Action, deref(v.Owner))
 		}
 	})
 	if err != nil {

@@ -126,15 +126,11 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 			if v.LastUpdate != nil {
 				upd, _ = time.Parse(time.RFC3339Nano, *v.LastUpdate)
 			}
-			owner := ""
-			if v.Owner != nil {
-				owner = *v.Owner
-			}
 			rng := render.Empty
 			if v.Range != nil {
 				rng = leaseRange(*v.Range)
 			}
-			tb.Row(v.Lease, rng, owner, stateCell(f.IO, v.State), lsn, f.IO.Timestamp(upd, now), v.Family)
+			tb.Row(v.Lease, rng, deref(v.Owner), stateCell(f.IO, v.State), lsn, f.IO.Timestamp(upd, now), v.Family)
 		}
 	})
 	if err != nil {
@@ -224,25 +220,15 @@ func resolveRanges(ls []*leases.Lease, parts []feed.Partition) {
 }
 
 func newLeaseView(l *leases.Lease, now time.Time, expiration time.Duration) leaseView {
-	v := leaseView{Lease: l.Token, ID: l.ID, State: l.State(now, expiration), Family: string(l.Family)}
+	v := leaseView{
+		Lease: l.Token, ID: l.ID, State: l.State(now, expiration), Family: string(l.Family),
+		Owner: nonZero(l.Owner), Continuation: nonZero(l.Continuation), LastUpdate: timeView(l.Timestamp),
+	}
 	if l.HasRange() {
-		r := l.Range
-		v.Range = &r
-	}
-	if l.Owner != "" {
-		o := l.Owner
-		v.Owner = &o
-	}
-	if l.Continuation != "" {
-		c := l.Continuation
-		v.Continuation = &c
+		v.Range = new(l.Range)
 	}
 	if n, ok := l.LSN(); ok {
 		v.CheckpointLSN = &n
-	}
-	if !l.Timestamp.IsZero() {
-		s := l.Timestamp.UTC().Format(time.RFC3339Nano)
-		v.LastUpdate = &s
 	}
 	return v
 }
@@ -344,7 +330,8 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		if in.Invalid > 0 {
 			f.warnf("prefix %s: skipped %d document(s) that are not leases", in.Prefix, in.Invalid)
 		}
-		v := processorView{Prefix: in.Prefix, Family: string(in.Family), Leases: in.Leases, Owners: in.Owners, Initialized: in.HasInfo}
+		v := processorView{Prefix: in.Prefix, Family: string(in.Family), Leases: in.Leases, Owners: in.Owners,
+			Initialized: in.HasInfo, LastActivity: timeView(in.LastActivity)}
 		if v.Owners == nil {
 			v.Owners = []string{}
 		}
@@ -355,10 +342,6 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		if ok {
 			v.Processor = &name
 		}
-		if !in.LastActivity.IsZero() {
-			s := in.LastActivity.UTC().Format(time.RFC3339Nano)
-			v.LastActivity = &s
-		}
 		views = append(views, v)
 	}
 	if len(views) == 0 {
@@ -368,11 +351,7 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		*tb = *render.NewTable(f.IO, "processor", "prefix", "family", "leases", "owners", "last activity")
 		tb.Truncatable(1)
 		for i, v := range views {
-			name := ""
-			if v.Processor != nil {
-				name = *v.Processor
-			}
-			tb.Row(name, v.Prefix, v.Family, strconv.Itoa(v.Leases), strings.Join(v.Owners, ","), f.IO.Timestamp(infos[i].LastActivity, now))
+			tb.Row(deref(v.Processor), v.Prefix, v.Family, strconv.Itoa(v.Leases), strings.Join(v.Owners, ","), f.IO.Timestamp(infos[i].LastActivity, now))
 		}
 	})
 	if err != nil || !opts.Check {

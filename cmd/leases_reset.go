@@ -249,30 +249,18 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []leases.ResetStep) error {
 	views := make([]resetStepView, 0, len(steps))
 	for _, s := range steps {
-		v := resetStepView{Lease: s.Token, Live: s.Live, Changed: s.Changed()}
-		if s.Owner != "" {
-			o := s.Owner
-			v.Owner = &o
-		}
-		if s.From != "" {
-			from := s.From
-			v.From = &from
-		}
+		v := resetStepView{Lease: s.Token, Owner: nonZero(s.Owner), Live: s.Live, From: nonZero(s.From), Changed: s.Changed()}
 		if n, ok := s.FromLSN(); ok {
 			v.FromLSN = &n
 		}
 		if s.Err == nil || errors.Is(s.Err, leases.ErrLeaseHeld) {
-			if s.To != "" {
-				to := s.To
-				v.To = &to
-			}
+			v.To = nonZero(s.To)
 			if n, ok := s.ToLSN(); ok {
 				v.ToLSN = &n
 			}
 		}
 		if s.Err != nil {
-			msg := s.Err.Error()
-			v.Error = &msg
+			v.Error = new(s.Err.Error())
 		}
 		views = append(views, v)
 	}
@@ -298,11 +286,7 @@ func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []
 			case !s.Changed():
 				note = "unchanged"
 			}
-			owner := ""
-			if v.Owner != nil {
-				owner = *v.Owner
-			}
-			tb.Row(v.Lease, owner, continuationCell(s.From), continuationCell(s.To), change, note)
+			tb.Row(v.Lease, deref(v.Owner), continuationCell(s.From), continuationCell(s.To), change, note)
 		}
 	})
 }
