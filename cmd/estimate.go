@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -359,18 +360,14 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimateView) error {
 	table := p.Format == render.FormatTable && p.Query == nil
 	err := p.Print(ctx, v, func(tb *render.Table) {
-		*tb = *render.NewTable(f.IO, "lease", "range", "owner", "state", "checkpoint", "latest", "lag", "time-lag", "age")
+		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"latest", "lag", "time-lag", "age"})...)
 		for _, l := range v.Leases {
-			rng := render.Empty
-			if l.Range != nil {
-				rng = leaseRange(*l.Range)
-			}
 			lag := strconv.FormatInt(l.Lag, 10)
 			if l.Sentinel != nil {
 				lag += "*"
 			}
-			tb.Row(l.Lease, rng, deref(l.Owner), stateCell(f.IO, l.State), lsnCell(l.CheckpointLSN), lsnCell(l.LatestLSN),
-				lag, secondsCell(l.TimeLagSeconds), secondsCell(l.AgeSeconds))
+			cells := leaseCells(f.IO, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
+			tb.Row(append(cells, lsnCell(l.LatestLSN), lag, secondsCell(l.TimeLagSeconds), secondsCell(l.AgeSeconds))...)
 		}
 	})
 	if err != nil || !table {
@@ -392,13 +389,6 @@ func hasSentinel(v estimateView) bool {
 		}
 	}
 	return false
-}
-
-func lsnCell(n *int64) string {
-	if n == nil {
-		return render.Empty
-	}
-	return strconv.FormatInt(*n, 10)
 }
 
 // secondsCell renders a duration in seconds as "1m30s" (whole seconds), or "-" when unknown.

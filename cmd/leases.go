@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -308,6 +309,28 @@ func leaseRange(r leases.Range) string {
 		min = `""`
 	}
 	return min + "-" + r.Max
+}
+
+// leaseColumns are the first columns of every table of one processor's leases; leaseCells fills
+// them.
+var leaseColumns = []string{"lease", "range", "owner", "state", "checkpoint"}
+
+// leaseCells renders a lease's leaseColumns: its token, range, owner, coloured state and
+// checkpoint LSN, from the optional fields of its JSON view.
+func leaseCells(ios *render.IOStreams, token string, r *leases.Range, owner *string, state string, checkpoint *int64) []string {
+	rng := render.Empty
+	if r != nil {
+		rng = leaseRange(*r)
+	}
+	return []string{token, rng, deref(owner), stateCell(ios, state), lsnCell(checkpoint)}
+}
+
+// lsnCell renders an optional LSN.
+func lsnCell(n *int64) string {
+	if n == nil {
+		return render.Empty
+	}
+	return strconv.FormatInt(*n, 10)
 }
 
 // stateCell colours a lease state for a table: owned green, expired yellow.

@@ -116,21 +116,10 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		views = append(views, newLeaseView(l, now, opts.Expiration))
 	}
 	err = p.Print(ctx, views, func(tb *render.Table) {
-		*tb = *render.NewTable(f.IO, "lease", "range", "owner", "state", "checkpoint", "last update", "family")
-		for _, v := range views {
-			lsn := render.Empty
-			if v.CheckpointLSN != nil {
-				lsn = strconv.FormatInt(*v.CheckpointLSN, 10)
-			}
-			var upd time.Time
-			if v.LastUpdate != nil {
-				upd, _ = time.Parse(time.RFC3339Nano, *v.LastUpdate)
-			}
-			rng := render.Empty
-			if v.Range != nil {
-				rng = leaseRange(*v.Range)
-			}
-			tb.Row(v.Lease, rng, deref(v.Owner), stateCell(f.IO, v.State), lsn, f.IO.Timestamp(upd, now), v.Family)
+		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"last update", "family"})...)
+		for i, v := range views {
+			cells := leaseCells(f.IO, v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
+			tb.Row(append(cells, f.IO.Timestamp(set.leases[i].Timestamp, now), v.Family)...)
 		}
 	})
 	if err != nil {
