@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,47 +100,30 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(views) == 0 {
-		fmt.Fprintf(f.IO.ErrOut, "Nothing under prefix %s.\n", t.prefix)
-		return nil
+	// Leases first, the .info marker last: an interrupted delete never leaves leases without .info.
+	docs := slices.Clone(set.docs)
+	if i := slices.IndexFunc(docs, func(d leases.Document) bool { return d.ID == leases.InfoID(t.prefix) }); i >= 0 {
+		docs = append(slices.Delete(docs, i, i+1), set.docs[i])
 	}
-	if held := liveOwned(set.leases, now, opts.Expiration); len(held) > 0 && !opts.Force {
-		if opts.Execute {
-			return errLiveOwners(held)
-		}
-		f.warnf("%d lease(s) have a live owner; --execute refuses them without --force", len(held))
-	}
-	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Delete %d document(s) under %s?", len(views), t.prefix))
-	if err != nil || !ok {
-		return err
-	}
-	var firstErr error
-	nfail, done := 0, 0
-	// Leases first, markers last: an interrupted delete never leaves leases without .info.
-	docs := append([]leases.Document(nil), set.docs...)
-	for i := range docs {
-		if docs[i].ID == leases.InfoID(t.prefix) {
-			docs = append(append(docs[:i:i], docs[i+1:]...), docs[i])
-			break
-		}
+	m := mutation{
+		f: f, flags: opts.mutationFlags, held: liveOwned(set.leases, now, opts.Expiration),
+		none:     fmt.Sprintf("Nothing under prefix %s.", t.prefix),
+		question: fmt.Sprintf("Delete %d document(s) under %s?", len(docs), t.prefix),
+		done:     "Deleted %d document(s).",
 	}
 	for _, d := range docs {
-		ifMatch := d.ETag
-		if opts.Force {
-			ifMatch = ""
-		}
-		if err := t.docs.Delete(ctx, d.ID, d.PK, ifMatch); err != nil && !errors.Is(err, leases.ErrNotFound) {
-			nfail++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("delete %s: %w", d.ID, err)
+		m.changes = append(m.changes, func(ctx context.Context) error {
+			ifMatch := d.ETag
+			if opts.Force {
+				ifMatch = ""
 			}
-			f.warnf("delete %s: %v", d.ID, err)
-			continue
-		}
-		done++
+			if err := t.docs.Delete(ctx, d.ID, d.PK, ifMatch); err != nil && !errors.Is(err, leases.ErrNotFound) {
+				return fmt.Errorf("delete %s: %w", d.ID, err)
+			}
+			return nil
+		})
 	}
-	fmt.Fprintf(f.IO.ErrOut, "Deleted %d document(s).\n", done)
-	return partialFailure(nfail, done+nfail, firstErr)
+	return m.run(ctx)
 }
 
 type leasesReleaseOptions struct {
@@ -232,41 +216,27 @@ func runLeasesRelease(ctx context.Context, opts *leasesReleaseOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(targets) == 0 {
-		fmt.Fprintln(f.IO.ErrOut, "No owned leases to release.")
-		return nil
+	m := mutation{
+		f: f, flags: opts.mutationFlags, held: liveOwned(targets, now, opts.Expiration),
+		none:     "No owned leases to release.",
+		question: fmt.Sprintf("Release %d lease(s)?", len(targets)),
+		done:     "Released %d lease(s).",
 	}
-	if held := liveOwned(targets, now, opts.Expiration); len(held) > 0 && !opts.Force {
-		if opts.Execute {
-			return errLiveOwners(held)
-		}
-		f.warnf("%d lease(s) have a live owner; --execute refuses them without --force", len(held))
-	}
-	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Release %d lease(s)?", len(targets)))
-	if err != nil || !ok {
-		return err
-	}
-	var firstErr error
-	nfail, done := 0, 0
 	for _, l := range targets {
-		seen := l.Owner
-		_, err := store.Update(ctx, l, func(n *leases.Lease) error {
-			if n.Owner != seen {
-				return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		m.changes = append(m.changes, func(ctx context.Context) error {
+			seen := l.Owner
+			_, err := store.Update(ctx, l, func(n *leases.Lease) error {
+				if n.Owner != seen {
+					return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+				}
+				n.Owner = ""
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("release lease %s: %w", l.Token, err)
 			}
-			n.Owner = ""
 			return nil
 		})
-		if err != nil {
-			nfail++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("release lease %s: %w", l.Token, err)
-			}
-			f.warnf("release lease %s: %v", l.Token, err)
-			continue
-		}
-		done++
 	}
-	fmt.Fprintf(f.IO.ErrOut, "Released %d lease(s).\n", done)
-	return partialFailure(nfail, done+nfail, firstErr)
+	return m.run(ctx)
 }

@@ -178,19 +178,20 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 			current[d.ID] = l
 		}
 	}
-	var held []string
+	store := t.store(f)
+	m := mutation{f: f, flags: opts.mutationFlags, none: "Nothing to change.", done: "Wrote %d document(s)."}
 	views := make([]importStepView, 0, len(steps))
-	changes := 0
 	for _, s := range steps {
-		v := importStepView{ID: s.ID, Action: s.Action, Owner: nonZero(s.Owner)}
-		if s.Action != leases.ImportUnchanged {
-			changes++
-			if l := current[s.ID]; l != nil && s.Action == leases.ImportReplace && l.State(now, opts.Expiration) == leases.StateOwned {
-				held = append(held, fmt.Sprintf("%s (%s)", l.Token, l.Owner))
-			}
+		views = append(views, importStepView{ID: s.ID, Action: s.Action, Owner: nonZero(s.Owner)})
+		if s.Action == leases.ImportUnchanged {
+			continue
 		}
-		views = append(views, v)
+		if l := current[s.ID]; l != nil && s.Action == leases.ImportReplace && l.State(now, opts.Expiration) == leases.StateOwned {
+			m.held = append(m.held, fmt.Sprintf("%s (%s)", l.Token, l.Owner))
+		}
+		m.changes = append(m.changes, func(ctx context.Context) error { return store.ApplyImport(ctx, s) })
 	}
+	m.question = fmt.Sprintf("Write %d document(s)?", len(m.changes))
 	err = p.Print(ctx, views, func(tb *render.Table) {
 		*tb = *render.NewTable(f.IO, "id", "action", "owner")
 		tb.Truncatable(0)
@@ -201,17 +202,7 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(held) > 0 && !opts.Force {
-		if opts.Execute {
-			return errLiveOwners(held)
-		}
-		f.warnf("%d lease(s) have a live owner; --execute refuses them without --force", len(held))
-	}
-	if changes == 0 {
-		fmt.Fprintln(f.IO.ErrOut, "Nothing to change.")
-		return nil
-	}
-	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Write %d document(s)?", changes))
+	ok, err := m.approve()
 	if err != nil || !ok {
 		return err
 	}
@@ -225,23 +216,5 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 		}
 		fmt.Fprintf(f.IO.ErrOut, "Created lease container %s/%s (partition key /id).\n", db, f.Global.LeaseContainer)
 	}
-	store := t.store(f)
-	var firstErr error
-	nfail, done := 0, 0
-	for _, s := range steps {
-		if s.Action == leases.ImportUnchanged {
-			continue
-		}
-		if err := store.ApplyImport(ctx, s); err != nil {
-			nfail++
-			if firstErr == nil {
-				firstErr = err
-			}
-			f.warnf("%v", err)
-			continue
-		}
-		done++
-	}
-	fmt.Fprintf(f.IO.ErrOut, "Wrote %d document(s).\n", done)
-	return partialFailure(nfail, done+nfail, firstErr)
+	return m.apply(ctx)
 }

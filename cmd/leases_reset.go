@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -193,57 +192,30 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 		return err
 	}
 
-	var held []string
+	m := mutation{f: f, flags: opts.mutationFlags, nameHeld: true, none: "Nothing to change.", done: "Reset %d lease(s)."}
 	var failed []error
-	changes := 0
 	for _, s := range steps {
 		var h *leases.LeaseHeldError
 		switch {
 		case errors.As(s.Err, &h):
-			held = append(held, fmt.Sprintf("%s (%s)", s.Token, s.Owner))
+			m.held = append(m.held, fmt.Sprintf("%s (%s)", s.Token, s.Owner))
 		case s.Err != nil:
 			failed = append(failed, s.Err)
 		case s.Changed() || s.Owner != "":
-			changes++
+			m.changes = append(m.changes, func(ctx context.Context) error {
+				if _, err := store.ApplyReset(ctx, s, opts.Force); err != nil {
+					return fmt.Errorf("reset lease %s: %w", s.Token, err)
+				}
+				return nil
+			})
 		}
 	}
 	if len(failed) > 0 {
 		return withHint(fmt.Errorf("cannot plan %d lease(s); first: %w", len(failed), failed[0]),
 			"leave those leases out with --lease, or fix the cause and plan again")
 	}
-	if len(held) > 0 {
-		if !opts.Execute {
-			f.warnf("%d lease(s) have a live owner (%s); --execute refuses them without --force", len(held), strings.Join(held, ", "))
-		} else {
-			return errLiveOwners(held)
-		}
-	}
-	if changes == 0 {
-		fmt.Fprintln(f.IO.ErrOut, "Nothing to change.")
-		return nil
-	}
-	ok, err := confirm(f.IO, opts.mutationFlags, fmt.Sprintf("Reset %d lease(s)?", changes))
-	if err != nil || !ok {
-		return err
-	}
-	var firstErr error
-	nfail, done := 0, 0
-	for _, s := range steps {
-		if !s.Changed() && s.Owner == "" {
-			continue
-		}
-		if _, err := store.ApplyReset(ctx, s, opts.Force); err != nil {
-			nfail++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("reset lease %s: %w", s.Token, err)
-			}
-			f.warnf("reset lease %s: %v", s.Token, err)
-			continue
-		}
-		done++
-	}
-	fmt.Fprintf(f.IO.ErrOut, "Reset %d lease(s).\n", done)
-	return partialFailure(nfail, done+nfail, firstErr)
+	m.question = fmt.Sprintf("Reset %d lease(s)?", len(m.changes))
+	return m.run(ctx)
 }
 
 func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []leases.ResetStep) error {
