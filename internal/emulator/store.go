@@ -931,22 +931,24 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 		if req.PK != "" {
 			pkPrefix = partitionPrefix(req.PK)
 		}
-		items := cb.Bucket(bucketItems)
+		// One cursor serves every item lookup: Bucket.Get would allocate a cursor per item.
+		items := cb.Bucket(bucketItems).Cursor()
 		c := cb.Bucket(bucketLatest).Cursor()
 		start := rangeLSNKey(r.ID, since+1)
 		prefix := u32(r.ID)
 		page.Etag = max(since, r.LSN)
-		// Bodies are copied into one arena and sliced at the end: one allocation per page.
-		arena := make([]byte, 0, min(req.Max, 256)*256)
-		var ends []int
+		// Bodies alias the read transaction's pages until the page is complete, then are copied
+		// into one arena of the exact size: one allocation and one copy per page.
+		var bodies [][]byte
+		size := 0
 		startEPK, endEPK := []byte(req.StartEPK), []byte(req.EndEPK)
 		bounded := req.EndEPK != "" && req.EndEPK != epkTop
 		for k, key := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, key = c.Next() {
 			if pkPrefix != nil && !bytes.HasPrefix(key, pkPrefix) {
 				continue
 			}
-			v := items.Get(key)
-			if v == nil {
+			ik, v := items.Seek(key)
+			if v == nil || !bytes.Equal(ik, key) {
 				return fmt.Errorf("latest index names a missing item")
 			}
 			lsn, ts, epk, body, err := peekItem(v)
@@ -962,18 +964,19 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 			if modTs != 0 && ts < modTs {
 				continue
 			}
-			arena = append(arena, body...)
-			ends = append(ends, len(arena))
-			if len(ends) == req.Max {
+			bodies = append(bodies, body)
+			size += len(body)
+			if len(bodies) == req.Max {
 				page.Etag = lsn
 				break
 			}
 		}
-		page.Docs = make([][]byte, len(ends))
-		from := 0
-		for i, end := range ends {
-			page.Docs[i] = arena[from:end:end]
-			from = end
+		arena := make([]byte, 0, size)
+		page.Docs = make([][]byte, len(bodies))
+		for i, b := range bodies {
+			from := len(arena)
+			arena = append(arena, b...)
+			page.Docs[i] = arena[from:len(arena):len(arena)]
 		}
 		return nil
 	})
