@@ -217,7 +217,7 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	if err != nil {
 		return err
 	}
-	store := t.store(f)
+	store := t.store()
 	eopts := feed.EstimateOptions{
 		Concurrency:       opts.Concurrency,
 		Expiration:        opts.Expiration,

@@ -90,6 +90,9 @@ type leaseTarget struct {
 	// monitored is the monitored container; nil when the prefix came from --lease-id-prefix and
 	// no -c was given.
 	monitored *cosmos.Container
+	now       func() time.Time
+	// skip warns about a document under the prefix that is not a lease.
+	skip func(id string, err error)
 }
 
 // openLeaseContainer opens the account and the lease container, without resolving a prefix.
@@ -102,7 +105,10 @@ func (f *factory) openLeaseContainer(ctx context.Context) (*leaseTarget, error) 
 	if err != nil {
 		return nil, err
 	}
-	t := &leaseTarget{acct: acct, docs: acct.LeaseDocuments(db, f.Global.LeaseContainer)}
+	t := &leaseTarget{
+		acct: acct, docs: acct.LeaseDocuments(db, f.Global.LeaseContainer), now: f.Now,
+		skip: func(id string, err error) { f.warnf("skipping document %s: %v", id, err) },
+	}
 	if f.Global.Database != "" && f.Global.Container != "" {
 		t.monitored = acct.Container(f.Global.Database, f.Global.Container)
 	}
@@ -136,15 +142,21 @@ func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*lea
 	return t, nil
 }
 
+// openLeaseCommand starts a command on one processor's leases: its printer (JSON in a pipe)
+// and its lease target.
+func (f *factory) openLeaseCommand(ctx context.Context) (*render.Printer, *leaseTarget, error) {
+	p, err := f.printer(render.FormatJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := f.openLeaseTarget(ctx, false)
+	return p, t, err
+}
+
 // store returns the lease store of the target's prefix; documents under the prefix that are not
 // leases are skipped with a warning.
-func (t *leaseTarget) store(f *factory) *leases.Store {
-	return leases.NewStore(t.docs, t.prefix, leases.StoreOptions{
-		Now: f.Now,
-		OnSkip: func(id string, err error) {
-			f.warnf("skipping document %s: %v", id, err)
-		},
-	})
+func (t *leaseTarget) store() *leases.Store {
+	return leases.NewStore(t.docs, t.prefix, leases.StoreOptions{Now: t.now, OnSkip: t.skip})
 }
 
 // partitions lists the monitored container's live partitions, nil when it is not known.

@@ -59,15 +59,11 @@ first with 'cfp leases export' to be able to undo it with 'cfp leases import'.`,
 
 func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 	f := opts.f
-	p, err := f.printer(render.FormatJSON)
+	p, t, err := f.openLeaseCommand(ctx)
 	if err != nil {
 		return err
 	}
-	t, err := f.openLeaseTarget(ctx, false)
-	if err != nil {
-		return err
-	}
-	set, err := readLeaseSet(ctx, f, t)
+	set, err := t.leaseSet(ctx)
 	if err != nil {
 		return err
 	}
@@ -177,15 +173,11 @@ lease at its next renew).`,
 
 func runLeasesRelease(ctx context.Context, opts *leasesReleaseOptions) error {
 	f := opts.f
-	p, err := f.printer(render.FormatJSON)
+	p, t, err := f.openLeaseCommand(ctx)
 	if err != nil {
 		return err
 	}
-	t, err := f.openLeaseTarget(ctx, false)
-	if err != nil {
-		return err
-	}
-	store := t.store(f)
+	store := t.store()
 	all, err := store.List(ctx)
 	if err != nil {
 		return err

@@ -47,15 +47,11 @@ The format: {"version":1,"prefix":"...","exportedAt":"...","leases":[...],"marke
 
 func runLeasesExport(ctx context.Context, opts *leasesExportOptions) error {
 	f := opts.f
-	p, err := f.printer(render.FormatJSON)
+	p, t, err := f.openLeaseCommand(ctx)
 	if err != nil {
 		return err
 	}
-	t, err := f.openLeaseTarget(ctx, false)
-	if err != nil {
-		return err
-	}
-	e, err := t.store(f).Export(ctx)
+	e, err := t.store().Export(ctx)
 	if err != nil {
 		return err
 	}
@@ -178,7 +174,7 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 			current[d.ID] = l
 		}
 	}
-	store := t.store(f)
+	store := t.store()
 	m := mutation{f: f, flags: opts.mutationFlags, none: "Nothing to change.", done: "Wrote %d document(s)."}
 	views := make([]importStepView, 0, len(steps))
 	for _, s := range steps {

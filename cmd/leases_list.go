@@ -88,15 +88,11 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	if f.Global.Processor == "" && f.Global.LeaseIDPrefix == "" {
 		return runLeasesDiscover(ctx, opts)
 	}
-	p, err := f.printer(render.FormatJSON)
+	p, t, err := f.openLeaseCommand(ctx)
 	if err != nil {
 		return err
 	}
-	t, err := f.openLeaseTarget(ctx, false)
-	if err != nil {
-		return err
-	}
-	set, err := readLeaseSet(ctx, f, t)
+	set, err := t.leaseSet(ctx)
 	if err != nil {
 		return err
 	}
@@ -154,9 +150,9 @@ type leaseSet struct {
 	docs     []leases.Document
 }
 
-// readLeaseSet reads the leases and markers of t's prefix with one prefix query. Documents under
+// leaseSet reads the leases and markers of t's prefix with one prefix query. Documents under
 // "<prefix>.." that are not leases are skipped with a warning.
-func readLeaseSet(ctx context.Context, f *factory, t *leaseTarget) (leaseSet, error) {
+func (t *leaseTarget) leaseSet(ctx context.Context) (leaseSet, error) {
 	docs, err := t.docs.QueryPrefix(ctx, t.prefix)
 	if err != nil {
 		return leaseSet{}, fmt.Errorf("list leases of %s: %w", t.prefix, err)
@@ -173,7 +169,7 @@ func readLeaseSet(ctx context.Context, f *factory, t *leaseTarget) (leaseSet, er
 		case strings.HasPrefix(d.ID, t.prefix+".."):
 			l, err := leases.Decode(d)
 			if err != nil {
-				f.warnf("skipping document %s: %v", d.ID, err)
+				t.skip(d.ID, err)
 				continue
 			}
 			set.leases = append(set.leases, l)

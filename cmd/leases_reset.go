@@ -146,7 +146,7 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 	if err != nil {
 		return err
 	}
-	store := t.store(f)
+	store := t.store()
 	all, err := store.List(ctx)
 	if err != nil {
 		return err
