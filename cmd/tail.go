@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,11 @@ const (
 	defaultTailPageSize = 1000
 	// tailFlushEvery bounds how long a change may sit in the output buffer of a live tail.
 	tailFlushEvery = 200 * time.Millisecond
+	// A tail's live heap is small (the pages in flight) while it allocates every page it reads:
+	// a higher GC target spends a quarter less CPU for ~10 MB more, and the soft memory limit
+	// keeps the heap well under 100 MB whatever the page sizes. GOGC and GOMEMLIMIT win.
+	tailGCPercent   = 400
+	tailMemoryLimit = 64 << 20
 )
 
 type tailOptions struct {
@@ -332,6 +338,7 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		}
 	}
 
+	defer tuneGC(f.Getenv)()
 	stopFlush := out.startFlusher(tailFlushEvery)
 	sum, err := feed.Tail(ctx, src, topts, out.emit)
 	stopFlush()
@@ -357,6 +364,20 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		return context.Canceled
 	}
 	return nil
+}
+
+// tuneGC applies the tail's GC settings unless the environment sets its own, and returns the
+// function that restores the previous ones.
+func tuneGC(getenv func(string) string) (restore func()) {
+	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	percent := debug.SetGCPercent(tailGCPercent)
+	limit := debug.SetMemoryLimit(tailMemoryLimit)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
 }
 
 // tailSummaryLine is the one-line summary on stderr.
