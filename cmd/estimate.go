@@ -324,15 +324,9 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 			MaxTimeLagSeconds: sum.MaxTimeLag.Seconds(), RequestCharge: sum.RequestCharge,
 		},
 	}
-	ls := make([]*leases.Lease, len(lags))
-	byLease := map[*leases.Lease]feed.LeaseLag{}
-	for i, l := range lags {
-		ls[i] = l.Lease
-		byLease[l.Lease] = l
-	}
-	sortLeases(ls)
-	for _, lease := range ls {
-		l := byLease[lease]
+	lags = slices.Clone(lags)
+	slices.SortStableFunc(lags, func(a, b feed.LeaseLag) int { return compareLeases(a.Lease, b.Lease) })
+	for _, l := range lags {
 		lv := estimateLeaseView{Lease: l.Token, Owner: nonZero(l.Owner), State: l.State, Lag: l.Lag, Sentinel: nonZero(l.Sentinel)}
 		if l.Range.Max != "" {
 			lv.Range = new(l.Range)
@@ -349,7 +343,7 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 		case l.Sentinel == "" && l.Lag == 0:
 			lv.TimeLagSeconds = new(0.0)
 		}
-		if !lease.Timestamp.IsZero() {
+		if !l.Lease.Timestamp.IsZero() {
 			lv.AgeSeconds = new(l.Age.Seconds())
 		}
 		v.Leases = append(v.Leases, lv)
@@ -376,19 +370,10 @@ func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimat
 	s := v.Summary
 	_, err = fmt.Fprintf(f.IO.Out, "\nTotal lag %d (LSNs) over %d lease(s); %d owned by %d live owner(s).\n",
 		s.TotalLag, s.Leases, s.Owned, s.LiveOwners)
-	if err == nil && hasSentinel(v) {
+	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Sentinel != nil }) {
 		_, err = fmt.Fprintln(f.IO.Out, "* the estimator's sentinel 1: no continuation yet, or the lease's partition split or merged.")
 	}
 	return err
-}
-
-func hasSentinel(v estimateView) bool {
-	for _, l := range v.Leases {
-		if l.Sentinel != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // secondsCell renders a duration in seconds as "1m30s" (whole seconds), or "-" when unknown.

@@ -190,13 +190,14 @@ func selectLeases(ls []*leases.Lease, tokens []string) ([]*leases.Lease, error) 
 }
 
 // sortLeases orders leases by range, then token, for stable tables.
-func sortLeases(ls []*leases.Lease) {
-	slices.SortStableFunc(ls, func(a, b *leases.Lease) int {
-		if c := leases.CompareEPK(a.Range.Min, b.Range.Min); c != 0 && a.HasRange() && b.HasRange() {
-			return c
-		}
-		return compareTokens(a.Token, b.Token)
-	})
+func sortLeases(ls []*leases.Lease) { slices.SortStableFunc(ls, compareLeases) }
+
+// compareLeases orders two leases by range, then token.
+func compareLeases(a, b *leases.Lease) int {
+	if c := leases.CompareEPK(a.Range.Min, b.Range.Min); c != 0 && a.HasRange() && b.HasRange() {
+		return c
+	}
+	return compareTokens(a.Token, b.Token)
 }
 
 // compareTokens orders numeric partition ids numerically, everything else as text.

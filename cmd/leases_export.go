@@ -177,16 +177,18 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 	store := t.store()
 	m := mutation{f: f, flags: opts.mutationFlags, none: "Nothing to change.", done: "Wrote %d document(s)."}
 	views := make([]importStepView, 0, len(steps))
+	var replaced []*leases.Lease
 	for _, s := range steps {
 		views = append(views, importStepView{ID: s.ID, Action: s.Action, Owner: nonZero(s.Owner)})
 		if s.Action == leases.ImportUnchanged {
 			continue
 		}
-		if l := current[s.ID]; l != nil && s.Action == leases.ImportReplace && l.State(now, opts.Expiration) == leases.StateOwned {
-			m.held = append(m.held, fmt.Sprintf("%s (%s)", l.Token, l.Owner))
+		if l := current[s.ID]; l != nil && s.Action == leases.ImportReplace {
+			replaced = append(replaced, l)
 		}
 		m.changes = append(m.changes, func(ctx context.Context) error { return store.ApplyImport(ctx, s) })
 	}
+	m.held = liveOwned(replaced, now, opts.Expiration)
 	m.question = fmt.Sprintf("Write %d document(s)?", len(m.changes))
 	err = p.Print(ctx, views, func(tb *render.Table) {
 		*tb = *render.NewTable(f.IO, "id", "action", "owner")

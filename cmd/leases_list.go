@@ -227,16 +227,15 @@ func ownerSummary(ios *render.IOStreams, ls []*leases.Lease, now time.Time, expi
 	var rows []*row
 	byOwner := map[string]*row{}
 	for _, l := range ls {
-		key := l.Owner
-		r := byOwner[key]
+		state := l.State(now, expiration)
+		r := byOwner[l.Owner]
 		if r == nil {
-			state := l.State(now, expiration)
-			r = &row{owner: key, state: state}
-			byOwner[key] = r
+			r = &row{owner: l.Owner, state: state}
+			byOwner[l.Owner] = r
 			rows = append(rows, r)
 		}
 		r.n++
-		if l.State(now, expiration) == leases.StateOwned {
+		if state == leases.StateOwned {
 			r.state = leases.StateOwned
 		}
 	}
@@ -344,22 +343,28 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 	}
 	serious := 0
 	for _, in := range infos {
-		var ls []*leases.Lease
-		var lockTime time.Time
-		for _, d := range docs {
-			switch {
-			case d.ID == leases.LockID(in.Prefix):
-				lockTime = docTS(d)
-			case strings.HasPrefix(d.ID, in.Prefix+".."):
-				if pre, _, ok := leases.SplitID(d.ID); ok && pre == in.Prefix {
-					if l, err := leases.Decode(d); err == nil {
-						ls = append(ls, l)
-					}
-				}
-			}
-		}
+		ls, lockTime := prefixLeases(docs, in.Prefix)
 		findings := leases.Check(ls, now, opts.Expiration, leases.WithMarkers(in.HasInfo, lockTime))
 		serious += printFindings(f.IO, in.Prefix, findings)
 	}
 	return checkResult(f.IO, serious)
+}
+
+// prefixLeases returns the leases of prefix among docs, and the time of its .lock marker (zero
+// when there is none). Documents that are not leases were counted by leases.Discover.
+func prefixLeases(docs []leases.Document, prefix string) ([]*leases.Lease, time.Time) {
+	var ls []*leases.Lease
+	var lockTime time.Time
+	for _, d := range docs {
+		pre, _, isLease := leases.SplitID(d.ID)
+		switch {
+		case d.ID == leases.LockID(prefix):
+			lockTime = docTS(d)
+		case isLease && pre == prefix:
+			if l, err := leases.Decode(d); err == nil {
+				ls = append(ls, l)
+			}
+		}
+	}
+	return ls, lockTime
 }
