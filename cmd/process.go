@@ -62,10 +62,8 @@ type processOptions struct {
 	MetricsAddr          string
 	ShutdownTimeout      time.Duration
 
-	// started, when set, is called once the processor bootstrapped and runs (tests, benches).
+	// started, when set, is called once the processor bootstrapped, before it runs (tests).
 	started func(*feed.Processor)
-	// metricsReady, when set, is told the address the metrics server listens on (tests).
-	metricsReady func(addr string)
 }
 
 const processLong = `Run a change feed processor host: cfp takes a share of the processor's leases, reads the
@@ -256,14 +254,11 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	var metrics *processMetrics
 	if o.MetricsAddr != "" {
 		metrics = newProcessMetrics(f.Global.Processor, eopts.Instance)
-		addr, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, f.Log)
+		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, f.Log)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		if o.metricsReady != nil {
-			o.metricsReady(addr)
-		}
 	}
 	eopts.Logger = f.Log
 	eopts.Notify = func(e feed.Event) {
@@ -276,8 +271,10 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		return err
 	}
 	defer func() {
-		if cerr := closeHandler(); cerr != nil && err == nil {
-			err = cerr
+		// A failure to flush stdout or close the dead-letter file outranks a clean exit.
+		var exit *ExitError
+		if cerr := closeHandler(); cerr != nil && (err == nil || errors.As(err, &exit) && exit.Code == exitOK) {
+			err = fmt.Errorf("close delegate: %w", cerr)
 		}
 	}()
 
