@@ -331,7 +331,7 @@ func runTail(ctx context.Context, o *tailOptions) error {
 	if showStatus {
 		topts.OnStatus = func(s feed.TailStatus) {
 			if f.IO.IsStderrTTY {
-				status.Update("caught up on %d/%d ranges", s.CaughtUp, s.Ranges)
+				out.setStatus(status, fmt.Sprintf("caught up on %d/%d ranges", s.CaughtUp, s.Ranges))
 				return
 			}
 			f.Log.Info("tail status", "ranges", s.Ranges, "caughtUp", s.CaughtUp, "items", s.Items)
@@ -426,6 +426,19 @@ type tailWriter struct {
 	line  []byte
 	jqOut bytes.Buffer
 	table bool
+
+	// status is the status line on stderr, redrawn below each change when stdout and stderr
+	// share a terminal; statusMsg is its text.
+	status    *render.Status
+	statusMsg string
+}
+
+// setStatus shows msg on the status line and keeps it for redrawing.
+func (t *tailWriter) setStatus(s *render.Status, msg string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status, t.statusMsg = s, msg
+	s.Update("%s", msg)
 }
 
 func newTailWriter(ios *render.IOStreams, o *tailOptions) *tailWriter {
@@ -501,8 +514,14 @@ func (t *tailWriter) emit(ch feed.Change) error {
 	}
 	t.n++
 	if t.ios.IsStdoutTTY {
+		if t.status != nil {
+			t.status.Clear()
+		}
 		if err := t.w.Flush(); err != nil {
 			return fmt.Errorf("%w: %w", errTailOutput, err)
+		}
+		if t.status != nil {
+			t.status.Update("%s", t.statusMsg)
 		}
 	}
 	return nil

@@ -423,3 +423,23 @@ func TestTail_TerminalLine(t *testing.T) {
 		t.Errorf("line of %d runes = %q, want it cut to the width of 60 with …", n, line)
 	}
 }
+
+// On a terminal the status line is cleared before each change and drawn again below it, so
+// changes never print after the status text.
+func TestTail_TerminalStatusStaysBelowChanges(t *testing.T) {
+	t.Parallel()
+	var term bytes.Buffer
+	ios := &render.IOStreams{In: strings.NewReader(""), Out: &term, ErrOut: &term, Width: 80}
+	ios.SetTTY(true)
+	w := newTailWriter(ios, &tailOptions{format: render.FormatTable})
+	w.setStatus(render.NewStatus(ios), "caught up on 1/4 ranges")
+	ch := feed.Change{Item: json.RawMessage(`{"id":"a1","v":1}`), PartitionID: "0", LSN: 3}
+	if err := w.emit(ch); err != nil {
+		t.Fatal(err)
+	}
+	const clear = "\r\x1b[K"
+	want := clear + "caught up on 1/4 ranges" + clear + "--:--:-- p0 #3 a1 {\"v\":1}\n" + clear + "caught up on 1/4 ranges"
+	if term.String() != want {
+		t.Errorf("terminal got %q, want %q", term.String(), want)
+	}
+}
