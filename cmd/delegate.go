@@ -1,6 +1,10 @@
 package cmd
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -9,10 +13,15 @@ import (
 	"github.com/cfp-dev/cfp/internal/sink"
 )
 
-// delegateOptions are the flags that say what a command does with each batch of changes, as
-// `cfp process` defines them, for commands that run batches through the same delegates (`cfp
-// replay-from`): JSON lines on stdout by default, --exec once per batch, or --exec-lines with
-// one child per lease, wrapped in the retry and error policy.
+// Defaults of the delegate flags that the sink does not define.
+const (
+	defaultDelegateMaxRetries = 3
+	delegateStdoutBuffer      = 64 << 10
+)
+
+// delegateOptions are the flags that say what a command does with each batch of changes, shared
+// by `cfp process` and `cfp replay-from`: JSON lines on stdout by default, --exec once per
+// batch, or --exec-lines with one child per lease, wrapped in the retry and error policy.
 type delegateOptions struct {
 	Exec       string
 	ExecLines  string
@@ -21,26 +30,45 @@ type delegateOptions struct {
 	DeadLetter string
 }
 
-// addDelegateFlags defines the delegate flags on c.
-func (d *delegateOptions) addDelegateFlags(c *cobra.Command) {
+// delegateUsage is the help of the delegate flags on one command. The flags mean the same on
+// every command; the wording differs with what the command's long help already explains.
+type delegateUsage struct {
+	exec, execLines, maxRetries, onError, deadLetter string
+}
+
+var (
+	// processDelegateUsage is terse: `cfp process --help` describes the delegates.
+	processDelegateUsage = delegateUsage{
+		exec:       "run `CMD` once per batch with the batch as a JSON array on stdin",
+		execLines:  "keep one `CMD` per lease speaking the JSON lines protocol",
+		maxRetries: "retry a failed batch `N` times before --on-error applies",
+		onError:    "what to do with a batch that still fails after its retries",
+		deadLetter: "append failed batches to `FILE` as JSON lines (implies --on-error dead-letter)",
+	}
+	// replayDelegateUsage stands on its own: `cfp replay-from --help` refers to process.
+	replayDelegateUsage = delegateUsage{
+		exec:       "run `CMD` (sh -c) once per batch, the batch as a JSON array on stdin; exit 0 means processed",
+		execLines:  "keep one `CMD` (sh -c) per lease that answers JSON lines on stdin/stdout (see 'cfp process --help')",
+		maxRetries: "retry a failed batch `N` times, with backoff, before --on-error applies",
+		onError:    "what to do with a batch that still fails",
+		deadLetter: "append batches that still fail to `FILE`, one JSON line each (implies --on-error dead-letter)",
+	}
+)
+
+// addFlags defines the delegate flags on c, with the help texts of u.
+func (d *delegateOptions) addFlags(c *cobra.Command, u delegateUsage) {
 	fs := c.Flags()
-	fs.StringVar(&d.Exec, "exec", "", "run `CMD` (sh -c) once per batch, the batch as a JSON array on stdin; exit 0 means processed")
-	fs.StringVar(&d.ExecLines, "exec-lines", "", "keep one `CMD` (sh -c) per lease that answers JSON lines on stdin/stdout (see 'cfp process --help')")
-	fs.IntVar(&d.MaxRetries, "max-retries", defaultProcessMaxRetries, "retry a failed batch `N` times, with backoff, before --on-error applies")
-	enumFlag(fs, &d.OnError, "on-error", "", string(sink.OnErrorStop), "what to do with a batch that still fails", string(sink.OnErrorStop), string(sink.OnErrorSkip), string(sink.OnErrorDeadLetter))
-	fs.StringVar(&d.DeadLetter, "dead-letter", "", "append batches that still fail to `FILE`, one JSON line each (implies --on-error dead-letter)")
+	fs.StringVar(&d.Exec, "exec", "", u.exec)
+	fs.StringVar(&d.ExecLines, "exec-lines", "", u.execLines)
+	fs.IntVar(&d.MaxRetries, "max-retries", defaultDelegateMaxRetries, u.maxRetries)
+	enumFlag(fs, &d.OnError, "on-error", "", string(sink.OnErrorStop), u.onError, string(sink.OnErrorStop), string(sink.OnErrorSkip), string(sink.OnErrorDeadLetter))
+	fs.StringVar(&d.DeadLetter, "dead-letter", "", u.deadLetter)
 	c.MarkFlagsMutuallyExclusive("exec", "exec-lines")
 }
 
 // validate checks the delegate flags of c together (mistakes are usage errors) and fills
 // implied values: --dead-letter alone means --on-error dead-letter.
 func (d *delegateOptions) validate(c *cobra.Command) error {
-	if d.MaxRetries < 0 {
-		return usageErrorf("--max-retries must not be negative, got %d", d.MaxRetries)
-	}
-	if strings.TrimSpace(d.Exec) == "" && c.Flags().Changed("exec") || strings.TrimSpace(d.ExecLines) == "" && c.Flags().Changed("exec-lines") {
-		return usageErrorf("--exec and --exec-lines need a command")
-	}
 	if d.DeadLetter != "" {
 		switch {
 		case !c.Flags().Changed("on-error"):
@@ -51,6 +79,12 @@ func (d *delegateOptions) validate(c *cobra.Command) error {
 	}
 	if d.OnError == string(sink.OnErrorDeadLetter) && d.DeadLetter == "" {
 		return usageErrorf("--on-error dead-letter needs --dead-letter FILE")
+	}
+	if d.MaxRetries < 0 {
+		return usageErrorf("--max-retries must not be negative, got %d", d.MaxRetries)
+	}
+	if strings.TrimSpace(d.Exec) == "" && c.Flags().Changed("exec") || strings.TrimSpace(d.ExecLines) == "" && c.Flags().Changed("exec-lines") {
+		return usageErrorf("--exec and --exec-lines need a command")
 	}
 	return nil
 }
@@ -66,14 +100,53 @@ func (d *delegateOptions) describe() string {
 	return "stdout"
 }
 
-// handler builds the delegate exactly as `cfp process` does (processOptions.handler: the
-// chosen handler wrapped in sink.Retry), without process's event lines and metrics. The
-// returned close function stops --exec-lines children that are still running, flushes stdout
-// and closes the dead-letter file; call it once the processor stopped.
-func (d *delegateOptions) handler(f *factory) (feed.Handler, func() error, error) {
-	p := &processOptions{
-		f: f, Exec: d.Exec, ExecLines: d.ExecLines,
-		MaxRetries: d.MaxRetries, OnError: d.OnError, DeadLetter: d.DeadLetter,
+// handler builds the chosen delegate wrapped in its error policy (sink.Retry). observe, when
+// not nil, wraps the delegate inside the policy, so it sees every attempt. The returned
+// function stops --exec-lines children that are still running, flushes stdout and closes the
+// dead-letter file; call it once the processor stopped.
+func (d *delegateOptions) handler(f *factory, observe func(feed.Handler) feed.Handler) (feed.Handler, func() error, error) {
+	var (
+		inner   feed.Handler
+		closers []func() error
+	)
+	switch {
+	case d.Exec != "":
+		inner = &sink.Exec{Command: d.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut}
+	case d.ExecLines != "":
+		x := &sink.ExecLines{Command: d.ExecLines, Stderr: f.IO.ErrOut}
+		inner = x
+		closers = append(closers, x.Close)
+	default:
+		w := bufio.NewWriterSize(f.IO.Out, delegateStdoutBuffer)
+		inner = sink.NewStdout(w)
+		closers = append(closers, w.Flush)
 	}
-	return p.handler(newProcessEvents(f.IO.ErrOut, eventsNone, f.redact, f.Now), nil)
+	if observe != nil {
+		inner = observe(inner)
+	}
+	retry := &sink.Retry{
+		Handler:    inner,
+		MaxRetries: d.MaxRetries,
+		OnError:    sink.OnError(d.OnError),
+		Logger:     f.Log,
+	}
+	if d.DeadLetter != "" {
+		file, err := os.OpenFile(d.DeadLetter, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open dead-letter file: %w", err)
+		}
+		retry.DeadLetter = file
+		closers = append(closers, file.Close)
+	}
+	if err := retry.Validate(); err != nil {
+		return nil, nil, usageErrorf("%w", err)
+	}
+	closeAll := func() error {
+		var errs []error
+		for _, c := range closers {
+			errs = append(errs, c())
+		}
+		return errors.Join(errs...)
+	}
+	return retry, closeAll, nil
 }

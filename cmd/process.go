@@ -1,13 +1,11 @@
 package cmd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,18 +14,12 @@ import (
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
-	"github.com/cfp-dev/cfp/internal/sink"
 )
 
 func init() { registerCommand(groupFeed, newProcessCmd) }
 
-// Defaults of `cfp process` that the engine does not define.
-const (
-	defaultProcessMaxRetries = 3
-	processStdoutBuffer      = 64 << 10
-	// nowAnchorSkew is how far before its start a host anchors --start-from now (.NET's 1s).
-	nowAnchorSkew = time.Second
-)
+// nowAnchorSkew is how far before its start a host anchors --start-from now (.NET's 1s).
+const nowAnchorSkew = time.Second
 
 // Values of --events.
 const (
@@ -50,12 +42,7 @@ type processOptions struct {
 	StartFrom string
 	startSet  bool
 
-	Exec      string
-	ExecLines string
-
-	MaxRetries int
-	OnError    string
-	DeadLetter string
+	delegate delegateOptions
 
 	Events               string
 	CreateLeaseContainer bool
@@ -144,16 +131,11 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
 	fs.IntVar(&opts.MaxItems, "max-items", 0, "at most `N` changes per batch (0: the service default)")
 	fs.StringVar(&opts.StartFrom, "start-from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -DURATION")
-	fs.StringVar(&opts.Exec, "exec", "", "run `CMD` once per batch with the batch as a JSON array on stdin")
-	fs.StringVar(&opts.ExecLines, "exec-lines", "", "keep one `CMD` per lease speaking the JSON lines protocol")
-	fs.IntVar(&opts.MaxRetries, "max-retries", defaultProcessMaxRetries, "retry a failed batch `N` times before --on-error applies")
-	enumFlag(fs, &opts.OnError, "on-error", "", string(sink.OnErrorStop), "what to do with a batch that still fails after its retries", string(sink.OnErrorStop), string(sink.OnErrorSkip), string(sink.OnErrorDeadLetter))
-	fs.StringVar(&opts.DeadLetter, "dead-letter", "", "append failed batches to `FILE` as JSON lines (implies --on-error dead-letter)")
+	opts.delegate.addFlags(c, processDelegateUsage)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr", eventsText, eventsJSONL, eventsNone)
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` (e.g. :9464)")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
-	c.MarkFlagsMutuallyExclusive("exec", "exec-lines")
 	return c
 }
 
@@ -165,25 +147,11 @@ func (o *processOptions) validate(c *cobra.Command) error {
 	if err := o.f.requireProcessor(); err != nil {
 		return err
 	}
-	if o.DeadLetter != "" {
-		switch {
-		case !c.Flags().Changed("on-error"):
-			o.OnError = string(sink.OnErrorDeadLetter)
-		case o.OnError != string(sink.OnErrorDeadLetter):
-			return usageErrorf("--dead-letter needs --on-error dead-letter, not %s", o.OnError)
-		}
-	}
-	if o.OnError == string(sink.OnErrorDeadLetter) && o.DeadLetter == "" {
-		return usageErrorf("--on-error dead-letter needs --dead-letter FILE")
-	}
-	if o.MaxRetries < 0 {
-		return usageErrorf("--max-retries must not be negative, got %d", o.MaxRetries)
+	if err := o.delegate.validate(c); err != nil {
+		return err
 	}
 	if o.MaxItems < 0 {
 		return usageErrorf("--max-items must not be negative, got %d", o.MaxItems)
-	}
-	if strings.TrimSpace(o.Exec) == "" && c.Flags().Changed("exec") || strings.TrimSpace(o.ExecLines) == "" && c.Flags().Changed("exec-lines") {
-		return usageErrorf("--exec and --exec-lines need a command")
 	}
 	if _, err := feed.ParseStart(o.StartFrom, o.f.Now()); err != nil {
 		return usageErrorf("--start-from: %w", err)
@@ -266,7 +234,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		metrics.observe(e)
 	}
 
-	h, closeHandler, err := o.handler(events, metrics)
+	h, closeHandler, err := o.delegate.handler(f, func(inner feed.Handler) feed.Handler {
+		return &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}}
+	})
 	if err != nil {
 		return err
 	}
@@ -370,53 +340,6 @@ func (o *processOptions) noteExistingLeases(ctx context.Context, store *leases.S
 	fmt.Fprintf(o.f.IO.ErrOut, "cfp: note: %d of %d leases of processor %s already have a continuation and resume from it; "+
 		"--start-from %s applies only to the others. To move them, run 'cfp leases reset -p %s' (see its --to-* flags)\n",
 		withCont, len(ls), proc, o.StartFrom, proc)
-}
-
-// handler builds the delegate with its error policy. The returned function flushes and closes
-// what the handler opened.
-func (o *processOptions) handler(events *processEvents, metrics *processMetrics) (feed.Handler, func() error, error) {
-	f := o.f
-	var (
-		inner   feed.Handler
-		closers []func() error
-	)
-	switch {
-	case o.Exec != "":
-		inner = &sink.Exec{Command: o.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut}
-	case o.ExecLines != "":
-		x := &sink.ExecLines{Command: o.ExecLines, Stderr: f.IO.ErrOut}
-		inner = x
-		closers = append(closers, x.Close)
-	default:
-		w := bufio.NewWriterSize(f.IO.Out, processStdoutBuffer)
-		inner = sink.NewStdout(w)
-		closers = append(closers, w.Flush)
-	}
-	retry := &sink.Retry{
-		Handler:    &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}},
-		MaxRetries: o.MaxRetries,
-		OnError:    sink.OnError(o.OnError),
-		Logger:     f.Log,
-	}
-	if o.DeadLetter != "" {
-		file, err := os.OpenFile(o.DeadLetter, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open dead-letter file: %w", err)
-		}
-		retry.DeadLetter = file
-		closers = append(closers, file.Close)
-	}
-	if err := retry.Validate(); err != nil {
-		return nil, nil, usageErrorf("%w", err)
-	}
-	closeAll := func() error {
-		var errs []error
-		for _, c := range closers {
-			errs = append(errs, c())
-		}
-		return errors.Join(errs...)
-	}
-	return retry, closeAll, nil
 }
 
 // observedHandler reports every failed attempt of the delegate as an error event with cause

@@ -624,7 +624,7 @@ func TestProcess_StartNowIsAnchoredAtTheHostsStart(t *testing.T) {
 	defer cancel()
 	var got feed.StartFrom
 	opts := &processOptions{f: f, Instance: "h", StartFrom: "now", Events: eventsNone, CreateLeaseContainer: true,
-		OnError: "stop", started: func(p *feed.Processor) { got = p.Options().StartFrom; cancel() }}
+		delegate: delegateOptions{OnError: "stop"}, started: func(p *feed.Processor) { got = p.Options().StartFrom; cancel() }}
 	err := runProcess(ctx, opts)
 	if code := exitCode(err, true); code != exitOK {
 		t.Fatalf("runProcess: %v (exit %d)", err, code)

@@ -112,7 +112,7 @@ func newReplayCmd(f *factory) *cobra.Command {
 	fs.BoolVar(&opts.Cleanup, "cleanup", true, "delete the replay's leases once every range is done")
 	fs.StringVar(&opts.Instance, "instance", "", "the replay host's `NAME` in its leases (default <hostname>-replay)")
 	fs.IntVar(&opts.MaxItems, "max-items", 0, "at most `N` changes per batch (0: the service default)")
-	opts.delegate.addDelegateFlags(c)
+	opts.delegate.addFlags(c, replayDelegateUsage)
 	return c
 }
 
@@ -201,7 +201,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	r.status.Println("%s %s/%s from %s until %s into %s (leases: processor %s)",
 		verb, db, coll, describeStart(r.window, o.From), r.window.Until.UTC().Format(time.RFC3339), o.delegate.describe(), name)
 
-	inner, closeDelegate, err := o.delegate.handler(f)
+	inner, closeDelegate, err := o.delegate.handler(f, nil)
 	if err != nil {
 		return err
 	}
