@@ -22,16 +22,16 @@ type configOptions struct {
 type configView struct {
 	Account          string   `json:"account"`
 	Endpoint         string   `json:"endpoint,omitempty"`
-	LocalDir         string   `json:"localDir,omitempty"`
+	LocalDir         string   `json:"local_dir,omitempty"`
 	Auth             string   `json:"auth,omitempty"`
-	KeySource        string   `json:"keySource,omitempty"`
-	PreferredRegions []string `json:"preferredRegions,omitempty"`
+	KeySource        string   `json:"key_source,omitempty"`
+	PreferredRegions []string `json:"preferred_regions,omitempty"`
 	Database         string   `json:"database,omitempty"`
 	Container        string   `json:"container,omitempty"`
-	LeaseDatabase    string   `json:"leaseDatabase,omitempty"`
-	LeaseContainer   string   `json:"leaseContainer"`
+	LeaseDatabase    string   `json:"lease_database,omitempty"`
+	LeaseContainer   string   `json:"lease_container"`
 	Processor        string   `json:"processor,omitempty"`
-	LeaseIDPrefix    string   `json:"leaseIdPrefix,omitempty"`
+	LeaseIDPrefix    string   `json:"lease_id_prefix,omitempty"`
 	// Checks are the results of --check, in order.
 	Checks []configCheck `json:"checks,omitempty"`
 }

@@ -47,9 +47,9 @@ type emulatorView struct {
 	Type             string `json:"type"`
 	Endpoint         string `json:"endpoint"`
 	Key              string `json:"key,omitempty"`
-	KeySource        string `json:"keySource"`
-	ConnectionString string `json:"connectionString,omitempty"`
-	DataDir          string `json:"dataDir"`
+	KeySource        string `json:"key_source"`
+	ConnectionString string `json:"connection_string,omitempty"`
+	DataDir          string `json:"data_dir"`
 	Partitions       int    `json:"partitions"`
 	PID              int    `json:"pid"`
 }
@@ -62,7 +62,7 @@ cfp emulator opens DIR (--data, default .cfp), binds --addr (default localhost:8
 serves until interrupted (Ctrl-C or SIGTERM), then shuts down cleanly and exits 0.
 
 Output: a table on a terminal; in a pipe one JSON line of type "serving" with the fields
-endpoint, key, keySource, connectionString, dataDir, partitions and pid.
+endpoint, key, key_source, connection_string, data_dir, partitions and pid.
 
 The key is the well-known Cosmos DB emulator key unless --key-file (or --key) gives another;
 a custom key is never printed, only where it comes from. COSMOS_KEY is ignored here, so that

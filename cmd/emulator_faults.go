@@ -25,7 +25,7 @@ type emulatorFaultsOptions struct {
 
 // faultsView is the JSON of `cfp emulator faults`: how many fault rules are active.
 type faultsView struct {
-	FaultRules int `json:"faultRules"`
+	FaultRules int `json:"fault_rules"`
 }
 
 func newEmulatorFaultsCmd(f *factory) *cobra.Command {

@@ -30,8 +30,8 @@ type emulatorSplitOptions struct {
 // (docs/scripting.md).
 type rangeView struct {
 	ID           string   `json:"id"`
-	MinInclusive string   `json:"minInclusive"`
-	MaxExclusive string   `json:"maxExclusive"`
+	MinInclusive string   `json:"min_inclusive"`
+	MaxExclusive string   `json:"max_exclusive"`
 	Parents      []string `json:"parents"`
 	LSN          uint64   `json:"lsn"`
 }
@@ -59,7 +59,7 @@ through its admin API (--endpoint URL with the emulator's key, or --connection-s
 a data directory that no process serves (--local DIR).
 
 Prints the two children: a table on a terminal, JSON in a pipe (database, container, range,
-children with id, minInclusive, maxExclusive, parents and lsn).`,
+children with id, min_inclusive, max_exclusive, parents and lsn).`,
 		Example: `  # Split range 0 of shop/orders in a running emulator
   cfp --endpoint http://localhost:8081/ emulator split -d shop -c orders --range 0
 

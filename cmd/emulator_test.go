@@ -295,11 +295,11 @@ func TestEmulator_Process(t *testing.T) {
 		}
 	}
 
-	code, out, errOut = runCLI(t, ctx, "", "--endpoint", v.Endpoint, "emulator", "faults", "--status", "503", "--count", "1", "-o", "json", "--jq", ".faultRules")
+	code, out, errOut = runCLI(t, ctx, "", "--endpoint", v.Endpoint, "emulator", "faults", "--status", "503", "--count", "1", "-o", "json", "--jq", ".fault_rules")
 	if code != 0 || out != "1\n" {
 		t.Errorf("faults: exit %d, stdout %q\n%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, ctx, "", "--endpoint", v.Endpoint, "emulator", "faults", "--clear", "-o", "json", "--jq", ".faultRules")
+	code, out, errOut = runCLI(t, ctx, "", "--endpoint", v.Endpoint, "emulator", "faults", "--clear", "-o", "json", "--jq", ".fault_rules")
 	if code != 0 || out != "0\n" {
 		t.Errorf("faults --clear: exit %d, stdout %q\n%s", code, out, errOut)
 	}

@@ -30,7 +30,7 @@ func newLeasesExportCmd(f *factory) *cobra.Command {
 Each document is kept whole, every field of every lease family, without the service's
 system properties (_rid, _etag, _ts, ...). 'cfp leases import' restores the file, and
 'cfp leases reset --from-file' moves the continuations back to the positions it holds.
-The format: {"version":1,"prefix":"...","exportedAt":"...","leases":[...],"markers":[...]}.`,
+The format: {"version":1,"prefix":"...","exported_at":"...","leases":[...],"markers":[...]}.`,
 		Example: `  # Back up the leases before a risky change
   cfp leases export -d shop -c orders -p orders-proj --file leases-backup.json
 

@@ -36,7 +36,7 @@ type processEventView struct {
 	Processor string `json:"processor,omitempty"`
 	Prefix    string `json:"prefix,omitempty"`
 	// LeasesCreated is how many leases this host created while initializing the lease store.
-	LeasesCreated *int `json:"leasesCreated,omitempty"`
+	LeasesCreated *int `json:"leases_created,omitempty"`
 
 	// summary
 	Batches   *int64   `json:"batches,omitempty"`

@@ -59,7 +59,7 @@ type RangeState struct {
 // re-delivers nothing and loses nothing, across splits too.
 type TailState struct {
 	Version      int             `json:"version"`
-	PartitionKey json.RawMessage `json:"partitionKey,omitempty"`
+	PartitionKey json.RawMessage `json:"partition_key,omitempty"`
 	Ranges       []RangeState    `json:"ranges"`
 }
 

@@ -19,7 +19,7 @@ const ExportVersion = 1
 type Export struct {
 	Version    int               `json:"version"`
 	Prefix     string            `json:"prefix"`
-	ExportedAt time.Time         `json:"exportedAt"`
+	ExportedAt time.Time         `json:"exported_at"`
 	Leases     []json.RawMessage `json:"leases"`
 	// Markers holds the .info marker when it exists (the .lock marker is transient and never
 	// exported).

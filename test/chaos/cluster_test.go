@@ -76,7 +76,7 @@ func startEmulator(t *testing.T, bin, dir string, partitions int) *emulatorProc 
 	var view struct {
 		Type             string `json:"type"`
 		Endpoint         string `json:"endpoint"`
-		ConnectionString string `json:"connectionString"`
+		ConnectionString string `json:"connection_string"`
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
