@@ -75,6 +75,10 @@ Delegates:
                      initialize, batch, lease-lost, shutdown; it answers checkpoint, done or
                      error (docs/user-guide.md describes the protocol)
 
+The --exec and --exec-lines commands inherit cfp's environment except the account secrets
+COSMOS_KEY and COSMOS_CONNECTION_STRING, so a script that prints or logs its environment
+cannot leak the key.
+
 A failed batch is retried --max-retries times with exponential backoff (1s, 2s, 4s, ... up to
 30s), then --on-error decides: stop (the host releases its leases and exits 1), skip (the
 batch is checkpointed past) or dead-letter (the batch, lease and error go to --dead-letter

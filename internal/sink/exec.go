@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +31,7 @@ const DefaultKillDelay = 5 * time.Second
 //	CFP_BATCH_SIZE    the number of items
 //	CFP_CONTINUATION  the continuation the host checkpoints when the command succeeds
 //
+// The account secrets COSMOS_KEY and COSMOS_CONNECTION_STRING are removed from it (secretEnv).
 // Exit status 0 means the batch was processed; any other status, or a failure to start, is a
 // handler error (the batch comes again). The child's stdout and stderr go to Stdout and Stderr
 // (discarded when nil); writes from concurrent children are serialised per Write.
@@ -36,7 +39,7 @@ type Exec struct {
 	Command string
 	Stdout  io.Writer
 	Stderr  io.Writer
-	// Env is the base environment (os.Environ() when nil).
+	// Env is the base environment (os.Environ() when nil), less the account secrets.
 	Env []string
 	// Dir is the working directory (the current one when empty).
 	Dir string
@@ -89,11 +92,25 @@ func shell(ctx context.Context, command string, killDelay time.Duration) *exec.C
 	return cmd
 }
 
+// secretEnv names the variables that hold an account's secrets. Exec and ExecLines never pass
+// them to a child (the names are matched ignoring case, as Windows does), so a delegate that
+// prints or logs its environment cannot leak the account key. The child still runs as the same
+// user: this prevents accidents, it is not a sandbox.
+var secretEnv = []string{"COSMOS_KEY", "COSMOS_CONNECTION_STRING"}
+
+// baseEnv returns a copy of env (os.Environ() when nil) without the variables of secretEnv.
 func baseEnv(env []string) []string {
 	if env == nil {
 		env = os.Environ()
 	}
-	return append([]string(nil), env...)
+	out := make([]string, 0, len(env)+4)
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(secretEnv, func(s string) bool { return strings.EqualFold(s, name) }) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func batchEnv(b feed.Batch) []string {

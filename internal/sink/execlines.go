@@ -16,7 +16,7 @@ import (
 
 // ExecLines keeps one long-lived child per lease, started with `sh -c Command`, and talks to it
 // in JSON lines, after the Kinesis MultiLangDaemon. The child's environment gets CFP_LEASE_TOKEN,
-// CFP_RANGE and CFP_OWNER.
+// CFP_RANGE and CFP_OWNER, and loses COSMOS_KEY and COSMOS_CONNECTION_STRING.
 //
 // The host writes one JSON object per line to the child's stdin:
 //
@@ -47,7 +47,7 @@ import (
 type ExecLines struct {
 	Command string
 	Stderr  io.Writer
-	// Env is the base environment (os.Environ() when nil).
+	// Env is the base environment (os.Environ() when nil), less the account secrets.
 	Env []string
 	// Dir is the working directory (the current one when empty).
 	Dir string

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,6 +119,74 @@ func TestExec_PassesBatchOnStdinAndEnvironment(t *testing.T) {
 	if stderr.String() != "oops\n" {
 		t.Fatalf("child stderr not passed through: %q", stderr.String())
 	}
+}
+
+// secretEnvFixture is an environment with both account secrets, one under a lower-case name,
+// and two variables a delegate may rely on.
+var secretEnvFixture = []string{
+	"PATH=" + os.Getenv("PATH"), "COSMOS_KEY=s3cret-key", "KEEP=1",
+	"cosmos_connection_string=AccountEndpoint=https://a.example/;AccountKey=s3cret-cs;", "COSMOS_DATABASE=shop",
+}
+
+// checkChildEnv fails unless env (the output of `env` in a child) has every want entry and no
+// account secret.
+func checkChildEnv(t *testing.T, env string, want ...string) {
+	t.Helper()
+	lines := strings.Split(env, "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			t.Errorf("child environment lacks %s:\n%s", w, env)
+		}
+	}
+	for _, l := range lines {
+		name, _, _ := strings.Cut(l, "=")
+		if strings.EqualFold(name, "COSMOS_KEY") || strings.EqualFold(name, "COSMOS_CONNECTION_STRING") || strings.Contains(l, "s3cret") {
+			t.Errorf("child environment has the account secret %q", l)
+		}
+	}
+}
+
+func TestExec_ChildEnvironmentHasNoAccountSecrets(t *testing.T) {
+	t.Parallel()
+	var stdout bytes.Buffer
+	e := &Exec{Command: "env", Env: secretEnvFixture, Stdout: &stdout}
+	if err := e.Handle(t.Context(), batch("7", `{"id":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	checkChildEnv(t, stdout.String(), "CFP_LEASE_TOKEN=7", "CFP_RANGE=-05C1DFFFFFFFFC", "CFP_BATCH_SIZE=1",
+		`CFP_CONTINUATION="42"`, "KEEP=1", "COSMOS_DATABASE=shop")
+}
+
+// TestExec_InheritedEnvironmentHasNoAccountSecrets covers cfp's own case: no Env, so the child
+// starts from the host's environment. It sets variables, so it cannot run in parallel.
+func TestExec_InheritedEnvironmentHasNoAccountSecrets(t *testing.T) {
+	t.Setenv("COSMOS_KEY", "s3cret-key")
+	t.Setenv("COSMOS_CONNECTION_STRING", "AccountEndpoint=https://a.example/;AccountKey=s3cret-cs;")
+	t.Setenv("CFP_TEST_KEEP", "1")
+	var stdout bytes.Buffer
+	e := &Exec{Command: "env", Stdout: &stdout}
+	if err := e.Handle(t.Context(), batch("7", `{"id":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	checkChildEnv(t, stdout.String(), "CFP_LEASE_TOKEN=7", "CFP_TEST_KEEP=1")
+}
+
+func TestExecLines_ChildEnvironmentHasNoAccountSecrets(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	x := &ExecLines{
+		Command: `env >&2; while read -r line; do echo '{"type":"checkpoint"}'; done`,
+		Env:     secretEnvFixture, Stderr: &stderr,
+	}
+	info := feed.LeaseInfo{Token: "0", Range: leases.Range{Min: "", Max: "05C1DFFFFFFFFC"}, Owner: "host-1"}
+	if err := x.OpenLease(t.Context(), info); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CloseLease(t.Context(), info, feed.CloseShutdown); err != nil {
+		t.Fatal(err)
+	}
+	checkChildEnv(t, stderr.String(), "CFP_LEASE_TOKEN=0", "CFP_RANGE=-05C1DFFFFFFFFC", "CFP_OWNER=host-1",
+		"KEEP=1", "COSMOS_DATABASE=shop")
 }
 
 func TestExec_NonZeroExitIsAnError(t *testing.T) {
