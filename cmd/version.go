@@ -21,7 +21,7 @@ type versionView struct {
 	Version   string `json:"version"`
 	Commit    string `json:"commit,omitempty"`
 	Date      string `json:"date,omitempty"`
-	GoVersion string `json:"goVersion"`
+	GoVersion string `json:"go_version"`
 	Platform  string `json:"platform"`
 }
 
