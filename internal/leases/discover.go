@@ -34,10 +34,14 @@ type ProcessorInfo struct {
 	LastActivity time.Time
 	// HasInfo and HasLock report the .info and .lock markers.
 	HasInfo, HasLock bool
+	// Hosts are the presence records of cfp hosts (markers, not leases), sorted by instance,
+	// expired ones included.
+	Hosts []Host
 }
 
 // Discover groups every lease and marker document of a lease container by prefix, sorted by
-// prefix. Documents that are neither are ignored.
+// prefix; cfp's host presence records count as markers. Documents that are neither are
+// ignored.
 func Discover(docs []Document) []ProcessorInfo {
 	byPrefix := map[string]*ProcessorInfo{}
 	get := func(prefix string) *ProcessorInfo {
@@ -53,6 +57,13 @@ func Discover(docs []Document) []ProcessorInfo {
 		if id == "" {
 			if o, err := parseObject(d.Body); err == nil {
 				id, _ = o.str(fID)
+			}
+		}
+		if strings.Contains(id, hostInfix) {
+			if h, err := DecodeHost(Document{ID: id, PK: d.PK, ETag: d.ETag, Body: d.Body}); err == nil {
+				p := get(h.Prefix)
+				p.Hosts = append(p.Hosts, h)
+				continue
 			}
 		}
 		if prefix, kind, ok := markerPrefix(id); ok {
@@ -85,6 +96,7 @@ func Discover(docs []Document) []ProcessorInfo {
 	out := make([]ProcessorInfo, 0, len(byPrefix))
 	for _, p := range byPrefix {
 		slices.Sort(p.Owners)
+		slices.SortFunc(p.Hosts, func(a, b Host) int { return strings.Compare(a.Instance, b.Instance) })
 		for f, n := range p.Families {
 			if n > p.Families[p.Family] || (n == p.Families[p.Family] && f < p.Family) {
 				p.Family = f
