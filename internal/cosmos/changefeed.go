@@ -179,16 +179,19 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	if sub {
 		ctx = context.WithValue(ctx, epkKey{}, rng)
 	}
+	hold := &rawFeed{}
+	ctx = context.WithValue(ctx, rawFeedKey{}, hold)
 	resp, err := c.client.ReadChangeFeed(ctx, opts)
 	if err != nil {
 		return feed.Page{}, translate(err, opInfo{op: op, missing: "container " + c.path(), rbacAction: rbacReadChangeFeed, partitionID: part.ID})
 	}
-	return pageOf(resp, part.ID, rng)
+	return pageOf(resp, hold, part.ID, rng)
 }
 
 // pageOf turns a ReadChangeFeed response for partition id and range rng into a Page, or a
-// *feed.RangeGoneError when azcosmos followed a split or merge away from that partition.
-func pageOf(resp azcosmos.ChangeFeedResponse, id string, rng leases.Range) (feed.Page, error) {
+// *feed.RangeGoneError when azcosmos followed a split or merge away from that partition. The
+// items are those the feedBodyPolicy split into hold, or else those azcosmos decoded.
+func pageOf(resp azcosmos.ChangeFeedResponse, hold *rawFeed, id string, rng leases.Range) (feed.Page, error) {
 	gone := &feed.RangeGoneError{PartitionID: id}
 	var tok compositeToken
 	if err := json.Unmarshal([]byte(resp.ContinuationToken), &tok); err != nil {
@@ -213,9 +216,13 @@ func pageOf(resp azcosmos.ChangeFeedResponse, id string, rng leases.Range) (feed
 		page.Continuation = *t
 	}
 	page.RequestCharge = float64(resp.RequestCharge)
-	page.Items = make([]json.RawMessage, len(resp.Items))
-	for i, it := range resp.Items {
-		page.Items[i] = it
+	if hold != nil && hold.ok && len(resp.Items) == 0 && resp.Count == len(hold.docs) {
+		page.Items = hold.docs
+	} else {
+		page.Items = make([]json.RawMessage, len(resp.Items))
+		for i, it := range resp.Items {
+			page.Items[i] = it
+		}
 	}
 	if len(page.Items) == 0 {
 		page.NotModified = true

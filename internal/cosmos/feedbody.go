@@ -1,0 +1,419 @@
+package cosmos
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+)
+
+// The change feed's page body is {"_rid":...,"Documents":[...],"_count":n}. azcosmos decodes it
+// whole with encoding/json into one json.RawMessage per document (validating and copying every
+// byte), which was three quarters of cfp tail's CPU; cfp only forwards the documents. So the
+// feedBodyPolicy keeps azcosmos for the request (auth, routing, retries, 410 handling,
+// continuations) but splits the page's documents itself with splitFeedBody, as sub-slices of
+// the body, and hands azcosmos the same body with an empty Documents array: azcosmos then reads
+// the same _rid, _count, headers and status it would have read, and does the same thing.
+
+// rawFeedKey is the context key of the rawFeed of one ReadPage call.
+type rawFeedKey struct{}
+
+// rawFeed receives the documents of the last change-feed response of one ReadPage call that the
+// feedBodyPolicy split. ok is false when that response was not split (not a 200, or a body the
+// scanner does not take): azcosmos then decoded the documents itself.
+type rawFeed struct {
+	docs []json.RawMessage
+	ok   bool
+}
+
+// feedBodyPolicy takes the documents out of the change-feed responses of ReadPage calls (those
+// whose context carries a *rawFeed): see above. It is a per-call policy, so it sees the final
+// response, after azcosmos's and azcore's retries. Any other request or response passes
+// untouched, and so does a body splitFeedBody refuses.
+type feedBodyPolicy struct{}
+
+func (feedBodyPolicy) Do(req *policy.Request) (*http.Response, error) {
+	raw := req.Raw()
+	hold, _ := raw.Context().Value(rawFeedKey{}).(*rawFeed)
+	resp, err := req.Next()
+	if hold == nil || raw.Method != http.MethodGet || raw.Header.Get("A-IM") == "" || !strings.HasSuffix(raw.URL.Path, "/docs") {
+		return resp, err
+	}
+	hold.docs, hold.ok = nil, false
+	if err != nil || resp == nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	body, perr := azruntime.Payload(resp)
+	if perr != nil {
+		return resp, err // azcosmos meets the same read error
+	}
+	hint, _ := strconv.Atoi(resp.Header.Get("x-ms-item-count"))
+	docs, rest, serr := splitFeedBody(body, hint)
+	if serr != nil {
+		return resp, err // azcosmos decodes it (and reports what is wrong with it)
+	}
+	hold.docs, hold.ok = docs, true
+	resp.Body = &bodyReader{Reader: bytes.NewReader(rest)}
+	resp.ContentLength = int64(len(rest))
+	return resp, err
+}
+
+// bodyReader is the response body handed to azcosmos in place of the page's.
+type bodyReader struct{ *bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// errFeedBodyUnsupported marks a body that splitFeedBody leaves to encoding/json: not an object, a
+// key spelt with escapes or another letter case, a repeated or missing Documents or _count, a
+// Documents that is not an array, a _count that is not the number of documents.
+var errFeedBodyUnsupported = errors.New("feed body left to encoding/json")
+
+// maxJSONDepth is encoding/json's nesting limit, which splitFeedBody keeps too.
+const maxJSONDepth = 10000
+
+// splitFeedBody splits a feed page body {"_rid":...,"Documents":[...],"_count":n} into its
+// documents, sub-slices of body (exactly the bytes json.RawMessage would hold, whitespace around
+// them excluded), and rest: a copy of body whose Documents array is empty, every other member
+// kept byte for byte. It accepts exactly the bodies that encoding/json accepts as JSON, and
+// returns an error wrapping errFeedBodyUnsupported for the ones it leaves to encoding/json
+// (which may stop before the end of the body: valid or not, encoding/json then judges it). hint, when positive, is the expected number of documents.
+func splitFeedBody(body []byte, hint int) (docs []json.RawMessage, rest []byte, err error) {
+	s := jsonScanner{b: body}
+	s.ws()
+	if !s.consume('{') {
+		return nil, nil, errFeedBodyUnsupported // not an object: leave it to encoding/json
+	}
+	s.depth = 1
+	arrOpen, arrClose := -1, -1
+	count := ""
+	s.ws()
+	if !s.consume('}') {
+		for {
+			s.ws()
+			ks := s.i
+			if err := s.str(); err != nil {
+				return nil, nil, err
+			}
+			key := body[ks+1 : s.i-1]
+			s.ws()
+			if !s.consume(':') {
+				return nil, nil, s.syntax("want ':'")
+			}
+			s.ws()
+			switch {
+			case bytes.IndexByte(key, '\\') >= 0:
+				return nil, nil, errFeedBodyUnsupported // could spell Documents or _count
+			case string(key) == "Documents":
+				if arrOpen >= 0 {
+					return nil, nil, errFeedBodyUnsupported
+				}
+				arrOpen = s.i
+				if docs, err = s.array(docs, hint); err != nil {
+					return nil, nil, err
+				}
+				arrClose = s.i - 1
+			case string(key) == "_count":
+				if count != "" {
+					return nil, nil, errFeedBodyUnsupported
+				}
+				vs := s.i
+				if err := s.value(); err != nil {
+					return nil, nil, err
+				}
+				count = string(body[vs:s.i])
+			case bytes.EqualFold(key, []byte("Documents")) || bytes.EqualFold(key, []byte("_count")):
+				return nil, nil, errFeedBodyUnsupported // encoding/json would match it
+			default:
+				if err := s.value(); err != nil {
+					return nil, nil, err
+				}
+			}
+			s.ws()
+			if s.consume(',') {
+				continue
+			}
+			if s.consume('}') {
+				break
+			}
+			return nil, nil, s.syntax("want ',' or '}'")
+		}
+	}
+	s.ws()
+	if s.i != len(body) {
+		return nil, nil, s.syntax("data after the object")
+	}
+	if arrOpen < 0 || count == "" {
+		return nil, nil, errFeedBodyUnsupported
+	}
+	if n, err := strconv.Atoi(count); err != nil || n != len(docs) {
+		return nil, nil, fmt.Errorf("%w: _count %s for %d documents", errFeedBodyUnsupported, count, len(docs))
+	}
+	rest = make([]byte, 0, len(body)-(arrClose-arrOpen-1))
+	rest = append(rest, body[:arrOpen+1]...)
+	rest = append(rest, body[arrClose:]...)
+	return docs, rest, nil
+}
+
+// jsonScanner walks JSON text, validating it as encoding/json does, without decoding it.
+type jsonScanner struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+func (s *jsonScanner) syntax(what string) error {
+	return fmt.Errorf("invalid feed body at offset %d: %s", s.i, what)
+}
+
+func (s *jsonScanner) consume(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+func (s *jsonScanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// array scans the array at s.i and appends its elements to out.
+func (s *jsonScanner) array(out []json.RawMessage, hint int) ([]json.RawMessage, error) {
+	if !s.consume('[') {
+		return nil, errFeedBodyUnsupported // null or another type: leave it to encoding/json
+	}
+	if s.depth++; s.depth > maxJSONDepth {
+		return nil, s.syntax("nested too deeply")
+	}
+	if hint > 0 {
+		out = make([]json.RawMessage, 0, min(hint, len(s.b)/2))
+	}
+	s.ws()
+	if s.consume(']') {
+		s.depth--
+		if out == nil {
+			out = []json.RawMessage{}
+		}
+		return out, nil
+	}
+	for {
+		s.ws()
+		start := s.i
+		if err := s.value(); err != nil {
+			return nil, err
+		}
+		out = append(out, s.b[start:s.i:s.i])
+		s.ws()
+		if s.consume(',') {
+			continue
+		}
+		if s.consume(']') {
+			s.depth--
+			return out, nil
+		}
+		return nil, s.syntax("want ',' or ']'")
+	}
+}
+
+// value scans one JSON value at s.i.
+func (s *jsonScanner) value() error {
+	if s.i >= len(s.b) {
+		return s.syntax("unexpected end")
+	}
+	switch c := s.b[s.i]; {
+	case c == '"':
+		return s.str()
+	case c == '{':
+		s.i++
+		if s.depth++; s.depth > maxJSONDepth {
+			return s.syntax("nested too deeply")
+		}
+		s.ws()
+		if s.consume('}') {
+			s.depth--
+			return nil
+		}
+		for {
+			s.ws()
+			if err := s.str(); err != nil {
+				return err
+			}
+			s.ws()
+			if !s.consume(':') {
+				return s.syntax("want ':'")
+			}
+			s.ws()
+			if err := s.value(); err != nil {
+				return err
+			}
+			s.ws()
+			if s.consume(',') {
+				continue
+			}
+			if s.consume('}') {
+				s.depth--
+				return nil
+			}
+			return s.syntax("want ',' or '}'")
+		}
+	case c == '[':
+		s.i++
+		if s.depth++; s.depth > maxJSONDepth {
+			return s.syntax("nested too deeply")
+		}
+		s.ws()
+		if s.consume(']') {
+			s.depth--
+			return nil
+		}
+		for {
+			s.ws()
+			if err := s.value(); err != nil {
+				return err
+			}
+			s.ws()
+			if s.consume(',') {
+				continue
+			}
+			if s.consume(']') {
+				s.depth--
+				return nil
+			}
+			return s.syntax("want ',' or ']'")
+		}
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || ('0' <= c && c <= '9'):
+		return s.number()
+	default:
+		return s.syntax("want a value")
+	}
+}
+
+func (s *jsonScanner) literal(lit string) error {
+	if !bytes.HasPrefix(s.b[s.i:], []byte(lit)) {
+		return s.syntax("want " + lit)
+	}
+	s.i += len(lit)
+	return nil
+}
+
+// plainString marks the bytes a string holds as they are: not a quote, a backslash or a control
+// character.
+var plainString = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str scans a string at s.i, escapes checked (bytes are not checked for UTF-8, as in
+// encoding/json).
+func (s *jsonScanner) str() error {
+	if !s.consume('"') {
+		return s.syntax("want a string")
+	}
+	b := s.b
+	i := s.i
+	for {
+		for i < len(b) && plainString[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			s.i = i
+			return s.syntax("unterminated string")
+		}
+		switch b[i] {
+		case '"':
+			s.i = i + 1
+			return nil
+		case '\\':
+			i++
+			if i >= len(b) {
+				s.i = i
+				return s.syntax("unterminated string")
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+4 >= len(b) {
+					s.i = i
+					return s.syntax("short \\u escape")
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						s.i = i
+						return s.syntax("bad \\u escape")
+					}
+				}
+				i += 5
+			default:
+				s.i = i
+				return s.syntax("bad escape")
+			}
+		default:
+			s.i = i
+			return s.syntax("control character in string")
+		}
+	}
+}
+
+// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at s.i.
+func (s *jsonScanner) number() error {
+	b := s.b
+	i := s.i
+	digits := func() bool {
+		start := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		s.i = i
+		return s.syntax("bad number")
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			s.i = i
+			return s.syntax("bad number")
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			s.i = i
+			return s.syntax("bad number")
+		}
+	}
+	s.i = i
+	return nil
+}

@@ -1,0 +1,310 @@
+package cosmos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+)
+
+// feedAux is what azcosmos decodes a change-feed body into.
+type feedAux struct {
+	ResourceID string            `json:"_rid"`
+	Documents  []json.RawMessage `json:"Documents"`
+	Count      int               `json:"_count"`
+}
+
+func TestSplitFeedBody(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		body     string
+		wantDocs []string
+		wantRest string
+		wantErr  error // nil: split; errFeedBodyUnsupported; else any syntax error
+	}{
+		{name: "page", body: `{"_rid":"abc=","Documents":[{"id":"a","n":1},{"id":"b"}],"_count":2}`,
+			wantDocs: []string{`{"id":"a","n":1}`, `{"id":"b"}`}, wantRest: `{"_rid":"abc=","Documents":[],"_count":2}`},
+		{name: "whitespace around everything", body: " {\n \"_rid\" : \"r\" ,\t\"Documents\" : [ {\"id\" : \"a\"} ,\r\n\"s\" , 12.5e-3 , [ ] , null ] , \"_count\" : 4 } \n",
+			wantDocs: []string{`{"id" : "a"}`, `"s"`, `12.5e-3`, `[ ]`, `null`}, wantErr: errFeedBodyUnsupported},
+		{name: "escapes and brackets inside strings", body: `{"Documents":[{"s":"a\"],}{[\\","u":"\u00e9\/"},"]"],"_count":2,"_rid":"x"}`,
+			wantDocs: []string{`{"s":"a\"],}{[\\","u":"\u00e9\/"}`, `"]"`}, wantRest: `{"Documents":[],"_count":2,"_rid":"x"}`},
+		{name: "empty page", body: `{"_rid":"r","Documents":[],"_count":0}`, wantDocs: []string{}, wantRest: `{"_rid":"r","Documents":[],"_count":0}`},
+		{name: "other members kept", body: `{"a":{"b":[1,true,false,null]},"Documents":[1],"_count":1,"z":-0.5E+2}`,
+			wantDocs: []string{`1`}, wantRest: `{"a":{"b":[1,true,false,null]},"Documents":[],"_count":1,"z":-0.5E+2}`},
+		{name: "count disagrees", body: `{"Documents":[1,2],"_count":3}`, wantErr: errFeedBodyUnsupported},
+		{name: "no count", body: `{"Documents":[1]}`, wantErr: errFeedBodyUnsupported},
+		{name: "no documents", body: `{"_rid":"r","_count":0}`, wantErr: errFeedBodyUnsupported},
+		{name: "documents null", body: `{"Documents":null,"_count":0}`, wantErr: errFeedBodyUnsupported},
+		{name: "key in another case", body: `{"documents":[1],"_count":1}`, wantErr: errFeedBodyUnsupported},
+		{name: "escaped key", body: `{"\u0044ocuments":[1],"_count":1}`, wantErr: errFeedBodyUnsupported},
+		{name: "repeated documents", body: `{"Documents":[1],"Documents":[2],"_count":1}`, wantErr: errFeedBodyUnsupported},
+		{name: "unterminated string", body: `{"Documents":["a],"_count":1}`, wantErr: errSyntax},
+		{name: "bad escape", body: `{"Documents":["\x"],"_count":1}`, wantErr: errSyntax},
+		{name: "control character", body: "{\"Documents\":[\"a\tb\"],\"_count\":1}", wantErr: errSyntax},
+		{name: "trailing comma", body: `{"Documents":[1,],"_count":1}`, wantErr: errSyntax},
+		{name: "leading zero", body: `{"Documents":[01],"_count":1}`, wantErr: errSyntax},
+		{name: "bad literal", body: `{"Documents":[nul],"_count":1}`, wantErr: errSyntax},
+		{name: "unbalanced", body: `{"Documents":[{"a":[1}],"_count":1}`, wantErr: errSyntax},
+		{name: "data after the object", body: `{"Documents":[],"_count":0}x`, wantErr: errSyntax},
+		{name: "not an object", body: `[{"Documents":[]}]`, wantErr: errFeedBodyUnsupported},
+		{name: "truncated", body: `{"Documents":[{"id":"a"}`, wantErr: errSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			docs, rest, err := splitFeedBody([]byte(tt.body), 0)
+			switch {
+			case tt.wantErr == errSyntax:
+				if err == nil || errors.Is(err, errFeedBodyUnsupported) {
+					t.Fatalf("splitFeedBody() error = %v, want a syntax error", err)
+				}
+				if json.Valid([]byte(tt.body)) {
+					t.Fatalf("test body is valid JSON")
+				}
+				return
+			case tt.wantErr != nil && tt.wantDocs == nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("splitFeedBody() error = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if tt.wantErr != nil { // the whitespace case: _count 4 for 5 documents
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("splitFeedBody() error = %v, want %v", err, tt.wantErr)
+				}
+				fixed := strings.Replace(tt.body, `"_count" : 4`, `"_count" : 5`, 1)
+				if docs, rest, err = splitFeedBody([]byte(fixed), 0); err != nil {
+					t.Fatalf("splitFeedBody(count fixed) error = %v", err)
+				}
+				tt.wantRest = strings.Replace(fixed, tt.body[strings.Index(tt.body, "[")+1:strings.LastIndex(tt.body, "]")], "", 1)
+			} else if err != nil {
+				t.Fatalf("splitFeedBody() error = %v", err)
+			}
+			got := make([]string, len(docs))
+			for i, d := range docs {
+				got[i] = string(d)
+			}
+			if strings.Join(got, "|") != strings.Join(tt.wantDocs, "|") || (docs == nil) != (tt.wantDocs == nil) {
+				t.Errorf("documents = %q, want %q", got, tt.wantDocs)
+			}
+			if string(rest) != tt.wantRest {
+				t.Errorf("rest = %s, want %s", rest, tt.wantRest)
+			}
+		})
+	}
+}
+
+// errSyntax marks the table cases that must fail as invalid JSON.
+var errSyntax = errors.New("syntax")
+
+// FuzzSplitFeedBody checks splitFeedBody against encoding/json: it reports a syntax error only
+// for invalid JSON, splits only valid JSON, and when it splits, it yields the documents
+// json.Unmarshal yields and a rest that decodes to the same _rid and _count with no documents.
+// (A body it leaves to encoding/json is judged by encoding/json, so no claim is made on it.)
+func FuzzSplitFeedBody(f *testing.F) {
+	for _, s := range []string{
+		`{"_rid":"abc=","Documents":[{"id":"a","n":1},{"id":"b"}],"_count":2}`,
+		`{"Documents":[{"s":"a\"],}{[\\","u":"\u00e9\/"},"]"],"_count":2,"_rid":"x"}`,
+		` {"_rid" : "r" , "Documents" : [ [ ] , -1.5e3 , true ] , "_count" : 3 } `,
+		`{"Documents":[],"_count":0}`,
+		`{"documents":[1],"_count":1}`,
+		`{"Documents":[01],"_count":1}`,
+		`{"Documents":["\ud83d\ude00",{"a":{"b":[null,false]}}],"_count":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		docs, rest, err := splitFeedBody(body, 0)
+		valid := json.Valid(body)
+		switch {
+		case errors.Is(err, errFeedBodyUnsupported):
+			return
+		case err != nil:
+			if valid {
+				t.Fatalf("splitFeedBody(%q) = %v on valid JSON", body, err)
+			}
+			return
+		case !valid:
+			t.Fatalf("splitFeedBody(%q) accepted invalid JSON", body)
+		}
+		var want feedAux
+		if err := json.Unmarshal(body, &want); err != nil {
+			// A member of another type (a _rid number): azcosmos fails on rest alike.
+			var got feedAux
+			if json.Unmarshal(rest, &got) == nil {
+				t.Fatalf("body %q fails to decode (%v) but rest %q decodes", body, err, rest)
+			}
+			return
+		}
+		if len(docs) != len(want.Documents) || want.Count != len(docs) {
+			t.Fatalf("splitFeedBody(%q) = %d documents, encoding/json %d (_count %d)", body, len(docs), len(want.Documents), want.Count)
+		}
+		for i := range docs {
+			if !bytes.Equal(docs[i], want.Documents[i]) {
+				t.Fatalf("document %d = %q, encoding/json %q", i, docs[i], want.Documents[i])
+			}
+		}
+		var got feedAux
+		if err := json.Unmarshal(rest, &got); err != nil {
+			t.Fatalf("rest %q does not decode: %v", rest, err)
+		}
+		if got.ResourceID != want.ResourceID || got.Count != want.Count || len(got.Documents) != 0 {
+			t.Fatalf("rest %q decodes to %+v, want _rid %q, _count %d, no documents", rest, got, want.ResourceID, want.Count)
+		}
+	})
+}
+
+// fakeTransport answers each request with the next of its responses.
+type fakeTransport struct {
+	resps []*http.Response
+	calls int
+}
+
+func (f *fakeTransport) Do(req *http.Request) (*http.Response, error) {
+	r := f.resps[min(f.calls, len(f.resps)-1)]
+	f.calls++
+	r.Request = req
+	return r, nil
+}
+
+func response(status int, body string, header ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body))}
+}
+
+// TestFeedBodyPolicy runs the policy in an azcore pipeline, in the place azcosmos gives it
+// (per call, before the retries), over a fake transport.
+func TestFeedBodyPolicy(t *testing.T) {
+	t.Parallel()
+	const page = `{"_rid":"r=","Documents":[{"id":"a"},{"id":"b","x":[1,2]}],"_count":2}`
+	const minimal = `{"_rid":"r=","Documents":[],"_count":2}`
+	tests := []struct {
+		name     string
+		resps    []*http.Response
+		feed     bool   // a change-feed read (A-IM, .../docs)
+		hold     bool   // the ReadPage context value
+		wantDocs string // "" when the policy must not split
+		wantBody string
+		wantCode int
+	}{
+		{name: "200 with items", resps: []*http.Response{response(200, page, "x-ms-item-count", "2")}, feed: true, hold: true,
+			wantDocs: `{"id":"a"}|{"id":"b","x":[1,2]}`, wantBody: minimal, wantCode: 200},
+		{name: "429 retried, then 200", resps: []*http.Response{response(429, `{"code":"429"}`, "x-ms-retry-after-ms", "1"), response(200, page)},
+			feed: true, hold: true, wantDocs: `{"id":"a"}|{"id":"b","x":[1,2]}`, wantBody: minimal, wantCode: 200},
+		{name: "304", resps: []*http.Response{response(304, "")}, feed: true, hold: true, wantBody: "", wantCode: 304},
+		{name: "410 split left to azcosmos", resps: []*http.Response{response(410, `{"code":"Gone"}`, "x-ms-substatus", "1002")},
+			feed: true, hold: true, wantBody: `{"code":"Gone"}`, wantCode: 410},
+		{name: "body it does not take", resps: []*http.Response{response(200, `{"Documents":[1],"_count":7}`)}, feed: true, hold: true,
+			wantBody: `{"Documents":[1],"_count":7}`, wantCode: 200},
+		{name: "other calls untouched", resps: []*http.Response{response(200, page)}, feed: true, hold: false, wantBody: page, wantCode: 200},
+		{name: "not a change-feed read", resps: []*http.Response{response(200, page)}, feed: false, hold: true, wantBody: page, wantCode: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tr := &fakeTransport{resps: tt.resps}
+			pl := azruntime.NewPipeline("cfp-test", "v0", azruntime.PipelineOptions{}, &policy.ClientOptions{
+				Transport:       tr,
+				PerCallPolicies: []policy.Policy{feedBodyPolicy{}},
+				Retry:           policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 10 * time.Millisecond},
+			})
+			ctx := context.Background()
+			hold := &rawFeed{docs: []json.RawMessage{json.RawMessage(`"stale"`)}, ok: true}
+			if tt.hold {
+				ctx = context.WithValue(ctx, rawFeedKey{}, hold)
+			}
+			url := "http://localhost:8081/dbs/db/colls/c/docs"
+			if !tt.feed {
+				url = "http://localhost:8081/dbs/db/colls/c/pkranges"
+			}
+			req, err := azruntime.NewRequest(ctx, http.MethodGet, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Raw().Header.Set("A-IM", "Incremental Feed")
+			resp, err := pl.Do(req)
+			if err != nil {
+				t.Fatalf("pipeline error = %v", err)
+			}
+			if tr.calls != len(tt.resps) {
+				t.Errorf("transport called %d times, want %d", tr.calls, len(tt.resps))
+			}
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("status = %d, want %d", resp.StatusCode, tt.wantCode)
+			}
+			body, err := azruntime.Payload(resp)
+			if err != nil || string(body) != tt.wantBody {
+				t.Errorf("body azcosmos reads = %q, %v; want %q", body, err, tt.wantBody)
+			}
+			if !tt.hold {
+				return
+			}
+			if !tt.feed {
+				if !hold.ok || len(hold.docs) != 1 {
+					t.Errorf("hold = %q (ok %v), want it untouched", hold.docs, hold.ok)
+				}
+				return
+			}
+			got := make([]string, len(hold.docs))
+			for i, d := range hold.docs {
+				got[i] = string(d)
+			}
+			if tt.wantDocs == "" {
+				if hold.ok || len(hold.docs) != 0 {
+					t.Errorf("hold = %q (ok %v), want cleared", got, hold.ok)
+				}
+				return
+			}
+			if !hold.ok || strings.Join(got, "|") != tt.wantDocs {
+				t.Errorf("hold = %q (ok %v), want %s", got, hold.ok, tt.wantDocs)
+			}
+		})
+	}
+}
+
+// TestContainer_ReadPage_ItemsAreSafe: the items ReadPage splits from one page body are the
+// documents in order, and appending to one never overwrites the next.
+func TestContainer_ReadPage_ItemsAreSafe(t *testing.T) {
+	t.Parallel()
+	a := openLocal(t, 1)
+	c := newFeedContainer(t, a)
+	want := upsert(t, c, somePKs, 0, 25)
+	req := feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 10}
+	var got []string
+	for range 10 {
+		page, err := c.ReadPage(context.Background(), req)
+		if err != nil {
+			t.Fatalf("ReadPage() error = %v", err)
+		}
+		if page.NotModified {
+			break
+		}
+		for i := range page.Items {
+			_ = append(page.Items[i], `,"clobbered"`...)
+		}
+		for _, it := range page.Items {
+			if !json.Valid(it) {
+				t.Fatalf("item %q is not valid JSON after appending to its neighbour", it)
+			}
+			got = append(got, idOf(it))
+		}
+		req.Start = feed.StartFrom{Kind: feed.StartContinuation, Continuation: page.Continuation}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("ids = %v, want %v", got, want)
+	}
+}
