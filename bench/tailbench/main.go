@@ -58,6 +58,7 @@ type config struct {
 	writers    int
 	dir        string
 	cfp        string
+	before     string
 	keep       bool
 	runs       int
 }
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&cfg.writers, "writers", 64, "concurrent upserts while generating the data")
 	flag.StringVar(&cfg.dir, "dir", "", "data directory (default: a temporary one, removed at the end)")
 	flag.StringVar(&cfg.cfp, "cfp", "", "cfp binary to run for (c) (default: go build . into a temporary directory)")
+	flag.StringVar(&cfg.before, "before", "", "another cfp binary (an earlier build) whose tail, against its own `cfp emulator`, runs alternately with (c)'s as `before`")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the data directory")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each contender; the fastest counts (the machine may be shared)")
 	flag.Parse()
@@ -160,7 +162,7 @@ func run(cfg config) error {
 		return err
 	}
 
-	local, err := best(cfg.runs, func() (result, error) { return tail(cfg, "--local="+cfg.dir) })
+	local, err := best(cfg.runs, func() (result, error) { return tail(cfg, cfg.cfp, "--local="+cfg.dir) })
 	if err != nil {
 		return err
 	}
@@ -183,17 +185,41 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	c, err := best(cfg.runs, func() (result, error) { return tail(cfg, "--endpoint="+srv.endpoint) })
-	if err != nil {
-		return err
-	}
 	if err := srv.stop(); err != nil {
 		return err
+	}
+	// (c) and, with -before, the earlier build's tail: each run against its own binary's
+	// emulator (one process holds the data directory at a time), alternately, so both see the
+	// same machine load.
+	var c, before result
+	for i := range max(cfg.runs, 1) {
+		for _, bin := range []string{cfg.before, cfg.cfp} {
+			if bin == "" {
+				continue
+			}
+			r, err := serveAndTail(cfg, bin)
+			if err != nil {
+				return err
+			}
+			acc := &c
+			if bin == cfg.before {
+				acc, r.name = &before, "before"
+			}
+			rss, anon := max(acc.rssKB, r.rssKB), max(acc.anonKB, r.anonKB)
+			if i == 0 || r.took < acc.took {
+				*acc = r
+			}
+			acc.rssKB, acc.anonKB = rss, anon
+		}
 	}
 
 	fmt.Printf("documents: %d, partitions: %d, body: ~%d B, page size: %d, CPUs: %d, best of %d runs\n",
 		cfg.docs, cfg.partitions, cfg.bodyBytes, cfg.pageSize, runtime.NumCPU(), cfg.runs)
-	for _, r := range []result{a, b, c, local} {
+	rows := []result{a, b, c, local}
+	if cfg.before != "" {
+		rows = append(rows, before)
+	}
+	for _, r := range rows {
 		line := fmt.Sprintf("%-6s %9d items %9.3fs %10.0f items/s", r.name, r.items, r.took.Seconds(), r.rate())
 		if r.rssKB > 0 {
 			line += fmt.Sprintf("   peak RSS %.1f MB", float64(r.rssKB)/1024)
@@ -205,7 +231,24 @@ func run(cfg config) error {
 	}
 	fmt.Printf("c/a = %.2f (goal >= 0.4)   c/b = %.2f (goal >= 1.5)   local/a = %.2f\n",
 		c.rate()/a.rate(), c.rate()/b.rate(), local.rate()/a.rate())
+	if cfg.before != "" {
+		fmt.Printf("before/a = %.2f   c/before = %.2f\n", before.rate()/a.rate(), c.rate()/before.rate())
+	}
 	return nil
+}
+
+// serveAndTail runs one (c): `cfp emulator` of binary bin on the data, and bin's tail against it.
+func serveAndTail(cfg config, bin string) (result, error) {
+	cfg.cfp = bin
+	srv, err := serve(cfg)
+	if err != nil {
+		return result{}, err
+	}
+	r, err := tail(cfg, bin, "--endpoint="+srv.endpoint)
+	if serr := srv.stop(); err == nil {
+		err = serr
+	}
+	return r, err
 }
 
 // server is a `cfp emulator` child process.
@@ -377,7 +420,7 @@ var summaryRE = regexp.MustCompile(`tail caught up: (\d+) change`)
 
 // tail is (c): cfp tail as a child process, stdout to /dev/null. --log-level info makes it
 // print its summary line on stderr, which says how many changes it wrote.
-func tail(cfg config, account string) (result, error) {
+func tail(cfg config, bin, account string) (result, error) {
 	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		return result{}, err
@@ -391,9 +434,9 @@ func tail(cfg config, account string) (result, error) {
 	// parent of its own, or else from sampling the child's VmHWM.
 	rssFile := filepath.Join(os.TempDir(), fmt.Sprintf("tailbench-rss-%d", os.Getpid()))
 	defer os.Remove(rssFile)
-	name := cfg.cfp
+	name := bin
 	if _, err := os.Stat("/usr/bin/time"); err == nil {
-		args = append([]string{"-f", "%M", "-o", rssFile, cfg.cfp}, args...)
+		args = append([]string{"-f", "%M", "-o", rssFile, bin}, args...)
 		name = "/usr/bin/time"
 	}
 	cmd := exec.Command(name, args...)
@@ -403,7 +446,7 @@ func tail(cfg config, account string) (result, error) {
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}
-	peaks := sample(cmd.Process.Pid, name != cfg.cfp)
+	peaks := sample(cmd.Process.Pid, name != bin)
 	err = cmd.Wait()
 	took := time.Since(start)
 	hwm, anon := peaks()
