@@ -308,3 +308,41 @@ func TestContainer_ReadPage_ItemsAreSafe(t *testing.T) {
 		t.Fatalf("ids = %v, want %v", got, want)
 	}
 }
+
+// TestTail_SplitWhileTailing: a tail through azcosmos and the feed body policy, over a partition
+// that splits mid-tail while more changes arrive, delivers every change exactly once.
+func TestTail_SplitWhileTailing(t *testing.T) {
+	t.Parallel()
+	a := openLocal(t, 1)
+	c := newFeedContainer(t, a)
+	want := upsert(t, c, somePKs, 0, 300)
+	seen := map[string]int{}
+	split := false
+	sum, err := feed.Tail(context.Background(), c, feed.TailOptions{
+		Start: feed.StartFrom{Kind: feed.StartBeginning}, ExitAtEnd: true, PageSize: 40, Poll: time.Millisecond,
+	}, func(ch feed.Change) error {
+		seen[idOf(ch.Item)]++
+		if len(seen) == 100 && !split {
+			split = true
+			if _, err := a.Emulator().Split("db", "orders", "0"); err != nil {
+				return err
+			}
+			want = append(want, upsert(t, c, somePKs, 300, 30)...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Tail() error = %v", err)
+	}
+	if sum.Splits != 1 || sum.Ranges != 2 {
+		t.Errorf("summary: %d splits, %d ranges; want 1 split into 2 ranges", sum.Splits, sum.Ranges)
+	}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("%s delivered %d times, want once", id, seen[id])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("delivered %d distinct changes, want %d", len(seen), len(want))
+	}
+}
