@@ -2,6 +2,7 @@ package cosmos
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -324,6 +325,14 @@ var plainString = func() (t [256]bool) {
 	return t
 }()
 
+// specialIn reports whether any of the eight bytes in x is a quote, a backslash or a control
+// character (the SWAR tests of "Bit Twiddling Hacks": hasless and haszero).
+func specialIn(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
+	return ((x-ones*0x20)&^x&highs)|zero(x^(ones*'"'))|zero(x^(ones*'\\')) != 0
+}
+
 // str scans a string at s.i, escapes checked (bytes are not checked for UTF-8, as in
 // encoding/json).
 func (s *jsonScanner) str() error {
@@ -333,6 +342,10 @@ func (s *jsonScanner) str() error {
 	b := s.b
 	i := s.i
 	for {
+		// Eight bytes at a time while none is special, then byte by byte.
+		for i+8 <= len(b) && !specialIn(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plainString[b[i]] {
 			i++
 		}
