@@ -10,35 +10,57 @@ import (
 )
 
 // PlanAcquire decides which leases self should try to take in one balancing cycle, from a
-// listing of every lease of the processor. It follows .NET's EqualPartitionsBalancingStrategy
-// (spec/leases.md §5.2):
+// listing of every lease of the processor, when only the hosts that own leases are known. It
+// is PlanAcquireWithHosts without presence records.
+func PlanAcquire(all []*leases.Lease, self string, now time.Time, expiration time.Duration) []*leases.Lease {
+	return PlanAcquireWithHosts(all, nil, self, now, expiration)
+}
+
+// PlanAcquireWithHosts decides which leases self should try to take in one balancing cycle,
+// from a listing of every lease of the processor and the names of the live hosts, those that
+// own no lease included (from their presence records: see leases.LiveHosts). It follows .NET's
+// EqualPartitionsBalancingStrategy (spec/leases.md §5.2):
 //
 //   - a lease is free when it has no owner or is expired (now - Timestamp > expiration);
-//     every other lease counts for its owner, and the live owners plus self are the hosts;
+//     every other lease counts for its owner; the hosts are the live owners, self and hosts
+//     (a name that owns leases, or equals self, case-insensitively, counts once);
 //   - target = ceil(leases / hosts), at least 1; self wants target minus what it holds;
-//   - free leases are taken first, in listing order, up to what self wants;
+//   - free leases are taken first, up to what self wants;
 //   - when no lease is free, self steals from the busiest host.
 //
-// One difference: .NET steals at most one lease per cycle, so a new host among h hosts that
-// hold n leases needs about n/h cycles to get its share. PlanAcquire keeps stealing in the same
+// Four differences. First, hosts that own no lease count (.NET sees only owners): with them,
+// hosts that start together, or join a busy host, aim at their fair share from the first
+// cycle instead of at every lease or at half of them.
+//
+// Second, when the leases do not divide evenly, only the hosts that hold the most now (the
+// smaller name first on a tie) aim at target; the others aim at one less, so that the shares
+// add up to the leases and no lease has to move twice.
+//
+// Third, .NET steals at most one lease per cycle, so a new host among h hosts that hold n
+// leases needs about n/h cycles to get its share. A host here keeps stealing in the same
 // cycle, each time from the host that is busiest after the steals already planned, as long as
-// that host holds at least two more leases than self would: every steal strictly evens the
-// spread, self never goes past target, and no host is left with fewer leases than self.
-// That is .NET's own steal condition applied repeatedly (with self below target, "busiest >
-// target - (needed > 1 ? 1 : 0)" means "busiest >= self + 2"), so a cfp host never takes a
-// lease that a .NET host would not also have taken over a few cycles, and two cfp hosts never
-// pass a lease back and forth. Stolen leases are taken from the start of the listing, like .NET.
+// that host holds at least two more leases than the stealer would: every steal strictly evens
+// the spread, no host goes past target, and no host is left with fewer leases than the
+// stealer. That is .NET's own steal condition applied repeatedly (with the stealer below
+// target, "busiest > target - (needed > 1 ? 1 : 0)" means "busiest >= self + 2"), so a cfp
+// host never takes a lease that a .NET host would not also have taken over a few cycles, and
+// two cfp hosts never pass a lease back and forth.
+//
+// Fourth, hosts that plan at the same time would all reach for the same leases (the first
+// free ones, the first of the busiest host's): self plans as if every host whose name sorts
+// before its own had already taken its share, so hosts that see the same listing plan
+// disjoint sets and none wastes a cycle on a lease another host wins. Each host first takes
+// the free leases that a handoff request names it for (properties["cfpHandoff"]), then, in
+// name order, the other free leases in listing order, then steals, from the start of the
+// listing like .NET.
 //
 // Owners are compared with self case-insensitively, as .NET matches its own instance name.
 // When two leases carry the same token (which makes .NET's cycle fail) only the first one
 // counts. The result is in the order the leases should be tried; leases self already holds
 // and that are live are never part of it.
-func PlanAcquire(all []*leases.Lease, self string, now time.Time, expiration time.Duration) []*leases.Lease {
+func PlanAcquireWithHosts(all []*leases.Lease, hosts []string, self string, now time.Time, expiration time.Duration) []*leases.Lease {
+	b := balancer{counts: map[string]int{self: 0}, stealable: map[string][]*leases.Lease{}, taken: map[*leases.Lease]bool{}}
 	seen := make(map[string]bool, len(all))
-	var free []*leases.Lease
-	counts := map[string]int{} // live owner -> leases
-	byOwner := map[string][]*leases.Lease{}
-	mine := 0
 	total := 0
 	for _, l := range all {
 		if l == nil || seen[l.Token] {
@@ -47,51 +69,157 @@ func PlanAcquire(all []*leases.Lease, self string, now time.Time, expiration tim
 		seen[l.Token] = true
 		total++
 		if l.Expired(now, expiration) {
-			free = append(free, l)
+			b.free = append(b.free, l)
 			continue
 		}
-		if strings.EqualFold(l.Owner, self) {
-			mine++
-			continue
+		owner := l.Owner
+		if strings.EqualFold(owner, self) {
+			owner = self
+		} else {
+			b.stealable[owner] = append(b.stealable[owner], l)
 		}
-		counts[l.Owner]++
-		byOwner[l.Owner] = append(byOwner[l.Owner], l)
+		b.counts[owner]++
 	}
 	if total == 0 {
 		return nil
 	}
-	hosts := len(counts) + 1
-	target := max(1, (total+hosts-1)/hosts)
-	needed := target - mine
-	if needed <= 0 {
+	for _, h := range hosts {
+		if strings.TrimSpace(h) != "" && b.host(h) == "" {
+			b.counts[h] = 0
+		}
+	}
+	b.order = make([]string, 0, len(b.counts))
+	for h := range b.counts {
+		b.order = append(b.order, h)
+	}
+	slices.Sort(b.order)
+	// Each host's share: target = ceil(leases / hosts) for the hosts that hold the most now
+	// (the smaller name first on a tie), one less for the others, so that the shares add up
+	// to the leases and the hosts that start from nothing do not take the extra ones.
+	n := len(b.order)
+	target := max(1, (total+n-1)/n)
+	b.share = make(map[string]int, n)
+	byCount := slices.Clone(b.order)
+	slices.SortStableFunc(byCount, func(x, y string) int { return cmp.Compare(b.counts[y], b.counts[x]) })
+	for i, h := range byCount {
+		b.share[h] = target
+		if total%n != 0 && i >= total%n {
+			b.share[h] = total / n
+		}
+	}
+	if b.counts[self] >= b.share[self] {
 		return nil
 	}
-	if len(free) > 0 {
-		return free[:min(needed, len(free))]
-	}
-
-	owners := make([]string, 0, len(counts))
-	for o := range counts {
-		owners = append(owners, o)
-	}
-	var plan []*leases.Lease
-	for mine < target {
-		// The busiest host after the steals planned so far; ties go to the smaller name so
-		// that the plan is deterministic.
-		busiest := slices.MaxFunc(owners, func(a, b string) int {
-			if c := cmp.Compare(counts[a], counts[b]); c != 0 {
-				return c
-			}
-			return strings.Compare(b, a)
-		})
-		if counts[busiest] < mine+2 {
-			break
+	b.reserved = make(map[*leases.Lease]string, len(b.free))
+	for _, l := range b.free {
+		if _, to, ok := strings.Cut(l.Properties[handoffKey], handoffSep); ok {
+			b.reserved[l] = b.host(to)
 		}
-		victim := byOwner[busiest][0]
-		byOwner[busiest] = byOwner[busiest][1:]
-		counts[busiest]--
-		mine++
-		plan = append(plan, victim)
+	}
+	// Every host takes the leases handed off to it first; then the hosts up to self take free
+	// leases, then steal (the hosts after self cannot change self's plan).
+	var plan []*leases.Lease
+	for _, h := range b.order {
+		if got := b.takeReserved(h); h == self {
+			plan = got
+		}
+	}
+	for _, pass := range []func(h string) []*leases.Lease{b.takeFree, b.steal} {
+		for _, h := range b.order {
+			got := pass(h)
+			if h == self {
+				plan = append(plan, got...)
+				break
+			}
+		}
 	}
 	return plan
+}
+
+// balancer is the state of PlanAcquireWithHosts's simulation: every host's lease count after
+// the takes planned so far.
+type balancer struct {
+	share     map[string]int             // host -> leases it should hold
+	order     []string                   // the hosts, sorted
+	counts    map[string]int             // host -> live leases + planned
+	stealable map[string][]*leases.Lease // owner -> live leases not planned yet (self's excluded)
+	free      []*leases.Lease            // free and expired leases, in listing order
+	reserved  map[*leases.Lease]string   // free lease -> host a handoff request names ("": none)
+	taken     map[*leases.Lease]bool     // leases planned for some host
+}
+
+// host returns the host named name, compared case-insensitively, or "".
+func (b *balancer) host(name string) string {
+	if _, ok := b.counts[name]; ok {
+		return name
+	}
+	for h := range b.counts {
+		if strings.EqualFold(h, name) {
+			return h
+		}
+	}
+	return ""
+}
+
+func (b *balancer) take(h string, l *leases.Lease) {
+	b.taken[l] = true
+	b.counts[h]++
+}
+
+// takeReserved plans for h the free leases handed off to it.
+func (b *balancer) takeReserved(h string) []*leases.Lease {
+	var out []*leases.Lease
+	for _, l := range b.free {
+		if b.counts[h] >= b.share[h] {
+			break
+		}
+		if !b.taken[l] && b.reserved[l] == h {
+			b.take(h, l)
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// takeFree plans for h the free leases nobody took yet, in listing order.
+func (b *balancer) takeFree(h string) []*leases.Lease {
+	var out []*leases.Lease
+	for _, l := range b.free {
+		if b.counts[h] >= b.share[h] {
+			break
+		}
+		if !b.taken[l] {
+			b.take(h, l)
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// steal plans for h leases of the busiest hosts while h is below its share and the busiest host
+// holds at least two more than h.
+func (b *balancer) steal(h string) []*leases.Lease {
+	var out []*leases.Lease
+	for b.counts[h] < b.share[h] {
+		// The busiest host with a lease left to give, after the takes planned so far; ties go
+		// to the smaller name so that the plan is deterministic.
+		busiest := ""
+		for _, o := range b.order {
+			if o == h || len(b.stealable[o]) == 0 {
+				continue
+			}
+			if busiest == "" || cmp.Compare(b.counts[o], b.counts[busiest]) > 0 {
+				busiest = o
+			}
+		}
+		if busiest == "" || b.counts[busiest] < b.counts[h]+2 {
+			break
+		}
+		victim := b.stealable[busiest][0]
+		b.stealable[busiest] = b.stealable[busiest][1:]
+		b.counts[busiest]--
+		b.take(h, victim)
+		out = append(out, victim)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,26 +29,62 @@ const (
 	handoffSep = ">"
 )
 
-// balanceLoop runs an acquire cycle at once and then every AcquireInterval until ctx ends.
+// balanceLoop runs an acquire cycle at once and then every AcquireInterval until ctx ends,
+// then deletes this host's presence record.
+//
+// A host that holds more than its share while another live host holds less expects handoff
+// requests: it checks for them once more half way to its next cycle, so that a lease moves
+// within one cycle of the requester (ask, then take) more often than not.
 func (p *Processor) balanceLoop(ctx context.Context) {
-	p.acquireCycle(ctx, true)
+	defer p.withdraw(ctx)
 	t := time.NewTicker(p.opts.AcquireInterval)
 	defer t.Stop()
+	watch := time.NewTimer(p.opts.AcquireInterval / 2)
+	defer watch.Stop()
+	donor := p.acquireCycle(ctx, true)
 	for {
+		if !donor {
+			watch.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.acquireCycle(ctx, false)
+			donor = p.acquireCycle(ctx, false)
+			watch.Reset(p.opts.AcquireInterval / 2)
+		case <-watch.C:
+			p.answerHandoffs(ctx)
+			donor = false
 		}
 	}
 }
 
-// acquireCycle lists the leases, answers handoff requests for leases this host holds, plans
-// with PlanAcquire and acquires (or asks for) the plan. The first cycle also takes back every
-// lease that still names this instance, live or not, as .NET does at start-up.
-func (p *Processor) acquireCycle(ctx context.Context, first bool) {
+// answerHandoffs lists the leases and hands off those this host holds that another host asked
+// for (within its fair share, see checkHandoff).
+func (p *Processor) answerHandoffs(ctx context.Context) {
 	all, err := p.store.List(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.infraError(ctx, "list leases", "", err)
+		}
+		return
+	}
+	for _, l := range all {
+		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
+			p.checkHandoff(ol, l)
+		}
+	}
+}
+
+// acquireCycle refreshes this host's presence record, lists the leases and the presence
+// records, answers handoff requests for leases this host holds, plans with
+// PlanAcquireWithHosts and acquires (or asks for) the plan. The first cycle also takes back
+// every lease that still names this instance, live or not, as .NET does at start-up. It
+// reports whether this host holds more than its fair share while another live host holds
+// less (a donor, which should expect handoff requests).
+func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
+	p.announce(ctx)
+	all, hosts, err := p.store.ListWithHosts(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.infraError(ctx, "list leases", "", err)
@@ -60,9 +97,6 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) {
 
 	candidates := make([]*leases.Lease, 0, len(all))
 	for _, l := range all {
-		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
-			p.checkHandoff(ol, l)
-		}
 		if to, ok := p.coolingDown(l.Token, now); ok && l.Expired(now, p.opts.Expiration) {
 			// Handed off lately and not taken yet: count it for the host that asked for it,
 			// so that this host does not plan to take it back.
@@ -71,7 +105,15 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) {
 		}
 		candidates = append(candidates, l)
 	}
-	plan := PlanAcquire(candidates, p.opts.Instance, now, p.opts.Expiration)
+	live := leases.LiveHosts(candidates, hosts, now, p.opts.Expiration)
+	floor := p.setFloor(len(all), live)
+	for _, l := range all {
+		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
+			p.checkHandoff(ol, l)
+		}
+	}
+	donor = p.holding() > floor && hungry(candidates, live, p.opts.Instance, floor, now, p.opts.Expiration)
+	plan := PlanAcquireWithHosts(candidates, live, p.opts.Instance, now, p.opts.Expiration)
 	if first {
 		var mine []*leases.Lease
 		for _, l := range all {
@@ -113,6 +155,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) {
 		p.log.Info("lease acquired", "lease", l.Token, "range", l.Range.String(), "from", from)
 		p.start(acquired)
 	}
+	return donor
 }
 
 // acquire takes l (free, expired, or stolen) if its owner has not changed since it was
@@ -184,17 +227,103 @@ func handoffAsked(l *leases.Lease, owner string) bool {
 	return ok && strings.EqualFold(from, owner) && !strings.EqualFold(to, owner)
 }
 
-// checkHandoff stops the worker of ol when l (its newest version) asks for a handoff.
+// checkHandoff stops the worker of ol when l (its newest version) asks for a handoff, unless
+// this host would be left with less than its fair share (the floor of the last cycle): a
+// request made from an older view of the hosts waits until the views agree.
 func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) {
 	if l == nil || !handoffAsked(l, p.opts.Instance) || ol.ctx.Err() != nil {
 		return
 	}
 	_, to, _ := strings.Cut(l.Properties[handoffKey], handoffSep)
 	p.hoMu.Lock()
+	defer p.hoMu.Unlock()
+	if ol.ctx.Err() != nil {
+		return // handed off by a concurrent check
+	}
+	if held := p.holding(); held <= p.floor {
+		p.log.Debug("lease handoff refused: at the fair share", "lease", l.Token, "to", to, "held", held)
+		return
+	}
 	p.handedOff[l.Token] = handoffAsk{owner: to, at: p.opts.Now()}
-	p.hoMu.Unlock()
 	p.log.Info("lease handoff", "lease", l.Token, "to", to)
 	ol.cancel(errHandoff)
+}
+
+// setFloor records and returns this host's fair share after a listing of n leases among the
+// live hosts (self counted even when absent): a handoff request never takes it below that.
+func (p *Processor) setFloor(n int, live []string) int {
+	hosts := len(live)
+	if !slices.ContainsFunc(live, func(h string) bool { return strings.EqualFold(h, p.opts.Instance) }) {
+		hosts++
+	}
+	p.hoMu.Lock()
+	defer p.hoMu.Unlock()
+	p.floor = n / hosts
+	return p.floor
+}
+
+// hungry reports whether a live host other than self holds fewer than floor live leases.
+func hungry(ls []*leases.Lease, live []string, self string, floor int, now time.Time, expiration time.Duration) bool {
+	held := map[string]int{}
+	for _, l := range ls {
+		if !l.Expired(now, expiration) {
+			held[strings.ToLower(l.Owner)]++
+		}
+	}
+	for _, h := range live {
+		if !strings.EqualFold(h, self) && held[strings.ToLower(h)] < floor {
+			return true
+		}
+	}
+	return false
+}
+
+// holding counts the leases whose worker is not stopping.
+func (p *Processor) holding() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, ol := range p.owned {
+		if ol.ctx.Err() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// announce writes this host's presence record (see leases.Host), so that the other cfp hosts
+// count it before it owns a lease. A failure is logged (rate-limited) and otherwise ignored:
+// without the record, the others see this host once it owns leases, as .NET hosts do.
+func (p *Processor) announce(ctx context.Context) {
+	_, err := p.store.Announce(ctx, p.opts.Instance, max(leases.DefaultHostTTL, 2*p.opts.Expiration))
+	if err != nil {
+		if ctx.Err() == nil {
+			p.warnLimited(ctx, "announce host", err)
+		}
+		return
+	}
+	p.limit.reset("announce host\x00")
+}
+
+// withdraw deletes this host's presence record, under a fresh deadline: at shutdown, so that
+// the other hosts stop counting it at their next cycle.
+func (p *Processor) withdraw(ctx context.Context) {
+	fctx, cancel := p.fresh(ctx)
+	defer cancel()
+	if err := p.store.Withdraw(fctx, p.opts.Instance); err != nil {
+		p.warnLimited(ctx, "withdraw host", err)
+	}
+}
+
+// warnLimited logs a failed lease-container operation, rate-limited, without an error event.
+func (p *Processor) warnLimited(ctx context.Context, op string, err error) {
+	if ok, suppressed := p.limit.allow(op + "\x00"); ok {
+		attrs := []any{"op", op, "err", err}
+		if suppressed > 0 {
+			attrs = append(attrs, "suppressed", suppressed)
+		}
+		p.log.WarnContext(ctx, "lease operation failed", attrs...)
+	}
 }
 
 // coolingDown reports whether this host handed token off lately, and to whom.

@@ -153,3 +153,175 @@ func BenchmarkPlanAcquire_Converge32Over4(b *testing.B) {
 	}
 	b.ReportMetric(float64(cycles-1), "cycles")
 }
+
+func hostNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("h%d", i)
+	}
+	return out
+}
+
+// planAll plans one cycle for every host from the same listing (hosts that plan at the same
+// time) and returns each host's plan.
+func planAll(all []*leases.Lease, hosts []string) map[string][]*leases.Lease {
+	plans := map[string][]*leases.Lease{}
+	for _, h := range hosts {
+		plans[h] = PlanAcquireWithHosts(all, hosts, h, balanceNow, time.Minute)
+	}
+	return plans
+}
+
+func TestPlanAcquireWithHosts_IdleHostsStartingTogetherTakeDisjointShares(t *testing.T) {
+	t.Parallel()
+	all := leaseSet(repeat("", 32)...)
+	hosts := hostNames(4)
+	plans := planAll(all, hosts)
+	planned := map[string]string{}
+	for _, h := range hosts {
+		if len(plans[h]) != 8 {
+			t.Errorf("%s plans %d leases [%s], want 8", h, len(plans[h]), tokens(plans[h]))
+		}
+		for _, l := range plans[h] {
+			if other, ok := planned[l.Token]; ok {
+				t.Errorf("lease %s planned by %s and %s", l.Token, other, h)
+			}
+			planned[l.Token] = h
+		}
+	}
+	if len(planned) != 32 {
+		t.Errorf("%d of 32 leases planned", len(planned))
+	}
+	// Without presence each host would aim at all 32.
+	if n := len(PlanAcquire(all, "h3", balanceNow, time.Minute)); n != 32 {
+		t.Errorf("PlanAcquire without hosts plans %d leases, want 32 (every lease, as .NET)", n)
+	}
+}
+
+func TestPlanAcquireWithHosts_JoinersAskTheOwnerForDisjointShares(t *testing.T) {
+	t.Parallel()
+	all := leaseSet(repeat("h0", 32)...)
+	hosts := hostNames(4)
+	plans := planAll(all, hosts)
+	if len(plans["h0"]) != 0 {
+		t.Errorf("the owner plans [%s], want nothing", tokens(plans["h0"]))
+	}
+	stolen := map[string]string{}
+	for _, h := range hosts[1:] {
+		if len(plans[h]) != 8 {
+			t.Errorf("%s plans %d steals [%s], want 8", h, len(plans[h]), tokens(plans[h]))
+		}
+		for _, l := range plans[h] {
+			if l.Owner != "h0" {
+				t.Errorf("%s plans lease %s of %q, want only h0's", h, l.Token, l.Owner)
+			}
+			if other, ok := stolen[l.Token]; ok {
+				t.Errorf("lease %s planned by %s and %s", l.Token, other, h)
+			}
+			stolen[l.Token] = h
+		}
+	}
+	if left := 32 - len(stolen); left != 8 {
+		t.Errorf("the owner would keep %d leases, want its fair share 8", left)
+	}
+	// Without presence a joiner sees 2 hosts and aims at 16.
+	if n := len(PlanAcquire(all, "h1", balanceNow, time.Minute)); n != 16 {
+		t.Errorf("PlanAcquire without hosts plans %d steals, want 16 (half, as .NET's target)", n)
+	}
+}
+
+func TestPlanAcquireWithHosts(t *testing.T) {
+	t.Parallel()
+	handedTo := func(owners []string, to string, idx ...int) []*leases.Lease {
+		all := leaseSet(owners...)
+		for _, i := range idx {
+			all[i].Properties = map[string]string{handoffKey: "h0" + handoffSep + to}
+		}
+		return all
+	}
+	for _, tc := range []struct {
+		name  string
+		all   []*leases.Lease
+		hosts []string
+		self  string
+		want  string
+	}{
+		{"an idle host lowers the target", leaseSet("", "", "", ""), []string{"b"}, "a", "0,1"},
+		{"hosts before self take the first free leases", leaseSet("", "", "", ""), []string{"a"}, "b", "2,3"},
+		{"a host that owns leases counts once", leaseSet("b", "b", "", ""), []string{"B", "b"}, "a", "2,3"},
+		{"self in hosts counts once", leaseSet("", "", "", ""), []string{"A"}, "a", "0,1,2,3"},
+		{"a host already at target takes nothing", leaseSet("a", "a", "", ""), []string{"b"}, "a", ""},
+		{"steals stop at the fair share", leaseSet(repeat("b", 6)...), []string{"c"}, "a", "0,1"},
+		{"hosts before self steal first", leaseSet(repeat("c", 6)...), []string{"a"}, "b", "2,3"},
+		{"more hosts than leases: target 1", leaseSet("", "b"), []string{"c", "d"}, "d", ""},
+		{"more hosts than leases: first in order takes", leaseSet("", "b"), []string{"c", "d"}, "a", "0"},
+		{"a lease handed off to self is taken first", handedTo(slices.Concat(repeat("h0", 4), repeat("", 4)), "h2", 6, 7), []string{"h1", "h2"}, "h2", "6,7"},
+		{"a lease handed off to another host is left to it", handedTo(repeat("", 4), "h2", 0, 1), []string{"h1", "h2"}, "h1", "2,3"},
+		{"a handoff to a host that is gone is free", handedTo(repeat("", 4), "gone", 0, 1), []string{"h1", "h2"}, "h1", "0,1"},
+		{"33 over 4: the extra lease stays with the busiest", leaseSet(slices.Concat(repeat("b", 9), repeat("c", 8), repeat("d", 8), repeat("a", 8))...), nil, "a", ""},
+		{"33 over 4: the first in order takes the extra free lease", leaseSet(repeat("", 33)...), []string{"b", "c", "d"}, "a", "0,1,2,3,4,5,6,7,8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := tokens(PlanAcquireWithHosts(tc.all, tc.hosts, tc.self, balanceNow, time.Minute))
+			if got != tc.want {
+				var owners []string
+				for _, l := range tc.all {
+					owners = append(owners, l.Owner)
+				}
+				t.Fatalf("PlanAcquireWithHosts(%q, hosts %q, %s) = [%s], want [%s]", owners, tc.hosts, tc.self, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanAcquireWithHosts_ConvergesInOneCycle runs cycles in which every host plans from the
+// same listing and then applies its plan (the first host to write a lease wins it, steals
+// included) and counts the cycles until the spread is even.
+func TestPlanAcquireWithHosts_ConvergesInOneCycle(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		owners        []string
+		hosts, cycles int
+	}{
+		{"32 free, 4 hosts", repeat("", 32), 4, 1},
+		{"32 held by one, 3 join", repeat("h0", 32), 4, 1},
+		{"33 free, 4 hosts", repeat("", 33), 4, 1},
+		{"100 free, 7 hosts", repeat("", 100), 7, 1},
+		{"2 hosts of 16 each, 2 join", slices.Concat(repeat("h0", 16), repeat("h1", 16)), 4, 1},
+		{"3 leases, 5 hosts", repeat("", 3), 5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			all := leaseSet(tc.owners...)
+			hosts := hostNames(tc.hosts)
+			cycles := 0
+			for ; cycles < 10; cycles++ {
+				c := ownerCounts(all)
+				even := c[""] == 0
+				for _, h := range hosts {
+					if c[h] < len(all)/tc.hosts || c[h] > (len(all)+tc.hosts-1)/tc.hosts {
+						even = false
+					}
+				}
+				if even {
+					break
+				}
+				plans := planAll(all, hosts)
+				won := map[string]bool{}
+				for _, h := range hosts {
+					for _, l := range plans[h] {
+						if !won[l.Token] {
+							won[l.Token] = true
+							l.Owner, l.Timestamp = h, balanceNow
+						}
+					}
+				}
+			}
+			if cycles != tc.cycles {
+				t.Fatalf("even after %d cycles (%v), want %d", cycles, ownerCounts(all), tc.cycles)
+			}
+		})
+	}
+}

@@ -155,6 +155,7 @@ type Processor struct {
 	hoMu      sync.Mutex
 	asked     map[string]handoffAsk // handoff requests this host made (to the owner), by token
 	handedOff map[string]handoffAsk // leases this host handed off (to the requester), by token
+	floor     int                   // this host's fair share at the last cycle: it keeps that many
 
 	mu    sync.Mutex
 	owned map[string]*ownedLease // by token
@@ -250,14 +251,21 @@ func (p *Processor) Run(ctx context.Context) error {
 // lease per physical partition that no lease covers yet, then writes .info; the others wait
 // for it. It also refuses leases written in another mode. Run calls it; call it first to learn
 // whether leases already existed. It runs once per Processor.
+//
+// Bootstrap first writes this host's presence record (see leases.Host), so that the hosts
+// already running, and the one that creates the leases, count it from their next cycle; Run
+// refreshes it every cycle and deletes it when it returns, and so does a failed Bootstrap. A
+// Bootstrap not followed by Run leaves it to expire like a lease.
 func (p *Processor) Bootstrap(ctx context.Context) (BootstrapResult, error) {
 	p.bootMu.Lock()
 	defer p.bootMu.Unlock()
 	if p.boot != nil {
 		return *p.boot, nil
 	}
+	p.announce(ctx)
 	res, err := p.bootstrap(ctx)
 	if err != nil {
+		p.withdraw(ctx)
 		return BootstrapResult{}, err
 	}
 	p.boot = &res

@@ -185,12 +185,12 @@ func TestLiveHosts(t *testing.T) {
 		hosts []leases.Host
 		want  string
 	}{
-		{"owners and idle hosts", []*leases.Lease{owned("dotnet-1", 0), owned("", 0)}, []leases.Host{host("cfp-1", 0), host("cfp-2", 10 * time.Second)}, "[cfp-1 cfp-2 dotnet-1]"},
+		{"owners and idle hosts", []*leases.Lease{owned("dotnet-1", 0), owned("", 0)}, []leases.Host{host("cfp-1", 0), host("cfp-2", 10*time.Second)}, "[cfp-1 cfp-2 dotnet-1]"},
 		{"an owner with a record counts once", []*leases.Lease{owned("Cfp-1", 0)}, []leases.Host{host("cfp-1", 0)}, "[Cfp-1]"},
-		{"an expired record does not count", nil, []leases.Host{host("cfp-1", 2 * time.Minute)}, "[]"},
-		{"an expired owner does not count", []*leases.Lease{owned("cfp-1", 2 * time.Minute)}, nil, "[]"},
-		{"a record outlived by its expired lease does not count", []*leases.Lease{owned("cfp-1", 2 * time.Minute)}, []leases.Host{host("cfp-1", 30 * time.Second)}, "[]"},
-		{"an owner with a live and an expired lease counts", []*leases.Lease{owned("cfp-1", 2 * time.Minute), owned("cfp-1", 0)}, []leases.Host{host("cfp-1", 0)}, "[cfp-1]"},
+		{"an expired record does not count", nil, []leases.Host{host("cfp-1", 2*time.Minute)}, "[]"},
+		{"an expired owner does not count", []*leases.Lease{owned("cfp-1", 2*time.Minute)}, nil, "[]"},
+		{"a record outlived by its expired lease does not count", []*leases.Lease{owned("cfp-1", 2*time.Minute)}, []leases.Host{host("cfp-1", 30*time.Second)}, "[]"},
+		{"an owner with a live and an expired lease counts", []*leases.Lease{owned("cfp-1", 2*time.Minute), owned("cfp-1", 0)}, []leases.Host{host("cfp-1", 0)}, "[cfp-1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
