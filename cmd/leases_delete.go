@@ -34,7 +34,8 @@ func newLeasesDeleteCmd(f *factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "delete [--execute]",
 		Short: "Remove a processor's leases and markers",
-		Long: `Remove a processor's leases and its .info and .lock markers.
+		Long: `Remove a processor's leases, its .info and .lock markers and the presence records of
+its cfp hosts.
 
 This is the way to restart a processor from its start options (spec: "restart everything
 from time T"): stop every instance, delete the lease set, start the processors with the
@@ -57,6 +58,15 @@ first with 'cfp leases export' to be able to undo it with 'cfp leases import'.`,
 	return c
 }
 
+// hostState is the state of a cfp host's presence record: "owned" while the host refreshes it,
+// else "expired".
+func hostState(h leases.Host, now time.Time, expiration time.Duration) string {
+	if h.Expired(now, expiration) {
+		return leases.StateExpired
+	}
+	return leases.StateOwned
+}
+
 func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 	f := opts.f
 	p, t, err := f.openLeaseCommand(ctx)
@@ -72,6 +82,10 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 	for _, l := range set.leases {
 		byID[l.ID] = l
 	}
+	hostByID := map[string]*leases.Host{}
+	for i, h := range set.hosts {
+		hostByID[h.ID] = &set.hosts[i]
+	}
 	views := make([]deleteStepView, 0, len(set.docs))
 	for _, d := range set.docs {
 		v := deleteStepView{ID: d.ID, Kind: "lease"}
@@ -83,6 +97,8 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 		}
 		if l := byID[d.ID]; l != nil {
 			v.Lease, v.Owner, v.State = new(l.Token), nonZero(l.Owner), new(l.State(now, opts.Expiration))
+		} else if h := hostByID[d.ID]; h != nil {
+			v.Kind, v.Owner, v.State = "host", new(h.Instance), new(hostState(*h, now, opts.Expiration))
 		}
 		views = append(views, v)
 	}

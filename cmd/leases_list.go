@@ -59,7 +59,8 @@ container: its prefix, lease family, number of leases, owners and last activity.
 With -p (and -d, -c) or --lease-id-prefix, list that processor's leases, one row each:
 token, EPK range, owner, state, checkpoint LSN, last update and family, then a summary
 per owner. STATE is owned (the owner renewed within --lease-expiration), expired (the
-owner stopped renewing; any instance may take the lease) or unowned.
+owner stopped renewing; any instance may take the lease) or unowned. The summary also
+lists the cfp instances that own no lease yet, from their presence records.
 
 --check adds hygiene findings on stderr: gaps and overlaps in the coverage of the key
 space, duplicate lease tokens, split parents left next to their children, owners stale
@@ -123,7 +124,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	}
 	if p.Format == render.FormatTable && p.Query == nil && len(views) > 0 {
 		fmt.Fprintln(f.IO.Out)
-		if err := ownerSummary(f.IO, set.leases, now, opts.Expiration).Render(); err != nil {
+		if err := ownerSummary(f.IO, set.leases, set.hosts, now, opts.Expiration).Render(); err != nil {
 			return err
 		}
 	}
@@ -147,7 +148,9 @@ type leaseSet struct {
 	leases   []*leases.Lease
 	hasInfo  bool
 	lockTime time.Time
-	docs     []leases.Document
+	// hosts are the presence records of cfp hosts ("<prefix>.host.<instance>"), markers.
+	hosts []leases.Host
+	docs  []leases.Document
 }
 
 // leaseSet reads the leases and markers of t's prefix with one prefix query. Documents under
@@ -166,6 +169,11 @@ func (t *leaseTarget) leaseSet(ctx context.Context) (leaseSet, error) {
 		case d.ID == leases.LockID(t.prefix):
 			set.lockTime = docTS(d)
 			set.docs = append(set.docs, d)
+		case strings.HasPrefix(d.ID, leases.HostIDPrefix(t.prefix)):
+			if h, err := leases.DecodeHost(d); err == nil && h.Prefix == t.prefix {
+				set.hosts = append(set.hosts, h)
+				set.docs = append(set.docs, d)
+			}
 		case strings.HasPrefix(d.ID, t.prefix+".."):
 			l, err := leases.Decode(d)
 			if err != nil {
@@ -218,8 +226,9 @@ func newLeaseView(l *leases.Lease, now time.Time, expiration time.Duration) leas
 	return v
 }
 
-// ownerSummary is the per-owner table under the lease table.
-func ownerSummary(ios *render.IOStreams, ls []*leases.Lease, now time.Time, expiration time.Duration) *render.Table {
+// ownerSummary is the per-owner table under the lease table; cfp hosts that own no lease are
+// listed from their presence records, with 0 leases.
+func ownerSummary(ios *render.IOStreams, ls []*leases.Lease, hosts []leases.Host, now time.Time, expiration time.Duration) *render.Table {
 	type row struct {
 		owner, state string
 		n            int
@@ -238,6 +247,12 @@ func ownerSummary(ios *render.IOStreams, ls []*leases.Lease, now time.Time, expi
 		if state == leases.StateOwned {
 			r.state = leases.StateOwned
 		}
+	}
+	for _, h := range hosts {
+		if slices.ContainsFunc(rows, func(r *row) bool { return strings.EqualFold(r.owner, h.Instance) }) {
+			continue
+		}
+		rows = append(rows, &row{owner: h.Instance, state: hostState(h, now, expiration)})
 	}
 	slices.SortFunc(rows, func(a, b *row) int { return strings.Compare(a.owner, b.owner) })
 	t := render.NewTable(ios, "owner", "leases", "state")
