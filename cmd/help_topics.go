@@ -57,8 +57,10 @@ Exactly one account source may be set: an endpoint (with COSMOS_KEY for key auth
 alone for Microsoft Entra ID through DefaultAzureCredential, whose own AZURE_* variables
 apply), a connection string, or a local data directory.
 
-Account keys are never printed, logged or included in errors. Prefer COSMOS_KEY or
---key-file to --key, which leaks into shell history and the process list.`
+Account keys are never printed, logged or included in errors, and COSMOS_KEY and
+COSMOS_CONNECTION_STRING are removed from the environment of --exec and --exec-lines
+delegates. Prefer COSMOS_KEY or --key-file to --key, which leaks into shell history and the
+process list.`
 
 const helpFormatting = `Output goes to stdout; logs, progress and notifications go to stderr.
 
