@@ -568,3 +568,48 @@ func TestProcessor_SplitMidStreamLosesNothing(t *testing.T) {
 		t.Fatalf("children start from %s, the parent's last checkpoint was %s", splits[0].Continuation, lastCkpt)
 	}
 }
+
+// A Notify callback may call back into the processor: Owned is documented as safe to call from
+// it, so the acquired notification must not be sent while the processor holds its lock.
+func TestProcessor_NotifyMayCallOwned(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := leases.NewMemDocuments("/id")
+	var p *feed.Processor
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	opts := fastOptions("reentrant")
+	opts.Notify = func(ev feed.Event) {
+		if ev.Type != feed.EventAcquired {
+			return
+		}
+		owned := p.Owned() // deadlocked when notify ran under the processor's lock
+		mu.Lock()
+		for _, tok := range owned {
+			seen[tok] = true
+		}
+		mu.Unlock()
+	}
+	var err error
+	p, err = feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitFor(t, 10*time.Second, "both leases seen as owned from Notify", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 2
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return: a Notify callback calling Owned deadlocked the processor")
+	}
+}

@@ -61,10 +61,18 @@ func (ol *ownedLease) lose(err error) { ol.cancel(err) }
 
 // start registers l as held and runs its worker in the processor's group.
 func (p *Processor) start(l *leases.Lease) {
+	if p.startLocked(l) {
+		// Outside the lock: the callback may call Owned.
+		p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
+	}
+}
+
+// startLocked registers l and starts its worker under p.mu; it reports whether a worker started.
+func (p *Processor) startLocked(l *leases.Lease) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.group == nil {
-		return // not running (start is only called from Run's goroutines)
+		return false // not running (start is only called from Run's goroutines)
 	}
 	if p.run.Err() != nil {
 		// Acquired while shutting down: give it back at once rather than let it expire.
@@ -73,10 +81,10 @@ func (p *Processor) start(l *leases.Lease) {
 		if err := p.store.Release(ctx, l, p.opts.Instance); err != nil {
 			p.log.Warn("release lease acquired during shutdown", "lease", l.Token, "err", err)
 		}
-		return
+		return false
 	}
 	if _, ok := p.owned[l.Token]; ok {
-		return
+		return false
 	}
 	ctx, cancel := context.WithCancelCause(p.run)
 	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp}
@@ -85,8 +93,6 @@ func (p *Processor) start(l *leases.Lease) {
 	}
 	p.owned[l.Token] = ol
 	run := p.run
-	// Notify outside the lock: the callback may call Owned.
-	defer p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
 	p.group.Go(func() error {
 		defer cancel(nil)
 		defer func() {
@@ -96,6 +102,7 @@ func (p *Processor) start(l *leases.Lease) {
 		}()
 		return p.work(run, ol)
 	})
+	return true
 }
 
 // worker is the state of one lease's processing loop.
