@@ -34,9 +34,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("testdata", "script"),
 		Setup: func(env *testscript.Env) error {
-			for _, kv := range []string{"NO_COLOR=1", "COLUMNS=100", "LANG=C", "TZ=UTC"} {
-				env.Vars = append(env.Vars, kv)
-			}
+			env.Vars = append(env.Vars, "NO_COLOR=1", "COLUMNS=100", "LANG=C", "TZ=UTC")
 			for _, k := range []string{"GOCOVERDIR", "GORACE"} {
 				if v := os.Getenv(k); v != "" {
 					env.Vars = append(env.Vars, k+"="+v)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 )
@@ -153,7 +154,7 @@ func Open(opts Options) (*Emulator, error) {
 		FreelistType: bolt.FreelistMapType,
 		NoSync:       !opts.Fsync,
 	})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		le := &LockedError{Dir: opts.Dir}
 		if h, herr := readHolder(opts.Dir); herr == nil {
 			le.PID, le.Addr = h.PID, h.Addr

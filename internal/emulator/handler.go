@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
@@ -308,7 +308,7 @@ func (e *Emulator) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusGone, "Gone", "The requested partition key range is gone (split or merged); refresh the partition key ranges.", 1002)
 	case errors.As(err, &bre):
 		writeError(w, http.StatusBadRequest, "BadRequest", bre.msg, bre.substatus)
-	case errors.Is(err, bolt.ErrDatabaseNotOpen):
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the emulator is closed", 0)
 	default:
 		e.log.Error("request failed", "err", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Storage layout (bbolt):
@@ -675,7 +676,7 @@ func deleteCollTx(tx *bolt.Tx, key []byte) error {
 		return err
 	}
 	rid, _ := decodeRID(rec.RID)
-	if err := tx.Bucket(bucketData).DeleteBucket(rid); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+	if err := tx.Bucket(bucketData).DeleteBucket(rid); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return err
 	}
 	return colls.Delete(key)
