@@ -19,6 +19,7 @@ import (
 //	POST   /_cfp/faults   add a fault rule (FaultRuleJSON)
 //	DELETE /_cfp/faults   remove every fault rule
 //	POST   /_cfp/split    split a range: {"db":..., "coll":..., "range":...} -> {"children":[...]}
+//	POST   /_cfp/merge    merge adjacent ranges: {"db":..., "coll":..., "ranges":[...]} -> {"merged":...}
 
 // FaultRuleJSON is the wire form of a FaultRule on POST /_cfp/faults.
 type FaultRuleJSON struct {
@@ -51,6 +52,18 @@ type SplitRequest struct {
 // SplitResponse is the answer of POST /_cfp/split.
 type SplitResponse struct {
 	Children []string `json:"children"`
+}
+
+// MergeRequest is the body of POST /_cfp/merge.
+type MergeRequest struct {
+	DB     string   `json:"db"`
+	Coll   string   `json:"coll"`
+	Ranges []string `json:"ranges"`
+}
+
+// MergeResponse is the answer of POST /_cfp/merge.
+type MergeResponse struct {
+	Merged string `json:"merged"`
 }
 
 // Status is the answer of GET /_cfp/status.
@@ -170,6 +183,19 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []str
 			return
 		}
 		b, _ := json.Marshal(SplitResponse{Children: children})
+		writeJSON(w, http.StatusOK, 0, b)
+	case path == "merge" && r.Method == http.MethodPost:
+		var req MergeRequest
+		if err := decodeJSONBody(r, &req); err != nil {
+			e.fail(w, err)
+			return
+		}
+		merged, err := e.Merge(req.DB, req.Coll, req.Ranges)
+		if err != nil {
+			e.fail(w, err)
+			return
+		}
+		b, _ := json.Marshal(MergeResponse{Merged: merged})
 		writeJSON(w, http.StatusOK, 0, b)
 	default:
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("%s %s is not an admin endpoint", r.Method, r.URL.Path), 0)

@@ -2,9 +2,9 @@
 // data directory, durable across restarts) behind an http.Handler that speaks the REST subset of
 // spec/cosmos-gateway.md — account, databases, containers, partition key ranges, items, the
 // latest-version change feed, simple SQL queries and master-key signatures — over several
-// physical partitions routed by the V2 effective partition key, with splits and fault injection
-// for tests. The rest of cfp reaches it only through azcosmos, either over a socket (Serve) or in
-// process (Transport).
+// physical partitions routed by the V2 effective partition key, with splits, merges and fault
+// injection for tests. The rest of cfp reaches it only through azcosmos, either over a socket
+// (Serve) or in process (Transport).
 package emulator
 
 import (
@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -348,4 +349,19 @@ func (e *Emulator) Split(db, coll, rangeID string) ([]string, error) {
 	}
 	e.log.Info("split partition", "db", db, "coll", coll, "range", rangeID, "children", children)
 	return children, nil
+}
+
+// Merge replaces the adjacent live partitions rangeIDs (two or more) of container coll in
+// database db by one new partition over their union, and returns its id. The new partition's
+// parents are the merged ones and its LSN starts at the highest of theirs; items keep their
+// LSNs, so a merged partition's continuation, read on the new partition with that partition's
+// EPK range (x-ms-start-epk/x-ms-end-epk), returns exactly the changes it had not delivered.
+// Readers of a merged partition get "partition gone" (410/1002).
+func (e *Emulator) Merge(db, coll string, rangeIDs []string) (string, error) {
+	merged, err := e.store.merge(db, coll, rangeIDs)
+	if err != nil {
+		return "", fmt.Errorf("merge ranges %s of %s/%s: %w", strings.Join(rangeIDs, ","), db, coll, err)
+	}
+	e.log.Info("merged partitions", "db", db, "coll", coll, "ranges", rangeIDs, "merged", merged)
+	return merged, nil
 }

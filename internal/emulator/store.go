@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,11 @@ import (
 // The item key is <u16 len><canonical partition key><id>, so one logical partition is a key prefix.
 // A latest-version change-feed read from LSN n of range r scans latest from (r, n+1): it never
 // sees superseded versions.
+//
+// Items keep their LSN when their range is split or merged. A merged range can therefore hold
+// two items with the same LSN (one from each merged partition): the second one's latest key is
+// <range id u32><lsn u64><item key>, which sorts next to the first and is found by
+// deleteLatest. A change-feed page never ends between two items with the same LSN.
 var (
 	bucketMeta   = []byte("meta")
 	bucketDBs    = []byte("dbs")
@@ -769,7 +775,7 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 		var prevLSN uint64
 		if old != nil {
 			prevLSN = old.LSN
-			if err := latest.Delete(rangeLSNKey(r.ID, old.LSN)); err != nil {
+			if err := deleteLatest(latest, r.ID, old.LSN, key); err != nil {
 				return err
 			}
 		}
@@ -821,6 +827,17 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 		return writeResult{}, err
 	}
 	return res, opErr
+}
+
+// deleteLatest removes the latest-index entry of the item stored at key, written at lsn in
+// range rangeID: the plain key <range><lsn>, or <range><lsn><key> when a merge found the plain
+// key taken by another item.
+func deleteLatest(latest *bolt.Bucket, rangeID uint32, lsn uint64, key []byte) error {
+	plain := rangeLSNKey(rangeID, lsn)
+	if bytes.Equal(latest.Get(plain), key) {
+		return latest.Delete(plain)
+	}
+	return latest.Delete(append(plain, key...))
 }
 
 // buildBody returns the stored document: the user's properties plus the system properties.
@@ -944,7 +961,13 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 		size := 0
 		startEPK, endEPK := []byte(req.StartEPK), []byte(req.EndEPK)
 		bounded := req.EndEPK != "" && req.EndEPK != epkTop
+		// A full page still takes the items that share its last LSN (possible only after a
+		// merge): the page's etag is that LSN, so the next read would skip them.
+		full, last := false, uint64(0)
 		for k, key := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, key = c.Next() {
+			if full && binary.BigEndian.Uint64(k[4:12]) != last {
+				break
+			}
 			if pkPrefix != nil && !bytes.HasPrefix(key, pkPrefix) {
 				continue
 			}
@@ -968,8 +991,8 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 			bodies = append(bodies, body)
 			size += len(body)
 			if len(bodies) == req.Max {
+				full, last = true, lsn
 				page.Etag = lsn
-				break
 			}
 		}
 		arena := make([]byte, 0, size)
@@ -1048,7 +1071,7 @@ func (s *store) scanItems(db, coll string, scope scanScope, after []byte, fn fun
 	return rid, err
 }
 
-// --- splits ----------------------------------------------------------------------------------
+// --- splits and merges -----------------------------------------------------------------------
 
 func (s *store) split(db, coll, rangeID string) ([]string, error) {
 	var children []string
@@ -1105,7 +1128,8 @@ func (s *store) split(db, coll, rangeID string) ([]string, error) {
 			if b.contains(it.EPK) {
 				child = b
 			}
-			moves = append(moves, move{bytes.Clone(k), rangeLSNKey(child.ID, binary.BigEndian.Uint64(k[4:])), bytes.Clone(key)})
+			// Keep the rest of the key (LSN, and the item key of a merged duplicate LSN).
+			moves = append(moves, move{bytes.Clone(k), append(u32(child.ID), k[4:]...), bytes.Clone(key)})
 		}
 		for _, m := range moves {
 			if err := latest.Delete(m.old); err != nil {
@@ -1125,6 +1149,94 @@ func (s *store) split(db, coll, rangeID string) ([]string, error) {
 		return tx.Bucket(bucketColls).Put(collKey(db, coll), v)
 	})
 	return children, err
+}
+
+// merge replaces the adjacent live partitions rangeIDs by one new partition over their union,
+// whose parents are the merged partitions (and their ancestors) and whose LSN counter starts at
+// the highest of theirs. Items keep their LSNs, so a merged partition's continuation, read with
+// its EPK range on the new partition, still returns exactly what it had not delivered.
+func (s *store) merge(db, coll string, rangeIDs []string) (string, error) {
+	var merged string
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		st, cb, err := loadColl(tx, db, coll)
+		if err != nil {
+			return err
+		}
+		if len(rangeIDs) < 2 {
+			return badRequest("a merge needs at least two ranges, got %d", len(rangeIDs))
+		}
+		var olds []rangeRecord
+		for _, id := range rangeIDs {
+			r, ok := st.rangeByID(id)
+			if !ok || !r.Live {
+				return errRangeGone
+			}
+			if slices.ContainsFunc(olds, func(o rangeRecord) bool { return o.ID == r.ID }) {
+				return badRequest("range %s is named twice", id)
+			}
+			olds = append(olds, r)
+		}
+		sort.Slice(olds, func(i, j int) bool { return olds[i].Min < olds[j].Min })
+		for i := 1; i < len(olds); i++ {
+			if olds[i-1].Max != olds[i].Min {
+				return badRequest("ranges %s and %s are not adjacent", olds[i-1].idString(), olds[i].idString())
+			}
+		}
+		m := rangeRecord{ID: st.NextRange, Min: olds[0].Min, Max: olds[len(olds)-1].Max, Parents: []string{}, Live: true, Ts: s.now().Unix()}
+		for _, r := range olds {
+			for _, p := range append(slices.Clone(r.Parents), r.idString()) {
+				if !slices.Contains(m.Parents, p) {
+					m.Parents = append(m.Parents, p)
+				}
+			}
+			m.LSN = max(m.LSN, r.LSN)
+			r.Live = false
+			if err := putRange(cb, r); err != nil {
+				return err
+			}
+		}
+		if err := putRange(cb, m); err != nil {
+			return err
+		}
+		if err := cb.Bucket(bucketLSN).Put(u32(m.ID), binary.BigEndian.AppendUint64(nil, m.LSN)); err != nil {
+			return err
+		}
+		// Move the latest-version index to the new range, keeping each item's LSN. Two items
+		// with the same LSN (one per merged partition) get distinct keys: see deleteLatest.
+		latest := cb.Bucket(bucketLatest)
+		type move struct{ old, key []byte }
+		var moves []move
+		for _, r := range olds {
+			c := latest.Cursor()
+			prefix := u32(r.ID)
+			for k, key := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, key = c.Next() {
+				moves = append(moves, move{bytes.Clone(k), bytes.Clone(key)})
+			}
+		}
+		for _, mv := range moves {
+			if err := latest.Delete(mv.old); err != nil {
+				return err
+			}
+		}
+		for _, mv := range moves {
+			nk := rangeLSNKey(m.ID, binary.BigEndian.Uint64(mv.old[4:12]))
+			if latest.Get(nk) != nil {
+				nk = append(nk, mv.key...)
+			}
+			if err := latest.Put(nk, mv.key); err != nil {
+				return err
+			}
+		}
+		st.NextRange++
+		st.RangesGen++
+		v, err := json.Marshal(st.collRecord)
+		if err != nil {
+			return err
+		}
+		merged = m.idString()
+		return tx.Bucket(bucketColls).Put(collKey(db, coll), v)
+	})
+	return merged, err
 }
 
 // validID checks a database, container or item id.
