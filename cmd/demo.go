@@ -546,18 +546,12 @@ func (r *demoRun) writeFrame(w io.Writer, v demoView) {
 	}
 	fmt.Fprintf(w, "%s  written %d  processed %s  %s\n",
 		st.Bold.Render(fmt.Sprintf("%.0fs/%s", v.Seconds, r.o.Duration.Round(time.Second))), v.Written, processedText(v), split)
-	tb := render.NewTable(r.f.IO, "lease", "range", "owner", "state", "checkpoint", "latest", "lag")
+	tb := render.NewTable(r.f.IO, slices.Concat(leaseColumns, []string{"latest", "lag"})...)
 	var lag int64
 	for _, l := range v.Leases {
-		rng, owner := render.Empty, render.Empty
-		if l.Range != nil {
-			rng = leaseRange(*l.Range)
-		}
-		if l.Owner != nil {
-			owner = *l.Owner
-		}
 		lag += l.Lag
-		tb.Row(l.Lease, rng, owner, stateCell(r.f.IO, l.State), lsnCell(l.CheckpointLSN), lsnCell(l.LatestLSN), strconv.FormatInt(l.Lag, 10))
+		cells := leaseCells(r.f.IO, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
+		tb.Row(append(cells, lsnCell(l.LatestLSN), strconv.FormatInt(l.Lag, 10))...)
 	}
 	_ = tb.RenderTo(w)
 	fmt.Fprintf(w, "total lag %d\n", lag)
