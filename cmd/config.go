@@ -140,8 +140,10 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 				v.KeySource = "--key-file " + g.KeyFile
 			case g.Key != "":
 				v.KeySource = "--key"
-			default:
+			case strings.TrimSpace(f.Getenv("COSMOS_KEY")) != "":
 				v.KeySource = "COSMOS_KEY"
+			default: // a loopback endpoint without a key gets the emulator's key
+				v.KeySource = "well-known"
 			}
 		}
 	}

@@ -63,3 +63,32 @@ func TestConfigCheck_Local(t *testing.T) {
 		t.Errorf("missing container: stderr %q, want one error line naming it and a Try line", errOut)
 	}
 }
+
+func TestConfig_KeySource(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"env key", map[string]string{"COSMOS_ENDPOINT": "http://localhost:8081/", "COSMOS_KEY": "c2VjcmV0"}, "COSMOS_KEY"},
+		// No key for a loopback endpoint: cfp uses the emulator's well-known key, not COSMOS_KEY.
+		{"loopback without key", map[string]string{"COSMOS_ENDPOINT": "http://127.0.0.1:8081/"}, "well-known"},
+		{"remote without key", map[string]string{"COSMOS_ENDPOINT": "https://acct.documents.azure.com:443/"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, tc.env, "config", "-o", "json")
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			var v configView
+			if err := json.Unmarshal([]byte(out), &v); err != nil {
+				t.Fatalf("output is not a config view: %v\n%s", err, out)
+			}
+			if v.KeySource != tc.want {
+				t.Errorf("key_source = %q, want %q", v.KeySource, tc.want)
+			}
+		})
+	}
+}
