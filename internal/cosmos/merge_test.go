@@ -1,0 +1,258 @@
+package cosmos
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/emulator/epk"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// TestTail_MergeWhileTailing: a tail through azcosmos over two partitions that merge mid-tail,
+// while more changes arrive, delivers every change exactly once: each old range goes on from its
+// own position on the merged partition, restricted to its EPK range.
+func TestTail_MergeWhileTailing(t *testing.T) {
+	t.Parallel()
+	a := openLocal(t, 2)
+	c := newFeedContainer(t, a)
+	want := upsert(t, c, somePKs, 0, 300)
+	seen := map[string]int{}
+	merged := false
+	var gone []feed.Partition
+	sum, err := feed.Tail(context.Background(), c, feed.TailOptions{
+		Start: feed.StartFrom{Kind: feed.StartBeginning}, ExitAtEnd: true, PageSize: 40, Poll: time.Millisecond,
+	}, func(ch feed.Change) error {
+		seen[idOf(ch.Item)]++
+		if len(seen) == 100 && !merged {
+			merged = true
+			gone = partitions(t, c)
+			if _, err := a.Emulator().Merge("db", "orders", []string{"0", "1"}); err != nil {
+				return err
+			}
+			want = append(want, upsert(t, c, somePKs, 300, 30)...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Tail() error = %v", err)
+	}
+	if sum.Splits != 2 || sum.Ranges != 2 {
+		t.Errorf("summary: %d splits, %d ranges; want both ranges moved to the merged partition", sum.Splits, sum.Ranges)
+	}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("%s delivered %d times, want once", id, seen[id])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("delivered %d distinct changes, want %d", len(seen), len(want))
+	}
+	// The saved state resumes each old range on the merged partition.
+	if len(sum.State.Ranges) != 2 {
+		t.Fatalf("final state has %d ranges, want 2: %+v", len(sum.State.Ranges), sum.State)
+	}
+	for i, rs := range sum.State.Ranges {
+		if rs.PartitionID != "2" || rs.Range != gone[i].Range || rs.Continuation == "" {
+			t.Errorf("state range %d = %+v, want partition 2 over %s with a continuation", i, rs, gone[i].Range)
+		}
+	}
+}
+
+// mergeFixture is a container over two partitions with a lease container.
+type mergeFixture struct {
+	acct   *Account
+	orders *Container
+	store  *leases.Store
+}
+
+func newMergeFixture(t *testing.T) *mergeFixture {
+	t.Helper()
+	ctx := context.Background()
+	a := openLocal(t, 2)
+	orders := newFeedContainer(t, a)
+	if _, err := a.CreateContainerIfNotExists(ctx, "db", "leases", "/id", nil); err != nil {
+		t.Fatalf("create lease container: %v", err)
+	}
+	info, err := orders.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := leases.Prefix("merge", a.Host(), info.DatabaseRID, info.ContainerRID)
+	return &mergeFixture{acct: a, orders: orders, store: leases.NewStore(a.LeaseDocuments("db", "leases"), prefix, leases.StoreOptions{})}
+}
+
+// process runs a processor until every id of want was handled, and returns how often each id
+// was handled and the tokens of the leases it replaced after a split or merge.
+func (fx *mergeFixture) process(t *testing.T, want []string, during func(handled int)) (map[string]int, []string) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var replaced []string
+	done := make(chan struct{})
+	missing := func() int {
+		n := 0
+		for _, id := range want {
+			if seen[id] == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	p, err := feed.NewProcessor(fx.orders, fx.store, feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range b.Items {
+			seen[idOf(it)]++
+		}
+		if during != nil {
+			during(len(seen))
+		}
+		if missing() == 0 {
+			select {
+			case <-done:
+			default:
+				close(done)
+			}
+		}
+		return nil
+	}), feed.ProcessorOptions{
+		Instance: "host-1", StartFrom: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 20,
+		AcquireInterval: 20 * time.Millisecond, RenewInterval: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond,
+		ErrorBackoff: 5 * time.Millisecond, MaxErrorBackoff: 50 * time.Millisecond,
+		Notify: func(e feed.Event) {
+			if e.Type == feed.EventSplit {
+				mu.Lock()
+				replaced = append(replaced, e.Lease)
+				mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatalf("NewProcessor() error = %v", err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- p.Run(ctx) }()
+	select {
+	case <-done:
+	case err := <-runErr:
+		t.Fatalf("Run() ended early: %v", err)
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		n := missing()
+		mu.Unlock()
+		stop()
+		<-runErr
+		t.Fatalf("processor still misses %d of %d changes", n, len(want))
+	}
+	// Let the last checkpoints land before stopping (Run flushes them anyway).
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return seen, replaced
+}
+
+// TestProcessor_MergeLosesNothingAndLeavesEPKLeases: a processor with .NET v0 leases over two
+// partitions that merge while it runs handles every change, and ends with one v1 lease per old
+// range ("<min>-<max>", the parent's continuation), the v0 leases deleted, reading the merged
+// partition with the EPK range; the estimator measures their lag (no sentinel): 0 when caught
+// up, more than 0 for a range with pending changes.
+func TestProcessor_MergeLosesNothingAndLeavesEPKLeases(t *testing.T) {
+	t.Parallel()
+	fx := newMergeFixture(t)
+	ctx := context.Background()
+	before := partitions(t, fx.orders)
+	want := upsert(t, fx.orders, somePKs, 0, 200)
+	var mergeErr error
+	mergedOnce := false
+	seen, replaced := fx.process(t, want, func(handled int) {
+		if handled >= 60 && !mergedOnce {
+			mergedOnce = true
+			_, mergeErr = fx.acct.Emulator().Merge("db", "orders", []string{"0", "1"})
+		}
+	})
+	if mergeErr != nil {
+		t.Fatalf("Merge() error = %v", mergeErr)
+	}
+	slices.Sort(replaced)
+	if !slices.Equal(replaced, []string{"0", "1"}) {
+		t.Errorf("leases replaced while running: %v, want both v0 leases 0 and 1", replaced)
+	}
+	for _, id := range want {
+		if seen[id] == 0 {
+			t.Errorf("%s never handled", id)
+		}
+	}
+	// Writes after the merge reach the new leases too.
+	more := upsert(t, fx.orders, somePKs, 200, 40)
+	seen, _ = fx.process(t, more, nil)
+	for _, id := range more {
+		if seen[id] == 0 {
+			t.Errorf("%s (written after the merge) never handled", id)
+		}
+	}
+
+	ls, err := fx.store.List(ctx)
+	if err != nil {
+		t.Fatalf("List() error = %v", err)
+	}
+	if len(ls) != 2 {
+		t.Fatalf("leases after the merge: %d, want 2", len(ls))
+	}
+	for i, l := range ls {
+		wantToken := before[i].Range.Min + "-" + before[i].Range.Max
+		if l.Family != leases.FamilyDotNetV1 || l.Token != wantToken || l.Range != before[i].Range {
+			t.Errorf("lease %d: family %v token %q range %s, want a v1 lease %q over %s", i, l.Family, l.Token, l.Range, wantToken, before[i].Range)
+		}
+		if l.Continuation == "" {
+			t.Errorf("lease %s has no continuation", l.Token)
+		}
+		if strings.Contains(l.ID, "..0") || strings.Contains(l.ID, "..1") {
+			t.Errorf("lease %s is a v0 lease of a merged partition", l.ID)
+		}
+	}
+
+	lags, _, err := feed.Estimate(ctx, fx.orders, ls, feed.EstimateOptions{})
+	if err != nil {
+		t.Fatalf("Estimate() error = %v", err)
+	}
+	for _, l := range lags {
+		if l.Sentinel != "" || l.Lag != 0 || l.PartitionID != "2" {
+			t.Errorf("caught-up lease %s: lag %d sentinel %q partition %q, want 0 measured on partition 2", l.Token, l.Lag, l.Sentinel, l.PartitionID)
+		}
+	}
+	// Pending changes in the first old range only.
+	var pk string
+	for _, p := range somePKs {
+		if before[0].Range.Contains(epk.HashV2([]any{p})) {
+			pk = p
+			break
+		}
+	}
+	if pk == "" {
+		t.Fatal("no test partition key falls in the first range")
+	}
+	upsert(t, fx.orders, []string{pk}, 300, 3)
+	lags, sum, err := feed.Estimate(ctx, fx.orders, ls, feed.EstimateOptions{})
+	if err != nil {
+		t.Fatalf("Estimate() error = %v", err)
+	}
+	if lags[0].Sentinel != "" || lags[0].Lag < 3 || lags[0].OldestPending.IsZero() {
+		t.Errorf("lease %s with 3 pending changes: lag %d sentinel %q oldest %v, want a measured lag of at least 3", lags[0].Token, lags[0].Lag, lags[0].Sentinel, lags[0].OldestPending)
+	}
+	if lags[1].Sentinel != "" || lags[1].Lag != 0 {
+		t.Errorf("lease %s without pending changes: lag %d sentinel %q, want 0", lags[1].Token, lags[1].Lag, lags[1].Sentinel)
+	}
+	if sum.TotalLag != lags[0].Lag {
+		t.Errorf("total lag = %d, want %d", sum.TotalLag, lags[0].Lag)
+	}
+}
