@@ -14,6 +14,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/sink"
 )
 
 func init() { registerCommand(groupFeed, newProcessCmd) }
@@ -394,15 +395,9 @@ func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
 }
 
 func (o *observedHandler) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
-	if lh, ok := o.h.(feed.LeaseHandler); ok {
-		return lh.OpenLease(ctx, l)
-	}
-	return nil
+	return sink.OpenLease(ctx, o.h, l)
 }
 
 func (o *observedHandler) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
-	if lh, ok := o.h.(feed.LeaseHandler); ok {
-		return lh.CloseLease(ctx, l, reason)
-	}
-	return nil
+	return sink.CloseLease(ctx, o.h, l, reason)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/sink"
 )
 
 // A replay's window lives in the properties of each of its leases, so that a resumed replay
@@ -179,18 +180,12 @@ func (h *windowHandler) position(token string) (string, bool) {
 
 // OpenLease forwards to the delegate.
 func (h *windowHandler) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
-	if lh, ok := h.next.(feed.LeaseHandler); ok {
-		return lh.OpenLease(ctx, l)
-	}
-	return nil
+	return sink.OpenLease(ctx, h.next, l)
 }
 
 // CloseLease forwards to the delegate.
 func (h *windowHandler) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
-	if lh, ok := h.next.(feed.LeaseHandler); ok {
-		return lh.CloseLease(ctx, l, reason)
-	}
-	return nil
+	return sink.CloseLease(ctx, h.next, l, reason)
 }
 
 // rangeDone reports whether lease l has nothing left inside the window when read from pos:

@@ -196,15 +196,28 @@ func (r *Retry) log(ctx context.Context, level slog.Level, msg string, b feed.Ba
 
 // OpenLease forwards to the inner handler.
 func (r *Retry) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
-	if lh, ok := r.Handler.(feed.LeaseHandler); ok {
+	return OpenLease(ctx, r.Handler, l)
+}
+
+// CloseLease forwards to the inner handler.
+func (r *Retry) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
+	return CloseLease(ctx, r.Handler, l, reason)
+}
+
+// OpenLease calls h.OpenLease when h is a feed.LeaseHandler and returns its answer; for any
+// other handler it does nothing and returns nil. A handler that wraps another forwards the
+// lease lifecycle with it.
+func OpenLease(ctx context.Context, h feed.Handler, l feed.LeaseInfo) error {
+	if lh, ok := h.(feed.LeaseHandler); ok {
 		return lh.OpenLease(ctx, l)
 	}
 	return nil
 }
 
-// CloseLease forwards to the inner handler.
-func (r *Retry) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
-	if lh, ok := r.Handler.(feed.LeaseHandler); ok {
+// CloseLease calls h.CloseLease when h is a feed.LeaseHandler and returns its answer (which
+// may be feed.ErrNoCheckpoint); for any other handler it does nothing and returns nil.
+func CloseLease(ctx context.Context, h feed.Handler, l feed.LeaseInfo, reason feed.CloseReason) error {
+	if lh, ok := h.(feed.LeaseHandler); ok {
 		return lh.CloseLease(ctx, l, reason)
 	}
 	return nil

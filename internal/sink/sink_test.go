@@ -468,3 +468,47 @@ func TestRetry_Validate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// leaseRecorder is a feed.LeaseHandler that records the lease calls it gets and answers close
+// with closeErr.
+type leaseRecorder struct {
+	feed.HandlerFunc
+	calls    []string
+	closeErr error
+}
+
+func (h *leaseRecorder) OpenLease(_ context.Context, l feed.LeaseInfo) error {
+	h.calls = append(h.calls, "open "+l.Token)
+	return nil
+}
+
+func (h *leaseRecorder) CloseLease(_ context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
+	h.calls = append(h.calls, fmt.Sprintf("close %s %v", l.Token, reason))
+	return h.closeErr
+}
+
+func TestRetry_ForwardsTheLeaseLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	inner := &leaseRecorder{closeErr: feed.ErrNoCheckpoint}
+	r := &Retry{Handler: inner}
+	if err := r.OpenLease(ctx, feed.LeaseInfo{Token: "3"}); err != nil {
+		t.Fatalf("OpenLease = %v", err)
+	}
+	if err := r.CloseLease(ctx, feed.LeaseInfo{Token: "3"}, feed.CloseLeaseLost); !errors.Is(err, feed.ErrNoCheckpoint) {
+		t.Fatalf("CloseLease = %v, want the inner handler's %v", err, feed.ErrNoCheckpoint)
+	}
+	want := []string{"open 3", fmt.Sprintf("close 3 %v", feed.CloseLeaseLost)}
+	if !slices.Equal(inner.calls, want) {
+		t.Fatalf("inner handler got %q, want %q", inner.calls, want)
+	}
+
+	// A plain handler has no lease lifecycle: nothing to forward, nothing fails.
+	plain := &Retry{Handler: feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil })}
+	if err := plain.OpenLease(ctx, feed.LeaseInfo{Token: "3"}); err != nil {
+		t.Errorf("OpenLease of a plain handler = %v, want nil", err)
+	}
+	if err := plain.CloseLease(ctx, feed.LeaseInfo{Token: "3"}, feed.CloseShutdown); err != nil {
+		t.Errorf("CloseLease of a plain handler = %v, want nil", err)
+	}
+}
