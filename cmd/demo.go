@@ -114,7 +114,7 @@ func newDemoCmd(f *factory) *cobra.Command {
 	}
 	fs := c.Flags()
 	fs.DurationVar(&opts.Duration, "duration", 30*time.Second, "how long to write orders before the demo winds down")
-	fs.IntVar(&opts.Rate, "rate", 20, "orders written per second (`N`)")
+	fs.IntVar(&opts.Rate, "rate", 20, "write `N` orders per second")
 	fs.StringVar(&opts.Data, "data", "", "keep the emulator's data in `DIR` (default: a temporary directory)")
 	fs.BoolVar(&opts.Keep, "keep", false, "keep the temporary directory and print its path")
 	fs.DurationVar(&opts.Refresh, "refresh", demoDefaultRefresh, "how often the lease table is redrawn")

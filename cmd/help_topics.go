@@ -55,7 +55,8 @@ environment instead. A flag on the command line wins over its variable.
 
 Exactly one account source may be set: an endpoint (with COSMOS_KEY for key auth, or
 alone for Microsoft Entra ID through DefaultAzureCredential, whose own AZURE_* variables
-apply), a connection string, or a local data directory.
+apply; a loopback endpoint alone gets the well-known emulator key), a connection string, or
+a local data directory.
 
 Account keys are never printed, logged or included in errors, and COSMOS_KEY and
 COSMOS_CONNECTION_STRING are removed from the environment of --exec and --exec-lines

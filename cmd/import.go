@@ -105,7 +105,7 @@ func newImportCmd(f *factory) *cobra.Command {
 	fs := c.Flags()
 	fs.BoolVar(&opts.Create, "create", false, "create the database and container when missing")
 	fs.StringVar(&opts.PartitionKeyPath, "partition-key-path", defaultPartitionKeyPath, "partition key `PATH` of a container that --create creates")
-	fs.IntVar(&opts.Concurrency, "concurrency", defaultImportConcurrency, "upserts in flight at once (`N`)")
+	fs.IntVar(&opts.Concurrency, "concurrency", defaultImportConcurrency, "at most `N` upserts in flight at once")
 	fs.Int32Var(&opts.Throughput, "throughput", 0, "manual throughput in `RU/s` of a container that --create creates (0: the account's default)")
 	return c
 }

@@ -94,7 +94,8 @@ const tailExample = `  # Follow new changes on the embedded emulator
   # Copy a container: the change feed of one into another
   cfp tail -d shop -c orders --from beginning -e | cfp import -d shop -c orders-copy
 
-  # Resume exactly where the last run stopped, and remember the new position
+  # Remember the position, then resume exactly where the last run stopped
+  cfp tail -d shop -c orders --from beginning -e --save-state orders.state
   cfp tail -d shop -c orders --from @orders.state --save-state orders.state -e
 
   # The last hour's changes of one customer, as envelopes, filtered with jq
@@ -125,7 +126,7 @@ func newTailCmd(f *factory) *cobra.Command {
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode", "latest", "all-versions")
 	fs.DurationVar(&opts.Poll, "poll", feed.DefaultTailPoll, "wait this `DURATION` before reading a caught-up range again")
 	fs.StringVar(&opts.SaveState, "save-state", "", "write every range's position to `FILE` periodically and on exit (resume with --from @FILE)")
-	fs.DurationVar(&opts.SaveEvery, "save-every", feed.DefaultTailSaveEvery, "how often --save-state writes the `DURATION`")
+	fs.DurationVar(&opts.SaveEvery, "save-every", feed.DefaultTailSaveEvery, "write the --save-state file every `DURATION`")
 	fs.BoolVar(&opts.Envelope, "envelope", false, "wrap each change as {range, partition, lsn, ts, operation, item}")
 	fs.IntVar(&opts.PageSize, "page-size", defaultTailPageSize, "at most `N` changes per read")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultTailConcurrency, "at most `N` ranges read at once")
