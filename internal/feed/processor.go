@@ -159,8 +159,10 @@ type Processor struct {
 
 	mu    sync.Mutex
 	owned map[string]*ownedLease // by token
-	group *errgroup.Group
-	run   context.Context // the group's context: ends at shutdown
+	// workerEnded gets a value (when it has room) each time a worker ended.
+	workerEnded chan struct{}
+	group       *errgroup.Group
+	run         context.Context // the group's context: ends at shutdown
 }
 
 // BootstrapResult says what Bootstrap found.
@@ -186,7 +188,7 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 		src: src, store: store, h: h, opts: opts,
 		log:   opts.Logger.With("owner", opts.Instance),
 		limit: newLogLimiter(opts.Now, DefaultMaxErrorBackoff),
-		owned: map[string]*ownedLease{},
+		owned: map[string]*ownedLease{}, workerEnded: make(chan struct{}, 1),
 		asked: map[string]handoffAsk{}, handedOff: map[string]handoffAsk{},
 	}
 	p.lh, _ = h.(LeaseHandler)

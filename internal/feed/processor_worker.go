@@ -59,6 +59,17 @@ func (ol *ownedLease) valid(now time.Time, expiration time.Duration) bool {
 // lose stops the worker because the lease is no longer ours.
 func (ol *ownedLease) lose(err error) { ol.cancel(err) }
 
+// held reports whether the lease is still this host's to renew: running, or stopping for a
+// shutdown or a handoff with a batch still in flight (until its worker released it); not once
+// it was lost, expired under this host or replaced by child leases.
+func (ol *ownedLease) held() bool {
+	if ol.ctx.Err() == nil {
+		return true
+	}
+	cause := context.Cause(ol.ctx)
+	return !errors.Is(cause, leases.ErrLeaseLost) && !errors.Is(cause, errSplit)
+}
+
 // start registers l as held and runs its worker in the processor's group.
 func (p *Processor) start(l *leases.Lease) {
 	if p.startLocked(l) {
@@ -99,6 +110,10 @@ func (p *Processor) startLocked(l *leases.Lease) bool {
 			p.mu.Lock()
 			delete(p.owned, l.Token)
 			p.mu.Unlock()
+			select {
+			case p.workerEnded <- struct{}{}:
+			default:
+			}
 		}()
 		return p.work(run, ol)
 	})

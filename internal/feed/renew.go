@@ -9,9 +9,11 @@ import (
 )
 
 // renewLoop renews every held lease each RenewInterval, .NET-style after a first half
-// interval, until ctx ends. A lease that is lost, or that could not be written for longer than
-// the expiration (another host may hold it by now), stops its worker.
+// interval, until ctx ends, then goes on renewing the leases whose workers still finish a batch
+// in flight until the last worker ended. A lease that is lost, or that could not be written for
+// longer than the expiration (another host may hold it by now), stops its worker.
 func (p *Processor) renewLoop(ctx context.Context) {
+	defer p.renewWhileStopping(ctx)
 	first := time.NewTimer(p.opts.RenewInterval / 2)
 	defer first.Stop()
 	select {
@@ -31,6 +33,30 @@ func (p *Processor) renewLoop(ctx context.Context) {
 	}
 }
 
+// renewWhileStopping renews, after Run's context ended, the leases whose workers still finish
+// their batch in flight (for up to ShutdownTimeout), each round under a fresh deadline, until
+// every worker ended: a batch that outlasts the rest of the lease's expiration must not see
+// another host take the lease and process it at the same time.
+func (p *Processor) renewWhileStopping(ctx context.Context) {
+	t := time.NewTicker(p.opts.RenewInterval)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		n := len(p.owned)
+		p.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-t.C:
+			fctx, cancel := p.fresh(ctx)
+			p.renewAll(fctx)
+			cancel()
+		case <-p.workerEnded:
+		}
+	}
+}
+
 func (p *Processor) renewAll(ctx context.Context) {
 	p.mu.Lock()
 	owned := make([]*ownedLease, 0, len(p.owned))
@@ -42,8 +68,8 @@ func (p *Processor) renewAll(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if ol.ctx.Err() != nil {
-			continue // stopping already
+		if !ol.held() {
+			continue // lost or split: no longer this host's to write
 		}
 		p.renew(ctx, ol)
 	}

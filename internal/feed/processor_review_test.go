@@ -1,0 +1,79 @@
+package feed_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/feed/feedtest"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// TestProcessor_ShutdownKeepsRenewingWhileTheLastBatchRuns stops a host while its handler is in
+// the middle of a batch that outlasts the lease expiration (a short --lease-expiration and the
+// default 30s --shutdown-timeout): the host must keep its lease alive until the batch ended and
+// the lease was released, or the other host takes the expired lease and processes it at the
+// same time.
+func TestProcessor_ShutdownKeepsRenewingWhileTheLastBatchRuns(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := leases.NewMemDocuments("/id")
+	opts := func(name string) feed.ProcessorOptions {
+		o := fastOptions(name)
+		o.Expiration = 300 * time.Millisecond
+		o.RenewInterval = 40 * time.Millisecond
+		o.ShutdownTimeout = 5 * time.Second
+		return o
+	}
+	rec := newRecorder(0)
+	var slow atomic.Bool
+	inSlow := make(chan string, 1)
+	handlerA := rec.handler("a")
+	a := startHost(t, src, docs, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
+		if slow.Load() {
+			select {
+			case inSlow <- b.LeaseToken:
+			default:
+			}
+			time.Sleep(time.Second) // ignores ctx: a batch that takes its time
+		}
+		return handlerA.Handle(ctx, b)
+	}), opts("a"))
+	b := startHost(t, src, docs, rec.handler("b"), opts("b"))
+	waitFor(t, 10*time.Second, "one lease each", func() bool {
+		return len(a.p.Owned()) == 1 && len(b.p.Owned()) == 1
+	})
+
+	slow.Store(true)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stopWriting := make(chan struct{})
+	defer close(stopWriting)
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopWriting:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			writeDocs(t, src, i, i+1)
+		}
+	})
+	token := <-inSlow
+	if err := a.stop(t); err != nil { // returns once a's batch ended and its lease was released
+		t.Fatalf("Run = %v", err)
+	}
+	rec.mu.Lock()
+	overlaps := rec.overlaps
+	rec.mu.Unlock()
+	if len(overlaps) > 0 {
+		t.Fatalf("lease %s handled by two hosts at once while its owner shut down: %v", token, overlaps)
+	}
+	if n := len(a.ev.of(feed.EventLost)); n != 0 {
+		t.Errorf("host a lost %d leases while finishing its last batch, want 0", n)
+	}
+	waitFor(t, 10*time.Second, "b to take the released lease", func() bool { return len(b.p.Owned()) == 2 })
+}
