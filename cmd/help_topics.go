@@ -80,7 +80,7 @@ String results print raw, like jq -r; other results print as compact JSON, one p
 With -o jsonl the expression runs on each line's object. The expression cannot read the
 environment. A bad expression is a usage error (exit 2).
 
-  cfp leases list -p orders -o json --jq '.[] | select(.owner == null) | .token'
+  cfp leases list -p orders -o json --jq '.[] | select(.owner == null) | .lease'
   cfp tail -c orders --jq '.id'
 
 Colour is used only on a terminal, and never when NO_COLOR is set, CLICOLOR=0 or
