@@ -327,7 +327,14 @@ func runTail(ctx context.Context, o *tailOptions) error {
 	}
 	if o.SaveState != "" {
 		path := o.SaveState
-		topts.SaveState = func(st feed.TailState) error { return feed.WriteTailState(path, st) }
+		topts.SaveState = func(st feed.TailState) error {
+			// The state must never run ahead of the output: what it counts as delivered is
+			// written out first, and a failed write saves nothing.
+			if err := out.flush(); err != nil {
+				return err
+			}
+			return feed.WriteTailState(path, st)
+		}
 	}
 	if showStatus {
 		topts.OnStatus = func(s feed.TailStatus) {
@@ -524,6 +531,16 @@ func (t *tailWriter) emit(ch feed.Change) error {
 		if t.status != nil {
 			t.status.Update("%s", t.statusMsg)
 		}
+	}
+	return nil
+}
+
+// flush writes out the buffered changes.
+func (t *tailWriter) flush() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.w.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", errTailOutput, err)
 	}
 	return nil
 }
