@@ -66,7 +66,7 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 	if cerr := f.closeAccount(); cerr != nil && err == nil {
 		err = fmt.Errorf("close account: %w", cerr)
 	}
-	err = asUsageError(err)
+	err = hintLocalWithSpace(asUsageError(err), root, args)
 	printError(ios.ErrOut, err, f.redact)
 
 	var usage *UsageError
@@ -74,6 +74,28 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 		io.WriteString(ios.ErrOut, shortUsage(c))
 	}
 	return exitCode(err, interrupted)
+}
+
+// hintLocalWithSpace adds a hint to a usage error when args hold "--local DIR": --local takes
+// an optional value, so DIR was read as the command and what followed failed to parse.
+func hintLocalWithSpace(err error, root *cobra.Command, args []string) error {
+	var usage *UsageError
+	if !errors.As(err, &usage) {
+		return err
+	}
+	for i := 0; i+1 < len(args) && args[i] != "--"; i++ {
+		next := args[i+1]
+		if args[i] != "--local" || strings.HasPrefix(next, "-") {
+			continue
+		}
+		for _, c := range root.Commands() {
+			if c.Name() == next || c.HasAlias(next) {
+				return err // --local before a command: the default directory
+			}
+		}
+		return withHint(err, fmt.Sprintf("write --local=%s: with a space, %s is read as a command", next, next))
+	}
+	return err
 }
 
 // shortUsage is what follows a usage error: the command's usage line, its subcommands or its

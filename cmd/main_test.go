@@ -249,3 +249,21 @@ func newProbeCmd(fn func()) *cobra.Command {
 		},
 	}
 }
+
+func TestMainWithIO_LocalWithSpaceHints(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// "--local DIR" reads DIR as the command; the error says to write --local=DIR.
+	code, _, errOut := run(t, nil, "--local", dir, "tail", "-d", "shop", "-c", "orders", "-e")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr %q", code, errOut)
+	}
+	if want := "Try: write --local=" + dir; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q, want a line %q", errOut, want)
+	}
+	// "--local" before a command is the default directory: no such hint.
+	code, _, errOut = run(t, nil, "--local", "config", "--nope")
+	if code != 2 || strings.Contains(errOut, "--local=") {
+		t.Errorf("--local config --nope: exit %d, stderr %q; want 2 without a --local= hint", code, errOut)
+	}
+}
