@@ -72,7 +72,8 @@ because anyone who can reach it and knows the key can read and write the data.
 
 While it runs, the data directory is locked: other commands reach the data with
 --endpoint http://ADDR/ (or the connection string), not with --local DIR. New containers get
---partitions physical partitions (default 4); split them with 'cfp emulator split'.`
+--partitions physical partitions (default 4); split them with 'cfp emulator split' and
+merge adjacent ones with 'cfp emulator merge'.`
 
 const emulatorExample = `  # Serve .cfp on localhost:8081 with the well-known key
   cfp emulator
@@ -111,7 +112,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.Addr, "addr", defaultEmulatorAddr, "`HOST:PORT` to listen on (port 0: any free port)")
 	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
-	c.AddCommand(newEmulatorSplitCmd(f), newEmulatorFaultsCmd(f))
+	c.AddCommand(newEmulatorSplitCmd(f), newEmulatorMergeCmd(f), newEmulatorFaultsCmd(f))
 	return c
 }
 

@@ -160,6 +160,8 @@ func rangeIDs(rs []emulator.RangeStatus) []string {
 type emulatorAdmin interface {
 	Status(ctx context.Context) (emulator.Status, error)
 	Split(ctx context.Context, db, coll, rangeID string) ([]string, error)
+	// Merge merges adjacent live ranges and returns the new range's id.
+	Merge(ctx context.Context, db, coll string, rangeIDs []string) (string, error)
 	// InjectFaults adds a fault rule and returns the number of active rules.
 	InjectFaults(ctx context.Context, rule emulator.FaultRuleJSON) (int, error)
 	ClearFaults(ctx context.Context) error
@@ -206,6 +208,9 @@ type localAdmin struct{ emu *emulator.Emulator }
 func (l localAdmin) Status(context.Context) (emulator.Status, error) { return l.emu.Status() }
 func (l localAdmin) Split(_ context.Context, db, coll, rangeID string) ([]string, error) {
 	return l.emu.Split(db, coll, rangeID)
+}
+func (l localAdmin) Merge(_ context.Context, db, coll string, rangeIDs []string) (string, error) {
+	return l.emu.Merge(db, coll, rangeIDs)
 }
 func (l localAdmin) InjectFaults(_ context.Context, rule emulator.FaultRuleJSON) (int, error) {
 	return 0, errors.New("fault rules need a serving emulator")
@@ -307,6 +312,12 @@ func (r *remoteAdmin) Split(ctx context.Context, db, coll, rangeID string) ([]st
 	var resp emulator.SplitResponse
 	err := r.do(ctx, "split", http.MethodPost, "/_cfp/split", emulator.SplitRequest{DB: db, Coll: coll, Range: rangeID}, &resp)
 	return resp.Children, err
+}
+
+func (r *remoteAdmin) Merge(ctx context.Context, db, coll string, rangeIDs []string) (string, error) {
+	var resp emulator.MergeResponse
+	err := r.do(ctx, "merge", http.MethodPost, "/_cfp/merge", emulator.MergeRequest{DB: db, Coll: coll, Ranges: rangeIDs}, &resp)
+	return resp.Merged, err
 }
 
 func (r *remoteAdmin) InjectFaults(ctx context.Context, rule emulator.FaultRuleJSON) (int, error) {

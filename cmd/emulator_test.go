@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,24 +44,6 @@ func TestListenHosts(t *testing.T) {
 			t.Errorf("endpointHost(%q) = %q, want %q", host, got, tt.endpoint)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a running command writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // inProcessEmulator is `cfp emulator` running in a goroutine of the test.
@@ -205,8 +185,8 @@ func TestEmulator_RefusesAServedDirectory(t *testing.T) {
 }
 
 // TestEmulator_Process runs `cfp emulator` as its own process, as a user does: other cfp runs
-// import through its connection string, split a partition and inject faults over its admin
-// API, are refused the served directory with --local, and SIGINT stops it cleanly.
+// import through its connection string, split a partition, merge it back and inject faults
+// over its admin API, are refused the served directory with --local, and SIGINT stops it cleanly.
 func TestEmulator_Process(t *testing.T) {
 	t.Parallel()
 	// testscript.Main (TestMain) put this test binary on PATH as "cfp".
@@ -293,6 +273,20 @@ func TestEmulator_Process(t *testing.T) {
 		if len(c.Parents) != 1 || c.Parents[0] != "0" {
 			t.Errorf("child %s has parents %v, want [0]", c.ID, c.Parents)
 		}
+	}
+
+	// The admin API merges the children back into one partition over range 0's bounds.
+	code, out, errOut = runCLI(t, ctx, "", "--connection-string", v.ConnectionString, "emulator", "merge", "-d", "shop", "-c", "orders",
+		"--range", split.Children[0].ID, "--range", split.Children[1].ID, "-o", "json")
+	if code != 0 {
+		t.Fatalf("merge: exit %d\n%s", code, errOut)
+	}
+	var merge mergeView
+	if err := json.Unmarshal([]byte(out), &merge); err != nil {
+		t.Fatal(err)
+	}
+	if m := merge.Merged; m.MinInclusive != "" || m.MaxExclusive != split.Children[1].MaxExclusive || len(m.Parents) != 3 {
+		t.Errorf("merged = %+v, want range 0's bounds with parents 0 and both children", m)
 	}
 
 	code, out, errOut = runCLI(t, ctx, "", "--endpoint", v.Endpoint, "emulator", "faults", "--status", "503", "--count", "1", "-o", "json", "--jq", ".fault_rules")
