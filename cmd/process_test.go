@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,24 +22,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
-
-// procBuffer is a bytes.Buffer safe for a writer and a polling reader.
-type procBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *procBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *procBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // procSeed creates shop/orders (partitioned on /pk, 4 physical partitions) in the local data
 // directory dir and writes n documents {"id":"doc-NNN","pk":"key-K","n":N} spread over many keys.
@@ -97,14 +78,14 @@ var procFastLeases = []string{
 
 // procRun is cfp running in process until stop is called.
 type procRun struct {
-	out, err *procBuffer
+	out, err *syncBuffer
 	cancel   context.CancelFunc
 	code     chan int
 }
 
 func procStart(t *testing.T, stdin string, args ...string) *procRun {
 	t.Helper()
-	out, errOut := &procBuffer{}, &procBuffer{}
+	out, errOut := &syncBuffer{}, &syncBuffer{}
 	ios := &render.IOStreams{In: strings.NewReader(stdin), Out: out, ErrOut: errOut, Width: render.DefaultWidth}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &procRun{out: out, err: errOut, cancel: cancel, code: make(chan int, 1)}

@@ -268,29 +268,22 @@ func TestTail_RidesThroughThrottlingAndUnavailability(t *testing.T) {
 	}
 }
 
-// syncWriter is a stdout that tells when the first bytes arrive.
+// syncWriter is a syncBuffer that tells when the first bytes arrived (first, when not nil, is
+// closed after the first write).
 type syncWriter struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
+	syncBuffer
 	first chan struct{}
 	once  sync.Once
 }
 
 func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	n, err := w.syncBuffer.Write(p)
 	w.once.Do(func() {
 		if w.first != nil {
 			close(w.first)
 		}
 	})
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
+	return n, err
 }
 
 func TestTail_InterruptPrintsSummaryAndExits130(t *testing.T) {
