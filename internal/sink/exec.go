@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -75,19 +74,15 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 	return nil
 }
 
-// shell builds `sh -c command`, asked to stop with SIGTERM when ctx ends and killed killDelay
-// later.
+// shell builds `sh -c command` in a process group of its own; when ctx ends the whole group is
+// asked to stop with SIGTERM and killed killDelay later.
 func shell(ctx context.Context, command string, killDelay time.Duration) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "sh", "-c", command)
-	cmd.Cancel = func() error {
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			return cmd.Process.Kill()
-		}
-		return nil
-	}
 	if killDelay <= 0 {
 		killDelay = DefaultKillDelay
 	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	ownGroup(cmd)
+	cmd.Cancel = func() error { return terminate(cmd, killDelay) }
 	cmd.WaitDelay = killDelay
 	return cmd
 }
