@@ -71,7 +71,7 @@ printed). The gateway binds loopback by default; binding another address prints 
 because anyone who can reach it and knows the key can read and write the data.
 
 While it runs, the data directory is locked: other commands reach the data with
---endpoint http://ADDR/ (or the connection string), not with --local DIR. New containers get
+--endpoint http://ADDR/ (or the connection string), not with --local=DIR. New containers get
 --partitions physical partitions (default 4); split them with 'cfp emulator split' and
 merge adjacent ones with 'cfp emulator merge'.`
 
@@ -281,7 +281,7 @@ func (e *heldDirError) Error() string {
 func (e *heldDirError) Unwrap() error { return e.LockedError }
 
 func (e *heldDirError) Hint() string {
-	return fmt.Sprintf("--endpoint http://%s/ (with the emulator's key) instead of --local %s", e.Addr, e.Dir)
+	return fmt.Sprintf("--endpoint http://%s/ (with the emulator's key) instead of --local=%s", e.Addr, e.Dir)
 }
 
 // explainLocked turns a data directory held by a serving emulator into a one-line error with

@@ -43,7 +43,7 @@ leases are kept and read the new partition with their range.
 
 It reaches the emulator like 'cfp emulator split': a running 'cfp emulator' through its admin
 API (--endpoint URL with the emulator's key, or --connection-string), or a data directory that
-no process serves (--local DIR).
+no process serves (--local=DIR).
 
 Prints the new partition: a table on a terminal, JSON in a pipe (database, container, ranges,
 merged with id, min_inclusive, max_exclusive, parents and lsn).`,
@@ -51,7 +51,7 @@ merged with id, min_inclusive, max_exclusive, parents and lsn).`,
   cfp --endpoint http://localhost:8081/ emulator merge -d shop -c orders --range 0 --range 1
 
   # ... or in a data directory no process serves
-  cfp --local .cfp emulator merge -d shop -c orders --range 2 --range 3 -o json --jq .merged.id`,
+  cfp --local=.cfp emulator merge -d shop -c orders --range 2 --range 3 -o json --jq .merged.id`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := f.requireContainer(); err != nil {

@@ -56,7 +56,7 @@ continuation stays valid on both, and readers of the parent get "partition gone"
 
 It reaches the emulator the way other commands reach an account: a running 'cfp emulator'
 through its admin API (--endpoint URL with the emulator's key, or --connection-string), or
-a data directory that no process serves (--local DIR).
+a data directory that no process serves (--local=DIR).
 
 Prints the two children: a table on a terminal, JSON in a pipe (database, container, range,
 children with id, min_inclusive, max_exclusive, parents and lsn).`,
@@ -64,7 +64,7 @@ children with id, min_inclusive, max_exclusive, parents and lsn).`,
   cfp --endpoint http://localhost:8081/ emulator split -d shop -c orders --range 0
 
   # ... or in a data directory no process serves
-  cfp --local .cfp emulator split -d shop -c orders --range 0 -o json --jq '.children[].id'`,
+  cfp --local=.cfp emulator split -d shop -c orders --range 0 -o json --jq '.children[].id'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := f.requireContainer(); err != nil {

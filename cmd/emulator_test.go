@@ -178,7 +178,7 @@ func TestEmulator_RefusesAServedDirectory(t *testing.T) {
 		t.Fatalf("second emulator on the directory: exit %d, want 1\n%s", code, stderr)
 	}
 	hostPort := strings.TrimSuffix(strings.TrimPrefix(v.Endpoint, "http://"), "/")
-	want := fmt.Sprintf("cfp: data directory %s is in use: process %d serves it on %s\nTry: --endpoint http://%s/ (with the emulator's key) instead of --local %s\n", dir, os.Getpid(), hostPort, hostPort, dir)
+	want := fmt.Sprintf("cfp: data directory %s is in use: process %d serves it on %s\nTry: --endpoint http://%s/ (with the emulator's key) instead of --local=%s\n", dir, os.Getpid(), hostPort, hostPort, dir)
 	if stderr != want {
 		t.Errorf("stderr =\n%s\nwant\n%s", stderr, want)
 	}
