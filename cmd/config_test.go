@@ -1,30 +1,17 @@
 package cmd
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/cfp-dev/cfp/internal/cosmos"
 )
 
 func TestConfigCheck_Local(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dir := t.TempDir()
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir, LocalPartitions: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct{ name, pk string }{{"orders", "/customerId"}, {"leases", "/id"}} {
-		if _, err := acct.CreateContainerIfNotExists(ctx, "shop", c.name, c.pk, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	acct := openLocal(t, dir, 3)
+	createContainer(t, acct, "shop", "orders", "/customerId")
+	createContainer(t, acct, "shop", "leases", "/id")
 	if err := acct.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -25,18 +24,9 @@ const (
 // one as "x-speedup" (goal: at least 10). Run with: go test ./cmd -run '^$' -bench Estimate -benchtime 1x
 func BenchmarkEstimate(b *testing.B) {
 	ctx := context.Background()
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	acct := openLocal(b, b.TempDir(), 0)
 	b.Cleanup(func() { _ = acct.Close() })
-	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
-		b.Fatal(err)
-	}
-	c, err := acct.CreateContainerIfNotExists(ctx, "shop", "orders", "/id", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := createContainer(b, acct, "shop", "orders", "/id")
 	for i := range 40 {
 		id := fmt.Sprintf("o%d", i)
 		if err := c.UpsertItem(ctx, id, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {

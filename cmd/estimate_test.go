@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -22,21 +21,10 @@ import (
 func seedEstimate(t *testing.T, dir, prefix string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := openLocal(t, dir, 0)
 	defer acct.Close()
-	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := acct.CreateContainerIfNotExists(ctx, "shop", "orders", "/id", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := acct.CreateContainerIfNotExists(ctx, "shop", "leases", "/id", nil); err != nil {
-		t.Fatal(err)
-	}
+	c := createContainer(t, acct, "shop", "orders", "/id")
+	createContainer(t, acct, "shop", "leases", "/id")
 	for i := range 20 {
 		id := fmt.Sprintf("o%d", i)
 		if err := c.UpsertItem(ctx, id, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {

@@ -2,7 +2,12 @@ package cmd
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"sync"
+	"testing"
+
+	"github.com/cfp-dev/cfp/internal/cosmos"
 )
 
 // syncBuffer is a bytes.Buffer that a running command writes while the test reads it.
@@ -21,4 +26,34 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// openLocal opens the embedded emulator on the data directory dir, in process, giving the
+// containers it creates partitions physical partitions (0: the emulator's default). The
+// emulator's warnings are discarded. The caller closes the account, and must do so before cfp
+// opens the same directory.
+func openLocal(t testing.TB, dir string, partitions int) *cosmos.Account {
+	t.Helper()
+	acct, err := cosmos.Open(context.Background(), cosmos.Config{
+		LocalDir: dir, LocalPartitions: partitions, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct
+}
+
+// createContainer creates the database db when missing and, in it, the container name
+// partitioned on pkPath when missing, and returns the container.
+func createContainer(t testing.TB, acct *cosmos.Account, db, name, pkPath string) *cosmos.Container {
+	t.Helper()
+	ctx := context.Background()
+	if err := acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	c, err := acct.CreateContainerIfNotExists(ctx, db, name, pkPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

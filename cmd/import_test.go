@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -194,13 +193,10 @@ func runCLI(t *testing.T, ctx context.Context, stdin string, args ...string) (co
 func countItems(t *testing.T, dir, db, coll string) map[string]map[string]any {
 	t.Helper()
 	ctx := context.Background()
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := openLocal(t, dir, 0)
 	defer acct.Close()
 	docs := map[string]map[string]any{}
-	err = acct.Container(db, coll).Query(ctx, "SELECT * FROM c", nil, func(raw []byte) error {
+	err := acct.Container(db, coll).Query(ctx, "SELECT * FROM c", nil, func(raw []byte) error {
 		var d map[string]any
 		if err := json.Unmarshal(raw, &d); err != nil {
 			return err

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -28,18 +27,9 @@ import (
 func procSeed(t *testing.T, dir string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir, LocalPartitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := openLocal(t, dir, 4)
 	defer acct.Close()
-	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := acct.CreateContainerIfNotExists(ctx, "shop", "orders", "/pk", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := createContainer(t, acct, "shop", "orders", "/pk")
 	for i := range n {
 		pk := fmt.Sprintf("key-%d", i%29)
 		body := fmt.Sprintf(`{"id":"doc-%03d","pk":%q,"n":%d}`, i, pk, i)
@@ -53,10 +43,7 @@ func procSeed(t *testing.T, dir string, n int) {
 func procLeases(t *testing.T, dir, proc string) []*leases.Lease {
 	t.Helper()
 	ctx := context.Background()
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := openLocal(t, dir, 0)
 	defer acct.Close()
 	info, err := acct.Container("shop", "orders").Info(ctx)
 	if err != nil {

@@ -146,26 +146,17 @@ type replayFixture struct {
 
 func (fx replayFixture) open(t *testing.T) (*cosmos.Account, *cosmos.Container) {
 	t.Helper()
-	acct, err := cosmos.Open(context.Background(), cosmos.Config{LocalDir: fx.dir, LocalPartitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := openLocal(t, fx.dir, 4)
 	return acct, acct.Container("shop", "orders")
 }
 
 func newReplayFixture(t *testing.T) replayFixture {
 	t.Helper()
 	fx := replayFixture{dir: t.TempDir()}
-	ctx := context.Background()
 	acct, _ := fx.open(t)
 	defer acct.Close()
-	if err := acct.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []string{"orders", "leases"} {
-		if _, err := acct.CreateContainerIfNotExists(ctx, "shop", c, "/id", nil); err != nil {
-			t.Fatal(err)
-		}
+		createContainer(t, acct, "shop", c, "/id")
 	}
 	return fx
 }

@@ -22,33 +22,18 @@ import (
 // the documents d<from>..d<from+n-1> and closes the directory again, so that cfp can open it.
 func seedDir(t *testing.T, dir string, from, n int) {
 	t.Helper()
-	acct := openTailAccount(t, dir)
+	acct := openLocal(t, dir, 0)
 	seed(t, acct, from, n)
 	if err := acct.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func openTailAccount(t *testing.T, dir string) *cosmos.Account {
-	t.Helper()
-	acct, err := cosmos.Open(context.Background(), cosmos.Config{LocalDir: dir, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return acct
-}
-
 // seed upserts {id: d<i>, pk: p<i%3>, n: i} for i in [from, from+n) with a few writers.
 func seed(t *testing.T, acct *cosmos.Account, from, n int) {
 	t.Helper()
 	ctx := context.Background()
-	if err := acct.CreateDatabaseIfNotExists(ctx, "db"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := acct.CreateContainerIfNotExists(ctx, "db", "c", "/pk", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := createContainer(t, acct, "db", "c", "/pk")
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
@@ -230,7 +215,7 @@ func TestTail_JSONIsOneDocument(t *testing.T) {
 func TestTail_RidesThroughThrottlingAndUnavailability(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	acct := openTailAccount(t, dir)
+	acct := openLocal(t, dir, 0)
 	defer acct.Close()
 	seed(t, acct, 0, 400)
 	emu := acct.Emulator()
