@@ -18,15 +18,18 @@ import (
 // lease (an If-Match write that keeps the Owner). A cfp owner sees the request at its next
 // renew, checkpoint or balancing cycle, stops delivering batches, lets the batch in flight
 // finish, checkpoints and releases the lease, and stays away from it for a few cycles; the
-// requester (or any host below its share) then takes it as a free lease. An owner that does
-// not answer within the lease expiration (a .NET host, which ignores the property, or a host
-// that cannot write) has the lease stolen the .NET way: a cfp host that could not write its
-// lease since the request has stopped processing it by then (see ownedLease.valid). Java
-// leases do not persist properties: they are stolen directly. Taking a lease always removes
-// the property.
+// requester (or any host below its share) then takes it as a free lease. While the batch in
+// flight finishes, the owner renews the lease with properties["cfpHandoffAccepted"] = "<owner>"
+// on it: no cfp host asks for or steals a live lease whose owner accepted its handoff, it
+// waits for the release (or the expiration, if the owner dies). An owner that does not answer
+// within the lease expiration (a .NET host, which ignores the property, or a host that cannot
+// write) has the lease stolen the .NET way: a cfp host that could not write its lease since
+// the request has stopped processing it by then (see ownedLease.valid). Java leases do not
+// persist properties: they are stolen directly. Taking a lease always removes both properties.
 const (
-	handoffKey = "cfpHandoff"
-	handoffSep = ">"
+	handoffKey         = "cfpHandoff"
+	handoffAcceptedKey = "cfpHandoffAccepted"
+	handoffSep         = ">"
 )
 
 // balanceLoop runs an acquire cycle at once and then every AcquireInterval until ctx ends,
@@ -71,7 +74,9 @@ func (p *Processor) answerHandoffs(ctx context.Context) {
 	}
 	for _, l := range all {
 		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
-			p.checkHandoff(ol, l)
+			if p.checkHandoff(ol, l) {
+				p.renew(ctx, ol) // tell the requester at once
+			}
 		}
 	}
 }
@@ -109,7 +114,9 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 	floor := p.setFloor(len(all), live)
 	for _, l := range all {
 		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
-			p.checkHandoff(ol, l)
+			if p.checkHandoff(ol, l) {
+				p.renew(ctx, ol) // tell the requester at once
+			}
 		}
 	}
 	donor = p.holding() > floor && hungry(candidates, live, p.opts.Instance, floor, now, p.opts.Expiration)
@@ -133,6 +140,9 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		}
 		tried[l.Token] = true
 		live := !l.Expired(now, p.opts.Expiration) && !strings.EqualFold(l.Owner, p.opts.Instance)
+		if live && handoffAccepted(l) {
+			continue // its owner finishes the batch in flight, then releases it
+		}
 		if live && p.askFirst(l, now) {
 			p.askHandoff(ctx, l, now)
 			continue
@@ -168,6 +178,7 @@ func (p *Processor) acquire(ctx context.Context, l *leases.Lease) (*leases.Lease
 		}
 		n.Owner = p.opts.Instance
 		delete(n.Properties, handoffKey)
+		delete(n.Properties, handoffAcceptedKey)
 		return nil
 	})
 }
@@ -227,26 +238,35 @@ func handoffAsked(l *leases.Lease, owner string) bool {
 	return ok && strings.EqualFold(from, owner) && !strings.EqualFold(to, owner)
 }
 
+// handoffAccepted reports whether the owner of l accepted a handoff request on it: it hands
+// the lease over once its batch in flight finished.
+func handoffAccepted(l *leases.Lease) bool {
+	from, _, ok := strings.Cut(l.Properties[handoffKey], handoffSep)
+	return ok && l.Owner != "" && strings.EqualFold(from, l.Owner) && strings.EqualFold(l.Properties[handoffAcceptedKey], l.Owner)
+}
+
 // checkHandoff stops the worker of ol when l (its newest version) asks for a handoff, unless
 // this host would be left with less than its fair share (the floor of the last cycle): a
-// request made from an older view of the hosts waits until the views agree.
-func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) {
+// request made from an older view of the hosts waits until the views agree. It reports
+// whether it accepted the request; the lease's renewals then say so (see renew).
+func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 	if l == nil || !handoffAsked(l, p.opts.Instance) || ol.ctx.Err() != nil {
-		return
+		return false
 	}
 	_, to, _ := strings.Cut(l.Properties[handoffKey], handoffSep)
 	p.hoMu.Lock()
 	defer p.hoMu.Unlock()
 	if ol.ctx.Err() != nil {
-		return // handed off by a concurrent check
+		return false // handed off by a concurrent check
 	}
 	if held := p.holding(); held <= p.floor {
 		p.log.Debug("lease handoff refused: at the fair share", "lease", l.Token, "to", to, "held", held)
-		return
+		return false
 	}
 	p.handedOff[l.Token] = handoffAsk{owner: to, at: p.opts.Now()}
 	p.log.Info("lease handoff", "lease", l.Token, "to", to)
 	ol.cancel(errHandoff)
+	return true
 }
 
 // setFloor records and returns this host's fair share after a listing of n leases among the

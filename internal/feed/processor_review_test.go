@@ -77,3 +77,56 @@ func TestProcessor_ShutdownKeepsRenewingWhileTheLastBatchRuns(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "b to take the released lease", func() bool { return len(b.p.Owned()) == 2 })
 }
+
+// TestProcessor_HandoffWaitsForTheBatchInFlight has a second host ask for a lease while the
+// owner is in a batch that outlasts the lease expiration: the owner accepts, finishes the
+// batch, checkpoints and releases; the requester must wait for that instead of stealing the
+// lease after an expiration as from a host that ignores requests.
+func TestProcessor_HandoffWaitsForTheBatchInFlight(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := leases.NewMemDocuments("/id")
+	rec := newRecorder(600 * time.Millisecond)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stopWriting := make(chan struct{})
+	defer close(stopWriting)
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopWriting:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			writeDocs(t, src, i, i+1)
+		}
+	})
+	opts := func(name string) feed.ProcessorOptions {
+		o := fastOptions(name)
+		o.Expiration = 250 * time.Millisecond
+		o.RenewInterval = 40 * time.Millisecond
+		return o
+	}
+	a := startHost(t, src, docs, rec.handler("a"), opts("a"))
+	waitFor(t, 5*time.Second, "a to hold both leases", func() bool { return len(a.p.Owned()) == 2 })
+	b := startHost(t, src, docs, rec.handler("b"), opts("b"))
+	waitFor(t, 10*time.Second, "b to hold one lease", func() bool { return len(b.p.Owned()) == 1 })
+	time.Sleep(time.Second) // a few more batches on both hosts
+	rec.mu.Lock()
+	overlaps := rec.overlaps
+	rec.mu.Unlock()
+	if len(overlaps) > 0 {
+		t.Fatalf("leases handled by two hosts at once during a handoff: %v", overlaps)
+	}
+	if lost := a.ev.of(feed.EventLost); len(lost) > 0 {
+		t.Fatalf("a lost lease %s (%v) instead of handing it over", lost[0].Lease, lost[0].Err)
+	}
+	if rel := a.ev.of(feed.EventReleased); len(rel) != 1 {
+		t.Fatalf("a released %d leases, want the one handed off", len(rel))
+	}
+	for _, l := range listLeases(t, docs) {
+		if l.Properties["cfpHandoff"] != "" || l.Properties["cfpHandoffAccepted"] != "" {
+			t.Errorf("lease %s kept its handoff properties after it moved: %v", l.Token, l.Properties)
+		}
+	}
+}

@@ -75,13 +75,23 @@ func (p *Processor) renewAll(ctx context.Context) {
 	}
 }
 
+// renew rewrites ol's lease with a fresh timestamp; a lease being handed off also gets the
+// mark that its owner accepted the handoff (see handoffAcceptedKey).
 func (p *Processor) renew(ctx context.Context, ol *ownedLease) {
 	start := p.opts.Now()
-	renewed, err := p.store.Renew(ctx, ol.current(), p.opts.Instance)
+	var renewed *leases.Lease
+	var err error
+	if errors.Is(context.Cause(ol.ctx), errHandoff) {
+		renewed, err = p.renewAccepted(ctx, ol)
+	} else {
+		renewed, err = p.store.Renew(ctx, ol.current(), p.opts.Instance)
+	}
 	switch {
 	case err == nil:
 		ol.update(renewed, start)
-		p.checkHandoff(ol, renewed)
+		if p.checkHandoff(ol, renewed) {
+			p.renew(ctx, ol) // tell the requester at once
+		}
 		p.limit.reset("renew lease\x00" + ol.token)
 	case errors.Is(err, leases.ErrLeaseLost):
 		ol.lose(err)
@@ -92,6 +102,29 @@ func (p *Processor) renew(ctx context.Context, ol *ownedLease) {
 			ol.lose(&expiredError{token: ol.token})
 		}
 	}
+}
+
+// renewAccepted is Renew for a lease this host hands off: it also marks the handoff accepted,
+// so that the requester waits for the release instead of stealing the lease while the batch
+// in flight finishes.
+func (p *Processor) renewAccepted(ctx context.Context, ol *ownedLease) (*leases.Lease, error) {
+	fresh, err := p.store.Get(ctx, ol.current())
+	if errors.Is(err, leases.ErrNotFound) {
+		return nil, &leases.LeaseLostError{Token: ol.token, Gone: true}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.store.Update(ctx, fresh, func(n *leases.Lease) error {
+		if n.Owner != p.opts.Instance {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if n.Properties == nil {
+			n.Properties = map[string]string{}
+		}
+		n.Properties[handoffAcceptedKey] = p.opts.Instance
+		return nil
+	})
 }
 
 // expiredError reports that this host could not write a lease for longer than the expiration.
