@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -90,40 +89,27 @@ func runEmulatorMerge(ctx context.Context, opts *emulatorMergeOptions) error {
 	defer adm.Close()
 
 	db, coll := f.Global.Database, f.Global.Container
-	before, err := adm.Status(ctx)
+	ranges, err := containerRanges(ctx, adm, db, coll)
 	if err != nil {
 		return err
 	}
-	cs, err := findContainerStatus(before, db, coll)
-	if err != nil {
-		return err
-	}
-	if err := checkAdjacent(cs.Ranges, opts.Ranges); err != nil {
-		return withHint(fmt.Errorf("%w in %s/%s", err, db, coll), "--range with adjacent live ranges, in key order: "+strings.Join(rangeIDs(cs.Ranges), ", "))
+	if err := checkAdjacent(ranges, opts.Ranges); err != nil {
+		return withHint(fmt.Errorf("%w in %s/%s", err, db, coll), "--range with adjacent live ranges, in key order: "+strings.Join(rangeIDs(ranges), ", "))
 	}
 	merged, err := adm.Merge(ctx, db, coll, opts.Ranges)
 	if err != nil {
 		return fmt.Errorf("merge ranges %s of %s/%s: %w", strings.Join(opts.Ranges, ", "), db, coll, err)
 	}
-	after, err := adm.Status(ctx)
-	if err != nil {
-		return err
-	}
-	cs, err = findContainerStatus(after, db, coll)
-	if err != nil {
+	if ranges, err = containerRanges(ctx, adm, db, coll); err != nil {
 		return err
 	}
 	v := mergeView{Database: db, Container: coll, Ranges: opts.Ranges}
-	i := slices.IndexFunc(cs.Ranges, func(r emulator.RangeStatus) bool { return r.ID == merged })
+	i := slices.IndexFunc(ranges, func(r emulator.RangeStatus) bool { return r.ID == merged })
 	if i < 0 {
 		return fmt.Errorf("merged range %s is not a live partition of %s/%s", merged, db, coll)
 	}
-	r := cs.Ranges[i]
-	v.Merged = rangeView{ID: r.ID, MinInclusive: r.Min, MaxExclusive: r.Max, Parents: r.Parents, LSN: r.LSN}
-	return p.Print(ctx, v, func(t *render.Table) {
-		*t = *render.NewTable(f.IO, "range", "min", "max", "parents", "lsn")
-		t.Row(r.ID, r.Min, r.Max, strings.Join(r.Parents, ","), strconv.FormatUint(r.LSN, 10))
-	})
+	v.Merged = newRangeView(ranges[i])
+	return p.Print(ctx, v, func(t *render.Table) { rangeTable(f, t, v.Merged) })
 }
 
 // checkAdjacent checks that ids name live ranges (live, in key order) that follow one another.

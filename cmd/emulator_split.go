@@ -94,42 +94,55 @@ func runEmulatorSplit(ctx context.Context, opts *emulatorSplitOptions) error {
 	defer adm.Close()
 
 	db, coll := f.Global.Database, f.Global.Container
-	before, err := adm.Status(ctx)
+	ranges, err := containerRanges(ctx, adm, db, coll)
 	if err != nil {
 		return err
 	}
-	cs, err := findContainerStatus(before, db, coll)
-	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(cs.Ranges, func(r emulator.RangeStatus) bool { return r.ID == opts.Range }) {
+	if !slices.ContainsFunc(ranges, func(r emulator.RangeStatus) bool { return r.ID == opts.Range }) {
 		return withHint(fmt.Errorf("range %s is not a live partition of %s/%s", opts.Range, db, coll),
-			"--range with one of the live ranges: "+strings.Join(rangeIDs(cs.Ranges), ", "))
+			"--range with one of the live ranges: "+strings.Join(rangeIDs(ranges), ", "))
 	}
 	children, err := adm.Split(ctx, db, coll, opts.Range)
 	if err != nil {
 		return fmt.Errorf("split range %s of %s/%s: %w", opts.Range, db, coll, err)
 	}
-	after, err := adm.Status(ctx)
-	if err != nil {
-		return err
-	}
-	cs, err = findContainerStatus(after, db, coll)
-	if err != nil {
+	if ranges, err = containerRanges(ctx, adm, db, coll); err != nil {
 		return err
 	}
 	v := splitView{Database: db, Container: coll, Range: opts.Range, Children: []rangeView{}}
-	for _, r := range cs.Ranges {
+	for _, r := range ranges {
 		if slices.Contains(children, r.ID) {
-			v.Children = append(v.Children, rangeView{ID: r.ID, MinInclusive: r.Min, MaxExclusive: r.Max, Parents: r.Parents, LSN: r.LSN})
+			v.Children = append(v.Children, newRangeView(r))
 		}
 	}
-	return p.Print(ctx, v, func(t *render.Table) {
-		*t = *render.NewTable(f.IO, "range", "min", "max", "parents", "lsn")
-		for _, r := range v.Children {
-			t.Row(r.ID, r.MinInclusive, r.MaxExclusive, strings.Join(r.Parents, ","), strconv.FormatUint(r.LSN, 10))
-		}
-	})
+	return p.Print(ctx, v, func(t *render.Table) { rangeTable(f, t, v.Children...) })
+}
+
+// containerRanges returns the live partition key ranges of db/coll, in key order, from the
+// emulator's status.
+func containerRanges(ctx context.Context, adm emulatorAdmin, db, coll string) ([]emulator.RangeStatus, error) {
+	st, err := adm.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := findContainerStatus(st, db, coll)
+	if err != nil {
+		return nil, err
+	}
+	return cs.Ranges, nil
+}
+
+// newRangeView is the view of a live range.
+func newRangeView(r emulator.RangeStatus) rangeView {
+	return rangeView{ID: r.ID, MinInclusive: r.Min, MaxExclusive: r.Max, Parents: r.Parents, LSN: r.LSN}
+}
+
+// rangeTable makes *t the table of ranges: id, bounds, parents and LSN, one range a row.
+func rangeTable(f *factory, t *render.Table, ranges ...rangeView) {
+	*t = *render.NewTable(f.IO, "range", "min", "max", "parents", "lsn")
+	for _, r := range ranges {
+		t.Row(r.ID, r.MinInclusive, r.MaxExclusive, strings.Join(r.Parents, ","), strconv.FormatUint(r.LSN, 10))
+	}
 }
 
 func findContainerStatus(st emulator.Status, db, coll string) (emulator.ContainerStatus, error) {
