@@ -125,6 +125,11 @@ func newProcessCmd(f *factory) *cobra.Command {
 			if err := opts.validate(c); err != nil {
 				return err
 			}
+			if opts.Events == eventsJSONL && opts.f.Global.source("log-format") == "default" {
+				// Every stderr line a JSON object, so `2> >(jq ...)` needs no filtering.
+				opts.f.Global.LogFormat = "json"
+				opts.f.Log = opts.f.newLogger()
+			}
 			return runProcess(contextOf(c), opts)
 		},
 	}
@@ -137,7 +142,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.MaxItems, "max-items", 0, "at most `N` changes per batch (0: the service default)")
 	fs.StringVar(&opts.StartFrom, "start-from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -DURATION")
 	opts.delegate.addFlags(c, processDelegateUsage)
-	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr", eventsText, eventsJSONL, eventsNone)
+	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr (jsonl also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` (e.g. :9464)")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")

@@ -604,3 +604,35 @@ func TestProcess_StartNowIsAnchoredAtTheHostsStart(t *testing.T) {
 		t.Errorf("--start-from now runs the processor with %+v, want %+v", got, want)
 	}
 }
+
+// With --events jsonl every stderr line is a JSON object, logs included, so a script can pipe
+// stderr through jq; an explicit --log-format still wins.
+func TestProcess_EventsJSONLMakesLogsJSON(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	procSeed(t, dir, 5)
+	args := append([]string{"--local=" + dir, "--log-level", "info", "process", "-d", "shop", "-c", "orders", "-p", "proj",
+		"--instance", "host-a", "--create-lease-container", "--start-from", "beginning", "--events", "jsonl"}, procFastLeases...)
+	r := procStart(t, "", args...)
+	procWaitFor(t, "5 documents on stdout", func() bool { return procLines(r.out.String()) >= 5 }, r)
+	if code := r.stop(t); code != exitOK {
+		t.Fatalf("exit code %d, want 0\nstderr:\n%s", code, r.err.String())
+	}
+	logs := 0
+	for line := range strings.Lines(r.err.String()) {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("stderr line is not JSON: %q", line)
+		}
+		if _, ok := v["msg"]; ok {
+			logs++
+		}
+	}
+	if logs == 0 {
+		t.Fatalf("no log lines at --log-level info; the test proves nothing:\n%s", r.err.String())
+	}
+
+	r2 := procStart(t, "", append([]string{"--log-format", "text"}, args...)...)
+	procWaitFor(t, "a text log line", func() bool { return strings.Contains(r2.err.String(), "level=INFO") }, r2)
+	r2.stop(t)
+}
