@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -36,24 +34,15 @@ func TestEmulatorMerge_LeasesListAndEstimate(t *testing.T) {
 	}
 	want := strings.Count(string(orders), "\n")
 
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := openLocal(t, dir, 0)
 	defer acct.Close()
 	c := acct.Container("shop", "orders")
-	if _, err := acct.CreateContainerIfNotExists(ctx, "shop", "leases", "/id", nil); err != nil {
-		t.Fatal(err)
-	}
+	createContainer(t, acct, "shop", "leases", "/id")
 	before, err := c.Partitions(ctx)
 	if err != nil || len(before) != 4 {
 		t.Fatalf("partitions before the merge: %v, %v; want 4", before, err)
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := leases.NewStore(acct.LeaseDocuments("shop", "leases"), leases.Prefix("proj", acct.Host(), info.DatabaseRID, info.ContainerRID), leases.StoreOptions{})
+	store := processorStore(t, acct, c, "proj")
 
 	var mu sync.Mutex
 	seen := map[string]bool{}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // syncBuffer is a bytes.Buffer that a running command writes while the test reads it.
@@ -56,4 +57,16 @@ func createContainer(t testing.TB, acct *cosmos.Account, db, name, pkPath string
 		t.Fatal(err)
 	}
 	return c
+}
+
+// processorStore returns the lease store of processor proc over the container c of acct, its
+// leases kept in the container leases of c's database.
+func processorStore(t testing.TB, acct *cosmos.Account, c *cosmos.Container, proc string) *leases.Store {
+	t.Helper()
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leases.NewStore(acct.LeaseDocuments(info.Database, "leases"),
+		leases.Prefix(proc, acct.Host(), info.DatabaseRID, info.ContainerRID), leases.StoreOptions{})
 }

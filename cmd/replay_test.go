@@ -239,12 +239,7 @@ func TestReplay_ExactWindowAndLiveLeasesUntouched(t *testing.T) {
 	upsertDocs(t, orders, docIDs("a", 1, 3), 2)
 
 	// A live processor "live" processes everything and stops: its leases have checkpoints.
-	info, err := orders.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	livePrefix := leases.Prefix("live", acct.Host(), info.DatabaseRID, info.ContainerRID)
-	store := leases.NewStore(acct.LeaseDocuments("shop", "leases"), livePrefix, leases.StoreOptions{})
+	store := processorStore(t, acct, orders, "live")
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	pctx, stop := context.WithCancel(ctx)
