@@ -2,6 +2,8 @@ package feed_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,5 +130,81 @@ func TestProcessor_HandoffWaitsForTheBatchInFlight(t *testing.T) {
 		if l.Properties["cfpHandoff"] != "" || l.Properties["cfpHandoffAccepted"] != "" {
 			t.Errorf("lease %s kept its handoff properties after it moved: %v", l.Token, l.Properties)
 		}
+	}
+}
+
+// cutOffDocs is a lease container that a host loses touch with: once armed, it lets one more
+// lease write through (the host's last successful write of its lease) and fails every later
+// write.
+type cutOffDocs struct {
+	leases.Documents
+
+	mu        sync.Mutex
+	armed     bool
+	cut       bool
+	lastWrite time.Time
+}
+
+func (d *cutOffDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cut {
+		return leases.Document{}, errors.New("connection reset")
+	}
+	start := time.Now()
+	doc, err := d.Documents.Replace(ctx, id, pk, ifMatch, body)
+	if err == nil && d.armed && !strings.Contains(id, ".host.") { // a lease, not a presence record
+		d.cut, d.lastWrite = true, start
+	}
+	return doc, err
+}
+
+// TestProcessor_BatchInFlightEndsWhenTheLeaseExpires cuts a host off from its lease container
+// in the middle of a long batch: the host must cancel the batch once it could not write the
+// lease for an expiration (another host may take it from then on), not only at its next
+// renewal after that, almost a renew interval later.
+func TestProcessor_BatchInFlightEndsWhenTheLeaseExpires(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	docs := &cutOffDocs{Documents: leases.NewMemDocuments("/id")}
+	writeDocs(t, src, 0, 5)
+	opts := fastOptions("a")
+	opts.Expiration = 600 * time.Millisecond
+	opts.RenewInterval = 580 * time.Millisecond // the renewal after the expiration comes ~T+1160ms
+	type ended struct {
+		at    time.Time
+		cause error
+	}
+	inBatch := make(chan struct{})
+	endedCh := make(chan ended, 1)
+	var once sync.Once
+	startHost(t, src, docs, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
+		once.Do(func() {
+			close(inBatch)
+			select {
+			case <-ctx.Done():
+				endedCh <- ended{time.Now(), context.Cause(ctx)}
+			case <-time.After(5 * time.Second):
+				endedCh <- ended{}
+			}
+		})
+		return ctx.Err()
+	}), opts)
+	<-inBatch
+	docs.mu.Lock()
+	docs.armed = true
+	docs.mu.Unlock()
+	e := <-endedCh
+	if e.at.IsZero() {
+		t.Fatal("the batch in flight was never cancelled after the host lost touch with its lease")
+	}
+	if !errors.Is(e.cause, leases.ErrLeaseLost) {
+		t.Errorf("batch cancelled with %v, want the lease lost (expired)", e.cause)
+	}
+	docs.mu.Lock()
+	last := docs.lastWrite
+	docs.mu.Unlock()
+	if d := e.at.Sub(last); d > opts.Expiration+300*time.Millisecond {
+		t.Fatalf("batch cancelled %s after the last write of the lease, want about the expiration (%s): another host may have held the lease for %s", d, opts.Expiration, d-opts.Expiration)
 	}
 }

@@ -56,6 +56,14 @@ func (ol *ownedLease) valid(now time.Time, expiration time.Duration) bool {
 	return now.Before(ol.confirmed.Add(expiration))
 }
 
+// expiry is when the lease may stop being ours: expiration after the start of the last
+// successful write.
+func (ol *ownedLease) expiry(expiration time.Duration) time.Time {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	return ol.confirmed.Add(expiration)
+}
+
 // lose stops the worker because the lease is no longer ours.
 func (ol *ownedLease) lose(err error) { ol.cancel(err) }
 
@@ -171,6 +179,15 @@ func (p *Processor) work(run context.Context, ol *ownedLease) (err error) {
 		hcancel(nil)
 	}()
 
+	// Self-fencing: once this host has not written the lease for an expiration another host may
+	// hold it, so the batch in flight is cancelled then (also while the worker stops), not at
+	// the next failed renewal.
+	stopFence := p.fence(ol, func(err error) {
+		ol.lose(err)
+		hcancel(err)
+	})
+	defer stopFence()
+
 	reason, loopErr := w.loop(hctx)
 	fctx, cancel := p.fresh(run)
 	defer cancel()
@@ -279,6 +296,37 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				return w.reason(), nil
 			}
 		}
+	}
+}
+
+// fence calls expire once ol has not been written for an expiration (see ownedLease.valid),
+// looking again each time that moment comes; the returned function stops it.
+func (p *Processor) fence(ol *ownedLease, expire func(error)) (stop func()) {
+	var mu sync.Mutex
+	var t *time.Timer
+	done := false
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		now := p.opts.Now()
+		if ol.valid(now, p.opts.Expiration) {
+			t.Reset(ol.expiry(p.opts.Expiration).Sub(now))
+			return
+		}
+		done = true
+		expire(&expiredError{token: ol.token})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(ol.expiry(p.opts.Expiration).Sub(p.opts.Now()), check)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		t.Stop()
 	}
 }
 
