@@ -42,15 +42,9 @@ func procSeed(t *testing.T, dir string, n int) {
 // procLeases lists processor proc's leases of shop/orders in dir.
 func procLeases(t *testing.T, dir, proc string) []*leases.Lease {
 	t.Helper()
-	ctx := context.Background()
 	acct := openLocal(t, dir, 0)
 	defer acct.Close()
-	info, err := acct.Container("shop", "orders").Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := leases.NewStore(acct.LeaseDocuments("shop", "leases"), leases.Prefix(proc, acct.Host(), info.DatabaseRID, info.ContainerRID), leases.StoreOptions{})
-	ls, err := store.List(ctx)
+	ls, err := processorStore(t, acct, acct.Container("shop", "orders"), proc).List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
