@@ -60,7 +60,8 @@ type Retry struct {
 	// Now is the clock of dead-letter records (time.Now when nil).
 	Now func() time.Time
 
-	mu sync.Mutex // serialises DeadLetter
+	mu   sync.Mutex // serialises DeadLetter
+	torn bool       // the last DeadLetter write failed after a part of its line
 }
 
 var _ feed.LeaseHandler = (*Retry)(nil)
@@ -170,9 +171,16 @@ func (r *Retry) deadLetter(b feed.Batch, attempts int, cause error) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, err := r.DeadLetter.Write(append(line, '\n')); err != nil {
+	if r.torn {
+		// End the part of a line a failed write left, so that this record is a line of its own.
+		line = append([]byte{'\n'}, line...)
+	}
+	n, err := r.DeadLetter.Write(append(line, '\n'))
+	if err != nil {
+		r.torn = r.torn && n == 0 || n > 0 && n < len(line)+1
 		return fmt.Errorf("write dead letter of lease %s: %w", b.LeaseToken, err)
 	}
+	r.torn = false
 	if f, ok := r.DeadLetter.(interface{ Flush() error }); ok {
 		if err := f.Flush(); err != nil {
 			return fmt.Errorf("flush dead letter of lease %s: %w", b.LeaseToken, err)
