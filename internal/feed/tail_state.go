@@ -48,8 +48,8 @@ func ReadTailState(path string) (*TailState, error) {
 	return &st, nil
 }
 
-// WriteTailState writes st to path atomically (a temporary file in the same directory, then a
-// rename), so a crash never leaves a half-written state.
+// WriteTailState writes st to path atomically (a temporary file in the same directory, synced,
+// then a rename), so a crash never leaves a half-written state.
 func WriteTailState(path string, st TailState) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -61,8 +61,14 @@ func WriteTailState(path string, st TailState) error {
 	}
 	tmp := f.Name()
 	_, werr := f.Write(append(b, '\n'))
+	var serr error
+	if werr == nil {
+		// On disk before the rename: after a power loss the rename may survive a file whose
+		// data did not, leaving an empty state.
+		serr = f.Sync()
+	}
 	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	if err := errors.Join(werr, serr, cerr); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write tail state: %w", err)
 	}
