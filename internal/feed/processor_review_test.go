@@ -208,3 +208,50 @@ func TestProcessor_BatchInFlightEndsWhenTheLeaseExpires(t *testing.T) {
 		t.Fatalf("batch cancelled %s after the last write of the lease, want about the expiration (%s): another host may have held the lease for %s", d, opts.Expiration, d-opts.Expiration)
 	}
 }
+
+// TestProcessor_AcquiredComesBeforeTheLeasesBatches slows the acquired notification down (a
+// consumer of `cfp process --events jsonl` that reads slowly): a lease's batch and checkpoint
+// events must still come after its acquired event.
+func TestProcessor_AcquiredComesBeforeTheLeasesBatches(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := leases.NewMemDocuments("/id")
+	writeDocs(t, src, 0, 20)
+	rec := newRecorder(0)
+	var mu sync.Mutex
+	var order []feed.Event
+	opts := fastOptions("a")
+	opts.Notify = func(e feed.Event) {
+		if e.Type == feed.EventAcquired {
+			time.Sleep(50 * time.Millisecond)
+		}
+		mu.Lock()
+		order = append(order, e)
+		mu.Unlock()
+	}
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), rec.handler("a"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitFor(t, 10*time.Second, "20 documents", func() bool { return rec.distinct() == 20 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	acquired := map[string]bool{}
+	for _, e := range order {
+		switch e.Type {
+		case feed.EventAcquired:
+			acquired[e.Lease] = true
+		case feed.EventBatch, feed.EventCheckpoint, feed.EventReleased:
+			if !acquired[e.Lease] {
+				t.Fatalf("%s event of lease %s before its acquired event", e.Type, e.Lease)
+			}
+		}
+	}
+}

@@ -80,18 +80,21 @@ func (ol *ownedLease) held() bool {
 
 // start registers l as held and runs its worker in the processor's group.
 func (p *Processor) start(l *leases.Lease) {
-	if p.startLocked(l) {
-		// Outside the lock: the callback may call Owned.
+	if acquired := p.startLocked(l); acquired != nil {
+		// Outside the lock: the callback may call Owned. The worker waits for it, so that the
+		// lease's batch events come after its acquired event.
 		p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
+		close(acquired)
 	}
 }
 
-// startLocked registers l and starts its worker under p.mu; it reports whether a worker started.
-func (p *Processor) startLocked(l *leases.Lease) bool {
+// startLocked registers l and starts its worker under p.mu; when a worker started, it returns
+// the channel to close once the acquired event was sent, nil otherwise.
+func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.group == nil {
-		return false // not running (start is only called from Run's goroutines)
+		return nil // not running (start is only called from Run's goroutines)
 	}
 	if p.run.Err() != nil {
 		// Acquired while shutting down: give it back at once rather than let it expire.
@@ -100,11 +103,12 @@ func (p *Processor) startLocked(l *leases.Lease) bool {
 		if err := p.store.Release(ctx, l, p.opts.Instance); err != nil {
 			p.log.Warn("release lease acquired during shutdown", "lease", l.Token, "err", err)
 		}
-		return false
+		return nil
 	}
 	if _, ok := p.owned[l.Token]; ok {
-		return false
+		return nil
 	}
+	acquired := make(chan struct{})
 	ctx, cancel := context.WithCancelCause(p.run)
 	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp}
 	if ol.confirmed.IsZero() || ol.confirmed.After(p.opts.Now()) {
@@ -123,9 +127,10 @@ func (p *Processor) startLocked(l *leases.Lease) bool {
 			default:
 			}
 		}()
+		<-acquired
 		return p.work(run, ol)
 	})
-	return true
+	return acquired
 }
 
 // worker is the state of one lease's processing loop.
