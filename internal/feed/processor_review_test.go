@@ -255,3 +255,47 @@ func TestProcessor_AcquiredComesBeforeTheLeasesBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessor_LeaseStolenWhileStoppingCancelsTheBatch has a .NET host steal a lease while its
+// cfp owner shuts down with a batch in flight: once the owner learns that the lease is lost it
+// must cancel the batch at once, as it does while running, instead of letting it run on for
+// the rest of the shutdown timeout next to the new owner.
+func TestProcessor_LeaseStolenWhileStoppingCancelsTheBatch(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	docs := leases.NewMemDocuments("/id")
+	writeDocs(t, src, 0, 5)
+	opts := fastOptions("a")
+	opts.ShutdownTimeout = 5 * time.Second
+	inBatch := make(chan struct{})
+	type ended struct {
+		at    time.Time
+		cause error
+	}
+	endedCh := make(chan ended, 1)
+	var once sync.Once
+	a := startHost(t, src, docs, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
+		once.Do(func() {
+			close(inBatch)
+			<-ctx.Done()
+			endedCh <- ended{time.Now(), context.Cause(ctx)}
+		})
+		return ctx.Err()
+	}), opts)
+	<-inBatch
+	a.cancel() // shut down: the batch in flight may run on for the shutdown timeout
+	time.Sleep(50 * time.Millisecond)
+	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	ls, err := store.List(context.Background())
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("leases %v, %v", ls, err)
+	}
+	if _, err := store.Acquire(context.Background(), ls[0], "dotnet-host"); err != nil {
+		t.Fatal(err)
+	}
+	stolen := time.Now()
+	e := <-endedCh
+	if d := e.at.Sub(stolen); d > time.Second || !errors.Is(e.cause, leases.ErrLeaseLost) {
+		t.Fatalf("batch cancelled %s after the steal with cause %v, want at once (within a renew interval) with the lease lost", d, e.cause)
+	}
+}

@@ -26,8 +26,9 @@ type ownedLease struct {
 	cancel context.CancelCauseFunc
 
 	mu        sync.Mutex
-	lease     *leases.Lease // the newest version this host wrote
-	confirmed time.Time     // start of the last successful write of the lease
+	lease     *leases.Lease     // the newest version this host wrote
+	confirmed time.Time         // start of the last successful write of the lease
+	onLost    func(cause error) // the worker's: cancels the batch in flight
 }
 
 func (ol *ownedLease) current() *leases.Lease {
@@ -64,8 +65,18 @@ func (ol *ownedLease) expiry(expiration time.Duration) time.Time {
 	return ol.confirmed.Add(expiration)
 }
 
-// lose stops the worker because the lease is no longer ours.
-func (ol *ownedLease) lose(err error) { ol.cancel(err) }
+// lose stops the worker because the lease is no longer ours, and its batch in flight, also
+// when the worker was stopping already (a shutdown or a handoff lets that batch finish, but
+// not on a lease another host holds now).
+func (ol *ownedLease) lose(err error) {
+	ol.cancel(err)
+	ol.mu.Lock()
+	onLost := ol.onLost
+	ol.mu.Unlock()
+	if onLost != nil {
+		onLost(err)
+	}
+}
 
 // held reports whether the lease is still this host's to renew: running, or stopping for a
 // shutdown or a handoff with a batch still in flight (until its worker released it); not once
@@ -187,10 +198,10 @@ func (p *Processor) work(run context.Context, ol *ownedLease) (err error) {
 	// Self-fencing: once this host has not written the lease for an expiration another host may
 	// hold it, so the batch in flight is cancelled then (also while the worker stops), not at
 	// the next failed renewal.
-	stopFence := p.fence(ol, func(err error) {
-		ol.lose(err)
-		hcancel(err)
-	})
+	ol.mu.Lock()
+	ol.onLost = func(err error) { hcancel(err) }
+	ol.mu.Unlock()
+	stopFence := p.fence(ol, ol.lose)
 	defer stopFence()
 
 	reason, loopErr := w.loop(hctx)
