@@ -30,7 +30,8 @@ const DefaultKillDelay = 5 * time.Second
 //	CFP_BATCH_SIZE    the number of items
 //	CFP_CONTINUATION  the continuation the host checkpoints when the command succeeds
 //
-// The account secrets COSMOS_KEY and COSMOS_CONNECTION_STRING are removed from it (secretEnv).
+// The account secrets COSMOS_KEY and COSMOS_CONNECTION_STRING, and the lease account's
+// CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, are removed from it (secretEnv).
 // Exit status 0 means the batch was processed; any other status, or a failure to start, is a
 // handler error (the batch comes again). The child's stdout and stderr go to Stdout and Stderr
 // (discarded when nil); writes from concurrent children are serialised per Write.
@@ -87,11 +88,12 @@ func shell(ctx context.Context, command string, killDelay time.Duration) *exec.C
 	return cmd
 }
 
-// secretEnv names the variables that hold an account's secrets. Exec and ExecLines never pass
+// secretEnv names the variables that hold the secrets of the monitored account and of a
+// separate lease account. Exec and ExecLines never pass
 // them to a child (the names are matched ignoring case, as Windows does), so a delegate that
 // prints or logs its environment cannot leak the account key. The child still runs as the same
 // user: this prevents accidents, it is not a sandbox.
-var secretEnv = []string{"COSMOS_KEY", "COSMOS_CONNECTION_STRING"}
+var secretEnv = []string{"COSMOS_KEY", "COSMOS_CONNECTION_STRING", "CFP_LEASE_KEY", "CFP_LEASE_CONNECTION_STRING"}
 
 // baseEnv returns a copy of env (os.Environ() when nil) without the variables of secretEnv.
 func baseEnv(env []string) []string {

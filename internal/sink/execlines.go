@@ -16,7 +16,8 @@ import (
 
 // ExecLines keeps one long-lived child per lease, started with `sh -c Command`, and talks to it
 // in JSON lines, after the Kinesis MultiLangDaemon. The child's environment gets CFP_LEASE_TOKEN,
-// CFP_RANGE and CFP_OWNER, and loses COSMOS_KEY and COSMOS_CONNECTION_STRING.
+// CFP_RANGE and CFP_OWNER, and loses the account secrets of secretEnv (COSMOS_KEY,
+// COSMOS_CONNECTION_STRING, CFP_LEASE_KEY, CFP_LEASE_CONNECTION_STRING).
 //
 // The host writes one JSON object per line to the child's stdin:
 //

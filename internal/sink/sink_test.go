@@ -121,11 +121,14 @@ func TestExec_PassesBatchOnStdinAndEnvironment(t *testing.T) {
 	}
 }
 
-// secretEnvFixture is an environment with both account secrets, one under a lower-case name,
-// and two variables a delegate may rely on.
+// secretEnvFixture is an environment with the secrets of the monitored account and of a lease
+// account, one under a lower-case name, and variables a delegate may rely on (a lease
+// endpoint is no secret).
 var secretEnvFixture = []string{
 	"PATH=" + os.Getenv("PATH"), "COSMOS_KEY=s3cret-key", "KEEP=1",
 	"cosmos_connection_string=AccountEndpoint=https://a.example/;AccountKey=s3cret-cs;", "COSMOS_DATABASE=shop",
+	"CFP_LEASE_KEY=s3cret-lease-key", "CFP_LEASE_CONNECTION_STRING=AccountEndpoint=https://l.example/;AccountKey=s3cret-lcs;",
+	"CFP_LEASE_ENDPOINT=https://l.example/",
 }
 
 // checkChildEnv fails unless env (the output of `env` in a child) has every want entry and no
@@ -140,7 +143,7 @@ func checkChildEnv(t *testing.T, env string, want ...string) {
 	}
 	for _, l := range lines {
 		name, _, _ := strings.Cut(l, "=")
-		if strings.EqualFold(name, "COSMOS_KEY") || strings.EqualFold(name, "COSMOS_CONNECTION_STRING") || strings.Contains(l, "s3cret") {
+		if strings.HasSuffix(strings.ToUpper(name), "_KEY") || strings.HasSuffix(strings.ToUpper(name), "_CONNECTION_STRING") || strings.Contains(l, "s3cret") {
 			t.Errorf("child environment has the account secret %q", l)
 		}
 	}
@@ -154,7 +157,7 @@ func TestExec_ChildEnvironmentHasNoAccountSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChildEnv(t, stdout.String(), "CFP_LEASE_TOKEN=7", "CFP_RANGE=-05C1DFFFFFFFFC", "CFP_BATCH_SIZE=1",
-		`CFP_CONTINUATION="42"`, "KEEP=1", "COSMOS_DATABASE=shop")
+		`CFP_CONTINUATION="42"`, "KEEP=1", "COSMOS_DATABASE=shop", "CFP_LEASE_ENDPOINT=https://l.example/")
 }
 
 // TestExec_InheritedEnvironmentHasNoAccountSecrets covers cfp's own case: no Env, so the child
@@ -162,6 +165,8 @@ func TestExec_ChildEnvironmentHasNoAccountSecrets(t *testing.T) {
 func TestExec_InheritedEnvironmentHasNoAccountSecrets(t *testing.T) {
 	t.Setenv("COSMOS_KEY", "s3cret-key")
 	t.Setenv("COSMOS_CONNECTION_STRING", "AccountEndpoint=https://a.example/;AccountKey=s3cret-cs;")
+	t.Setenv("CFP_LEASE_KEY", "s3cret-lease-key")
+	t.Setenv("CFP_LEASE_CONNECTION_STRING", "AccountEndpoint=https://l.example/;AccountKey=s3cret-lcs;")
 	t.Setenv("CFP_TEST_KEEP", "1")
 	var stdout bytes.Buffer
 	e := &Exec{Command: "env", Stdout: &stdout}
@@ -186,7 +191,7 @@ func TestExecLines_ChildEnvironmentHasNoAccountSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChildEnv(t, stderr.String(), "CFP_LEASE_TOKEN=0", "CFP_RANGE=-05C1DFFFFFFFFC", "CFP_OWNER=host-1",
-		"KEEP=1", "COSMOS_DATABASE=shop")
+		"KEEP=1", "COSMOS_DATABASE=shop", "CFP_LEASE_ENDPOINT=https://l.example/")
 }
 
 func TestExec_NonZeroExitIsAnError(t *testing.T) {
