@@ -299,3 +299,32 @@ func TestProcessor_LeaseStolenWhileStoppingCancelsTheBatch(t *testing.T) {
 		t.Fatalf("batch cancelled %s after the steal with cause %v, want at once (within a renew interval) with the lease lost", d, e.cause)
 	}
 }
+
+// TestProcessor_HandlerThatIgnoresCancellationDoesNotHoldTheLeaseForever shuts down a host
+// whose handler never returns: the host renews the lease while the batch may still finish
+// (the shutdown timeout), then lets it expire so that another host can take it over.
+func TestProcessor_HandlerThatIgnoresCancellationDoesNotHoldTheLeaseForever(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	docs := leases.NewMemDocuments("/id")
+	writeDocs(t, src, 0, 5)
+	opts := fastOptions("a")
+	opts.Expiration = 300 * time.Millisecond
+	opts.ShutdownTimeout = 200 * time.Millisecond
+	inBatch, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a := startHost(t, src, docs, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
+		once.Do(func() {
+			close(inBatch)
+			<-release // ignores ctx
+		})
+		return nil
+	}), opts)
+	defer close(release)
+	<-inBatch
+	a.cancel()
+	waitFor(t, 5*time.Second, "the stuck host's lease to expire", func() bool {
+		ls := listLeases(t, docs)
+		return len(ls) == 1 && ls[0].Expired(time.Now(), opts.Expiration)
+	})
+}

@@ -29,6 +29,7 @@ type ownedLease struct {
 	lease     *leases.Lease     // the newest version this host wrote
 	confirmed time.Time         // start of the last successful write of the lease
 	onLost    func(cause error) // the worker's: cancels the batch in flight
+	graceOver bool              // the stopping worker's batch in flight was cancelled
 }
 
 func (ol *ownedLease) current() *leases.Lease {
@@ -79,14 +80,22 @@ func (ol *ownedLease) lose(err error) {
 }
 
 // held reports whether the lease is still this host's to renew: running, or stopping for a
-// shutdown or a handoff with a batch still in flight (until its worker released it); not once
-// it was lost, expired under this host or replaced by child leases.
+// shutdown or a handoff while its batch in flight may still finish (ShutdownTimeout) and until
+// its worker released it; not once it was lost, expired under this host or replaced by child
+// leases.
 func (ol *ownedLease) held() bool {
 	if ol.ctx.Err() == nil {
 		return true
 	}
 	cause := context.Cause(ol.ctx)
-	return !errors.Is(cause, leases.ErrLeaseLost) && !errors.Is(cause, errSplit)
+	if errors.Is(cause, leases.ErrLeaseLost) || errors.Is(cause, errSplit) {
+		return false
+	}
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	// Past the grace a handler that ignores its cancellation must not keep the lease forever:
+	// it expires and another host takes it over.
+	return !ol.graceOver
 }
 
 // start registers l as held and runs its worker in the processor's group.
@@ -182,7 +191,12 @@ func (p *Processor) work(run context.Context, ol *ownedLease) (err error) {
 			return
 		}
 		graceMu.Lock()
-		grace = time.AfterFunc(p.opts.ShutdownTimeout, func() { hcancel(errShutdown) })
+		grace = time.AfterFunc(p.opts.ShutdownTimeout, func() {
+			ol.mu.Lock()
+			ol.graceOver = true
+			ol.mu.Unlock()
+			hcancel(errShutdown)
+		})
 		graceMu.Unlock()
 	})
 	defer func() {
