@@ -28,12 +28,24 @@ type configView struct {
 	PreferredRegions []string `json:"preferred_regions,omitempty"`
 	Database         string   `json:"database,omitempty"`
 	Container        string   `json:"container,omitempty"`
-	LeaseDatabase    string   `json:"lease_database,omitempty"`
-	LeaseContainer   string   `json:"lease_container"`
-	Processor        string   `json:"processor,omitempty"`
-	LeaseIDPrefix    string   `json:"lease_id_prefix,omitempty"`
+	// LeaseAccount is the separate account of the lease container; absent when the lease
+	// container is in the monitored account.
+	LeaseAccount   *leaseAccountView `json:"lease_account,omitempty"`
+	LeaseDatabase  string            `json:"lease_database,omitempty"`
+	LeaseContainer string            `json:"lease_container"`
+	Processor      string            `json:"processor,omitempty"`
+	LeaseIDPrefix  string            `json:"lease_id_prefix,omitempty"`
 	// Checks are the results of --check, in order.
 	Checks []configCheck `json:"checks,omitempty"`
+}
+
+// leaseAccountView is the lease account in configView: like the monitored account's fields,
+// never the key.
+type leaseAccountView struct {
+	Account   string `json:"account"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	Auth      string `json:"auth,omitempty"`
+	KeySource string `json:"key_source,omitempty"`
 }
 
 // configCheck is one result of `cfp config --check`.
@@ -50,11 +62,13 @@ func newConfigCmd(f *factory) *cobra.Command {
 		Short: "Show the account, container and processor cfp would use",
 		Long: `Show the configuration cfp resolves from flags and the environment: which account
 (endpoint, connection string or local data directory), how it authenticates, where the key
-comes from (never the key itself), and the monitored container, lease container and
-processor. Each value says where it came from. Nothing is contacted unless --check is given.
+comes from (never the key itself), the lease account when the lease container lives in
+another account (--lease-endpoint, --lease-connection-string), and the monitored container,
+lease container and processor. Each value says where it came from. Nothing is contacted
+unless --check is given.
 
---check also opens the account and reads the monitored container (its partition key and
-physical partitions) and the lease container, when they are named; the first failure is
+--check also opens the account (and the lease account) and reads the monitored container
+(its partition key and physical partitions) and the lease container, when they are named; the first failure is
 reported with its exit code (1, or 4 when credentials or permissions are refused).
 
 Use it to check a shell's COSMOS_* and CFP_* variables before running a command.`,
@@ -95,9 +109,16 @@ func runChecks(ctx context.Context, f *factory) ([]configCheck, error) {
 		checks = append(checks, configCheck{Check: what, OK: true,
 			Detail: fmt.Sprintf("partition key %s, %d physical partitions", strings.Join(info.PartitionKeyPaths, ","), len(parts))})
 	}
+	lacct := acct
+	if _, separate, _ := f.leaseAccountConfig(); separate {
+		if lacct, err = f.leaseAccount(ctx); err != nil {
+			return append(checks, configCheck{Check: "lease account", Detail: err.Error()}), err
+		}
+		checks = append(checks, configCheck{Check: "lease account", OK: true, Detail: "opened " + lacct.Endpoint()})
+	}
 	if db := f.leaseDatabase(); db != "" {
 		what := "lease container " + db + "/" + g.LeaseContainer
-		info, err := acct.Container(db, g.LeaseContainer).Info(ctx)
+		info, err := lacct.Container(db, g.LeaseContainer).Info(ctx)
 		if err != nil {
 			return append(checks, configCheck{Check: what, Detail: err.Error()}), err
 		}
@@ -111,6 +132,10 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 	f := opts.f
 	g := f.Global
 	acct, err := f.accountConfig()
+	if err != nil {
+		return err
+	}
+	lease, separate, err := f.leaseAccountConfig()
 	if err != nil {
 		return err
 	}
@@ -148,6 +173,11 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		}
 	}
 
+	var leaseSource string
+	if separate {
+		v.LeaseAccount, leaseSource = newLeaseAccountView(f, lease)
+	}
+
 	p, err := f.printer(render.FormatJSON)
 	if err != nil {
 		return err
@@ -180,6 +210,20 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		if g.LeaseDatabase == "" && v.LeaseDatabase != "" {
 			leaseDBSource = "--database"
 		}
+		if la := v.LeaseAccount; la != nil {
+			t.Row("lease account", la.Account, leaseSource)
+			if la.Endpoint != "" {
+				t.Row("lease endpoint", la.Endpoint, leaseSource)
+			}
+			if la.Auth != "" {
+				t.Row("lease auth", la.Auth, "")
+			}
+			if la.KeySource != "" {
+				t.Row("lease key", "(set)", la.KeySource)
+			}
+		} else {
+			t.Row("lease account", "same as account", "default")
+		}
 		t.Row("lease database", v.LeaseDatabase, leaseDBSource)
 		t.Row("lease container", v.LeaseContainer, g.source("lease-container"))
 		t.Row("processor", v.Processor, g.source("processor"))
@@ -198,4 +242,28 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		return checkErr
 	}
 	return err
+}
+
+// newLeaseAccountView describes the separate lease account cfg and returns where it was
+// configured (a flag or a variable).
+func newLeaseAccountView(f *factory, cfg accountConfig) (*leaseAccountView, string) {
+	g := f.Global
+	v := &leaseAccountView{Auth: cfg.Auth}
+	if cfg.ConnectionString != "" {
+		v.Account, v.KeySource = "connection-string", "connection string"
+		v.Endpoint = connectionStringField(cfg.ConnectionString, "AccountEndpoint")
+		return v, g.source("lease-connection-string")
+	}
+	v.Account, v.Endpoint = "endpoint", cfg.Endpoint
+	if cfg.Key != "" {
+		switch {
+		case g.LeaseKeyFile != "":
+			v.KeySource = "--lease-key-file " + g.LeaseKeyFile
+		case strings.TrimSpace(f.Getenv("CFP_LEASE_KEY")) != "":
+			v.KeySource = "CFP_LEASE_KEY"
+		default: // a loopback endpoint without a key gets the emulator's key
+			v.KeySource = "well-known"
+		}
+	}
+	return v, g.source("lease-endpoint")
 }

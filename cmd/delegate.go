@@ -39,7 +39,7 @@ type delegateUsage struct {
 var (
 	// processDelegateUsage is terse: `cfp process --help` describes the delegates.
 	processDelegateUsage = delegateUsage{
-		exec:       "run `CMD` once per batch with the batch as a JSON array on stdin; its environment lacks COSMOS_KEY and COSMOS_CONNECTION_STRING",
+		exec:       "run `CMD` once per batch with the batch as a JSON array on stdin; its environment lacks the account keys",
 		execLines:  "keep one `CMD` per lease speaking the JSON lines protocol",
 		maxRetries: "retry a failed batch `N` times before --on-error applies",
 		onError:    "what to do with a batch that still fails after its retries",
@@ -47,7 +47,7 @@ var (
 	}
 	// replayDelegateUsage stands on its own: `cfp replay-from --help` refers to process.
 	replayDelegateUsage = delegateUsage{
-		exec:       "run `CMD` (sh -c) once per batch, the batch as a JSON array on stdin; exit 0 means processed; its environment lacks COSMOS_KEY and COSMOS_CONNECTION_STRING",
+		exec:       "run `CMD` (sh -c) once per batch, the batch as a JSON array on stdin; exit 0 means processed; its environment lacks the account keys",
 		execLines:  "keep one `CMD` (sh -c) per lease that answers JSON lines on stdin/stdout (see 'cfp process --help')",
 		maxRetries: "retry a failed batch `N` times, with backoff, before --on-error applies",
 		onError:    "what to do with a batch that still fails",

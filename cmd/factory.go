@@ -38,6 +38,12 @@ type factory struct {
 	accountMu sync.Mutex
 	account   *cosmos.Account
 
+	// leaseAcct is the separate lease account (--lease-endpoint, --lease-connection-string),
+	// opened on first use by leaseAccount; nil when the lease container is in the monitored
+	// account.
+	leaseMu   sync.Mutex
+	leaseAcct *cosmos.Account
+
 	queryOnce sync.Once
 	query     *render.Query
 	queryErr  error
@@ -61,14 +67,20 @@ type globalOptions struct {
 	Container        string
 	LeaseContainer   string
 	LeaseDatabase    string
-	Processor        string
-	LeaseIDPrefix    string
-	Output           string
-	JQ               string
-	LogLevel         string
-	LogFormat        string
-	NoColor          bool
-	PreferredRegions []string
+	// The lease account, when the lease container lives in another account than the
+	// monitored container (empty: the monitored account).
+	LeaseEndpoint         string
+	LeaseKeyFile          string
+	LeaseConnectionString string
+	LeaseAuth             string
+	Processor             string
+	LeaseIDPrefix         string
+	Output                string
+	JQ                    string
+	LogLevel              string
+	LogFormat             string
+	NoColor               bool
+	PreferredRegions      []string
 
 	// sources says where each global flag's value came from: "flag", the environment
 	// variable's name, or "" for the default.
@@ -93,6 +105,8 @@ var globalEnv = []struct{ flag, env string }{
 	{"container", "COSMOS_CONTAINER"},
 	{"lease-container", "CFP_LEASE_CONTAINER"},
 	{"lease-database", "CFP_LEASE_DATABASE"},
+	{"lease-endpoint", "CFP_LEASE_ENDPOINT"},
+	{"lease-connection-string", "CFP_LEASE_CONNECTION_STRING"},
 	{"processor", "CFP_PROCESSOR"},
 	{"log-level", "CFP_LOG_LEVEL"},
 }
@@ -111,6 +125,10 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&g.Container, "container", "c", "", "monitored `CONTAINER` (env COSMOS_CONTAINER)")
 	fs.StringVar(&g.LeaseContainer, "lease-container", "leases", "lease `CONTAINER` (env CFP_LEASE_CONTAINER)")
 	fs.StringVar(&g.LeaseDatabase, "lease-database", "", "`DATABASE` of the lease container (default: --database; env CFP_LEASE_DATABASE)")
+	fs.StringVar(&g.LeaseEndpoint, "lease-endpoint", "", "endpoint `URL` of a separate lease account (default: the monitored account; env CFP_LEASE_ENDPOINT)")
+	fs.StringVar(&g.LeaseKeyFile, "lease-key-file", "", "read the lease account's key from `FILE` (env CFP_LEASE_KEY holds the key itself)")
+	fs.StringVar(&g.LeaseConnectionString, "lease-connection-string", "", "connection `STRING` of a separate lease account (env CFP_LEASE_CONNECTION_STRING)")
+	enumFlag(fs, &g.LeaseAuth, "lease-auth", "", "", "lease account authentication: key (default when a lease key is given) or entra", "key", "entra")
 	fs.StringVarP(&g.Processor, "processor", "p", "", "processor `NAME`, the lease prefix (env CFP_PROCESSOR)")
 	fs.StringVar(&g.LeaseIDPrefix, "lease-id-prefix", "", "the whole lease id `PREFIX` before \"..\", for leases written through another host name")
 	enumFlag(fs, &g.Output, "output", "o", "", "output `FORMAT`: table on a terminal, JSON in a pipe", render.FormatNames...)
@@ -146,6 +164,9 @@ func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string) 
 	}
 	if g.sources["key-file"] == "" && g.sources["key"] == "" && strings.TrimSpace(getenv("COSMOS_KEY")) != "" {
 		g.sources["key"] = "COSMOS_KEY"
+	}
+	if g.sources["lease-key-file"] == "" && strings.TrimSpace(getenv("CFP_LEASE_KEY")) != "" {
+		g.sources["lease-key"] = "CFP_LEASE_KEY"
 	}
 	if getenv("NO_COLOR") != "" {
 		g.NoColor = true
@@ -208,6 +229,52 @@ func (f *factory) openAccount(ctx context.Context) (*cosmos.Account, error) {
 	if err != nil {
 		return nil, err
 	}
+	acct, err := f.open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	f.account = acct
+	return acct, nil
+}
+
+// leaseAccount returns the account of the lease container: the lease account when one is
+// configured (--lease-endpoint, --lease-connection-string), opened on first use, else the
+// monitored account (f.Account), with no second client.
+func (f *factory) leaseAccount(ctx context.Context) (*cosmos.Account, error) {
+	cfg, separate, err := f.leaseAccountConfig()
+	if err != nil {
+		return nil, err
+	}
+	if !separate {
+		return f.Account(ctx)
+	}
+	f.leaseMu.Lock()
+	defer f.leaseMu.Unlock()
+	if f.leaseAcct != nil {
+		return f.leaseAcct, nil
+	}
+	acct, err := f.open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("lease account: %w", err)
+	}
+	f.leaseAcct = acct
+	return acct, nil
+}
+
+// monitoredHost returns the host name of the monitored account, which lease id prefixes embed
+// (spec/leases.md §2) wherever the lease container lives. It opens the monitored account
+// (no I/O for a remote one).
+func (f *factory) monitoredHost(ctx context.Context) (string, error) {
+	acct, err := f.Account(ctx)
+	if err != nil {
+		return "", err
+	}
+	return acct.Host(), nil
+}
+
+// open opens the account cfg describes, turning the errors a user can fix into usage errors
+// and hints.
+func (f *factory) open(ctx context.Context, cfg accountConfig) (*cosmos.Account, error) {
 	acct, err := cosmos.Open(ctx, cosmos.Config{
 		Endpoint:         cfg.Endpoint,
 		Key:              cfg.Key,
@@ -231,20 +298,26 @@ func (f *factory) openAccount(ctx context.Context) (*cosmos.Account, error) {
 		}
 		return nil, err
 	}
-	f.account = acct
 	return acct, nil
 }
 
-// closeAccount closes the account if one was opened.
+// closeAccount closes the accounts that were opened (the monitored one and the lease account).
 func (f *factory) closeAccount() error {
+	f.leaseMu.Lock()
+	var lerr error
+	if f.leaseAcct != nil {
+		lerr = f.leaseAcct.Close()
+		f.leaseAcct = nil
+	}
+	f.leaseMu.Unlock()
 	f.accountMu.Lock()
 	defer f.accountMu.Unlock()
 	if f.account == nil {
-		return nil
+		return lerr
 	}
 	err := f.account.Close()
 	f.account = nil
-	return err
+	return errors.Join(err, lerr)
 }
 
 // errNoAccount is the one-line usage error for a run with no account configured.
@@ -312,6 +385,70 @@ func (f *factory) accountConfig() (accountConfig, error) {
 		cfg.Auth = "entra"
 	}
 	return cfg, nil
+}
+
+// leaseAccountConfig resolves the lease account: --lease-endpoint or
+// --lease-connection-string (or their variables), with the main account's rules (a flag wins
+// over its variable; a loopback endpoint without a key takes the emulator's key; --lease-auth
+// as --auth). separate is false when neither is set: the lease container is in the monitored
+// account, and a lease key or --lease-auth without a lease account is a usage error rather
+// than silently unused. It reads --lease-key-file but dials nothing.
+func (f *factory) leaseAccountConfig() (cfg accountConfig, separate bool, err error) {
+	g := f.Global
+	envKey := strings.TrimSpace(f.Getenv("CFP_LEASE_KEY"))
+	if g.LeaseEndpoint == "" && g.LeaseConnectionString == "" {
+		switch {
+		case g.LeaseKeyFile != "":
+			return cfg, false, briefUsageErrorf("--lease-key-file needs a lease account: set --lease-endpoint (CFP_LEASE_ENDPOINT)")
+		case envKey != "":
+			return cfg, false, briefUsageErrorf("CFP_LEASE_KEY is set but no lease account is: set CFP_LEASE_ENDPOINT, or unset CFP_LEASE_KEY to keep the leases in the monitored account")
+		case g.LeaseAuth != "":
+			return cfg, false, briefUsageErrorf("--lease-auth needs a lease account: set --lease-endpoint (CFP_LEASE_ENDPOINT)")
+		}
+		return cfg, false, nil
+	}
+	if g.LeaseEndpoint != "" && g.LeaseConnectionString != "" {
+		return cfg, true, briefUsageErrorf("more than one lease account configured (--lease-endpoint/CFP_LEASE_ENDPOINT, --lease-connection-string/CFP_LEASE_CONNECTION_STRING): use one")
+	}
+	if g.LeaseConnectionString != "" {
+		switch {
+		case g.LeaseKeyFile != "" || envKey != "":
+			return cfg, true, briefUsageErrorf("--lease-connection-string holds the lease account's key: drop --lease-key-file or CFP_LEASE_KEY")
+		case g.LeaseAuth == "entra":
+			return cfg, true, briefUsageErrorf("--lease-auth entra does not use a connection string: use --lease-endpoint")
+		}
+		cfg.ConnectionString, cfg.Auth = g.LeaseConnectionString, "key"
+		f.addSecret(cfg.ConnectionString)
+		f.addSecret(connectionStringKey(cfg.ConnectionString))
+		return cfg, true, nil
+	}
+	cfg.Endpoint = g.LeaseEndpoint
+	key := envKey
+	if g.LeaseKeyFile != "" {
+		b, err := os.ReadFile(g.LeaseKeyFile)
+		if err != nil {
+			return cfg, true, withHint(fmt.Errorf("read --lease-key-file: %w", err), "pass a file that holds only the lease account's key")
+		}
+		if key = strings.TrimSpace(string(b)); key == "" {
+			return cfg, true, briefUsageErrorf("--lease-key-file %s is empty", g.LeaseKeyFile)
+		}
+	}
+	f.addSecret(key)
+	cfg.Key = key
+	switch {
+	case g.LeaseAuth == "entra" && key != "":
+		return cfg, true, briefUsageErrorf("--lease-auth entra does not use a key: drop --lease-auth or the lease key")
+	case g.LeaseAuth == "key" && key == "":
+		return cfg, true, briefUsageErrorf("--lease-auth key needs a key: set CFP_LEASE_KEY or pass --lease-key-file")
+	case key != "":
+		cfg.Auth = "key"
+	case g.LeaseAuth == "" && loopbackEndpoint(cfg.Endpoint):
+		cfg.Key, cfg.Auth = auth.WellKnownKey, "key"
+		f.Log.Debug("no key given for a loopback lease endpoint: using the well-known emulator key")
+	default:
+		cfg.Auth = "entra"
+	}
+	return cfg, true, nil
 }
 
 // loopbackEndpoint reports whether an endpoint URL names this machine (localhost, 127.0.0.0/8, ::1).

@@ -47,6 +47,9 @@ environment instead. A flag on the command line wins over its variable.
   CFP_LEASE_CONTAINER        lease container, default "leases" (--lease-container)
   CFP_LEASE_DATABASE         database of the lease container, default the monitored one
                              (--lease-database)
+  CFP_LEASE_ENDPOINT         endpoint of a separate lease account (--lease-endpoint)
+  CFP_LEASE_KEY              its key (--lease-key-file reads it from a file instead)
+  CFP_LEASE_CONNECTION_STRING  its connection string (--lease-connection-string)
   CFP_PROCESSOR              processor name, the lease prefix (-p, --processor)
   CFP_LOG_LEVEL              debug, info, warn (default) or error (--log-level)
   NO_COLOR                   any value turns colour off (--no-color)
@@ -58,9 +61,15 @@ alone for Microsoft Entra ID through DefaultAzureCredential, whose own AZURE_* v
 apply; a loopback endpoint alone gets the well-known emulator key), a connection string, or
 a local data directory.
 
-Account keys are never printed, logged or included in errors, and COSMOS_KEY and
-COSMOS_CONNECTION_STRING are removed from the environment of --exec and --exec-lines
-delegates. Prefer COSMOS_KEY or --key-file to --key, which leaks into shell history and the
+The lease container lives in the monitored account unless a lease account is set, with the
+same rules: CFP_LEASE_ENDPOINT (with CFP_LEASE_KEY, or alone for Microsoft Entra ID, or alone
+for a loopback emulator; --lease-auth key|entra as --auth) or CFP_LEASE_CONNECTION_STRING.
+COSMOS_KEY is never used for the lease account. Lease ids still embed the monitored account's
+host, so a processor finds the same leases whichever account holds them.
+
+Account keys are never printed, logged or included in errors, and COSMOS_KEY,
+COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING are removed from the
+environment of --exec and --exec-lines delegates. Prefer COSMOS_KEY or --key-file to --key, which leaks into shell history and the
 process list.`
 
 const helpFormatting = `Output goes to stdout; logs, progress and notifications go to stderr.

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -81,27 +82,32 @@ func newLeasesCmd(f *factory) *cobra.Command {
 	return c
 }
 
-// leaseTarget is what a lease command works on: the account, the lease container, the prefix
+// leaseTarget is what a lease command works on: the lease account and container, the prefix
 // and, when known, the monitored container.
 type leaseTarget struct {
+	// acct is the lease container's account: the lease account (--lease-endpoint, ...) or the
+	// monitored account.
 	acct   *cosmos.Account
 	docs   leases.Documents
 	prefix string
-	// monitored is the monitored container; nil when the prefix came from --lease-id-prefix and
-	// no -c was given.
+	// monitored is the monitored container, in the monitored account; nil when the prefix came
+	// from --lease-id-prefix and no -c was given.
 	monitored *cosmos.Container
-	now       func() time.Time
+	// host is the monitored account's host, which lease prefixes embed; "" when monitored is nil.
+	host string
+	now  func() time.Time
 	// skip warns about a document under the prefix that is not a lease.
 	skip func(id string, err error)
 }
 
-// openLeaseContainer opens the account and the lease container, without resolving a prefix.
+// openLeaseContainer opens the lease account and the lease container, and the monitored
+// container when -d and -c name it, without resolving a prefix.
 func (f *factory) openLeaseContainer(ctx context.Context) (*leaseTarget, error) {
 	db := f.leaseDatabase()
 	if db == "" {
 		return nil, briefUsageErrorf("no lease database given: set -d/--database (COSMOS_DATABASE) or --lease-database")
 	}
-	acct, err := f.Account(ctx)
+	acct, err := f.leaseAccount(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +116,18 @@ func (f *factory) openLeaseContainer(ctx context.Context) (*leaseTarget, error) 
 		skip: func(id string, err error) { f.warnf("skipping document %s: %v", id, err) },
 	}
 	if f.Global.Database != "" && f.Global.Container != "" {
-		t.monitored = acct.Container(f.Global.Database, f.Global.Container)
+		mon, err := f.Account(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.monitored, t.host = mon.Container(f.Global.Database, f.Global.Container), mon.Host()
 	}
 	return t, nil
 }
 
 // openLeaseTarget opens the lease container and resolves the lease prefix: --lease-id-prefix,
-// else leases.Prefix(processor, host, database rid, container rid) from the monitored container.
+// else leases.Prefix(processor, host, database rid, container rid) from the monitored container
+// and its account's host (never the lease account's).
 func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*leaseTarget, error) {
 	if err := f.requireProcessor(); err != nil {
 		return nil, err
@@ -138,8 +149,24 @@ func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*lea
 	if err != nil {
 		return nil, err
 	}
-	t.prefix = leases.Prefix(f.Global.Processor, t.acct.Host(), info.DatabaseRID, info.ContainerRID)
+	t.prefix = leases.Prefix(f.Global.Processor, t.host, info.DatabaseRID, info.ContainerRID)
 	return t, nil
+}
+
+// monitoredHost returns the monitored account's host, which names processors in lease
+// prefixes. With a separate lease account and no monitored account configured it is "": the
+// leases can still be read, but .NET prefixes cannot be split into processor names.
+func (t *leaseTarget) monitoredHost(ctx context.Context, f *factory) (string, error) {
+	if t.host != "" {
+		return t.host, nil
+	}
+	host, err := f.monitoredHost(ctx)
+	if errors.Is(err, errNoAccount) {
+		if _, separate, _ := f.leaseAccountConfig(); separate {
+			return "", nil
+		}
+	}
+	return host, err
 }
 
 // openLeaseCommand starts a command on one processor's leases: its printer (JSON in a pipe)

@@ -323,6 +323,10 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		return fmt.Errorf("list lease container: %w", err)
 	}
 	infos := leases.Discover(docs)
+	host, err := t.monitoredHost(ctx, f)
+	if err != nil {
+		return err
+	}
 	now := f.Now()
 	views := make([]processorView, 0, len(infos))
 	for _, in := range infos {
@@ -334,7 +338,7 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		if v.Owners == nil {
 			v.Owners = []string{}
 		}
-		name, ok := leases.ProcessorName(in.Prefix, t.acct.Host())
+		name, ok := leases.ProcessorName(in.Prefix, host)
 		if !ok && in.Processor != "" {
 			name, ok = in.Processor, true
 		}

@@ -77,8 +77,8 @@ Delegates:
                      error (docs/user-guide.md describes the protocol)
 
 The --exec and --exec-lines commands inherit cfp's environment except the account secrets
-COSMOS_KEY and COSMOS_CONNECTION_STRING, so a script that prints or logs its environment
-cannot leak the key.
+COSMOS_KEY, COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, so a
+script that prints or logs its environment cannot leak a key.
 
 A failed batch is retried --max-retries times with exponential backoff (1s, 2s, 4s, ... up to
 30s), then --on-error decides: stop (the host releases its leases and exits 1), skip (the
@@ -293,13 +293,18 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	return nil
 }
 
-// leaseStore opens (or creates) the lease container and returns the store of the processor's
-// prefix.
-func (o *processOptions) leaseStore(ctx context.Context, acct *cosmos.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
+// leaseStore opens (or creates) the lease container in the lease account and returns the store
+// of the processor's prefix, which embeds the host of mon, the monitored account.
+func (o *processOptions) leaseStore(ctx context.Context, mon *cosmos.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
 	f := o.f
+	acct, err := f.leaseAccount(ctx)
+	if err != nil {
+		return nil, err
+	}
 	db, name := f.leaseDatabase(), f.Global.LeaseContainer
 	if o.CreateLeaseContainer {
-		if db != f.Global.Database {
+		// The monitored database exists in the monitored account only.
+		if db != f.Global.Database || acct != mon {
 			if err := acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
 				return nil, fmt.Errorf("create lease database: %w", err)
 			}
@@ -318,7 +323,7 @@ func (o *processOptions) leaseStore(ctx context.Context, acct *cosmos.Account, i
 	}
 	prefix := f.Global.LeaseIDPrefix
 	if prefix == "" {
-		prefix = leases.Prefix(f.Global.Processor, acct.Host(), info.DatabaseRID, info.ContainerRID)
+		prefix = leases.Prefix(f.Global.Processor, mon.Host(), info.DatabaseRID, info.ContainerRID)
 	}
 	return leases.NewStore(docs, prefix, leases.StoreOptions{
 		OnSkip: func(id string, err error) {

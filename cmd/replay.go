@@ -276,10 +276,15 @@ func describeStart(w replayWindow, from string) string {
 	return feed.FormatStart(w.Start)
 }
 
-// replayStore opens the lease container and returns the store of the replay's own prefix and
-// its processor name.
-func replayStore(ctx context.Context, f *factory, acct *cosmos.Account, info cosmos.ContainerInfo, from string, state []byte, until string) (*leases.Store, string, error) {
+// replayStore opens the lease container (in the lease account) and returns the store of the
+// replay's own prefix, which embeds the host of mon, the monitored account, and its processor
+// name.
+func replayStore(ctx context.Context, f *factory, mon *cosmos.Account, info cosmos.ContainerInfo, from string, state []byte, until string) (*leases.Store, string, error) {
 	ldb, lname := f.leaseDatabase(), f.Global.LeaseContainer
+	acct, err := f.leaseAccount(ctx)
+	if err != nil {
+		return nil, "", err
+	}
 	docs := acct.LeaseDocuments(ldb, lname)
 	if _, err := docs.PartitionKeyPath(ctx); err != nil {
 		err = fmt.Errorf("open lease container %s/%s: %w", ldb, lname, err)
@@ -293,7 +298,7 @@ func replayStore(ctx context.Context, f *factory, acct *cosmos.Account, info cos
 		base = "replay"
 	}
 	name := replayName(base, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
-	prefix := leases.Prefix(name, acct.Host(), info.DatabaseRID, info.ContainerRID)
+	prefix := leases.Prefix(name, mon.Host(), info.DatabaseRID, info.ContainerRID)
 	if f.Global.LeaseIDPrefix != "" {
 		name = replayName(f.Global.LeaseIDPrefix, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
 		prefix = name

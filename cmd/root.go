@@ -54,7 +54,9 @@ Choose the account once, with the environment or flags:
   --local[=DIR] or CFP_LOCAL=DIR      the embedded emulator on DIR (default .cfp), in process
 
 Then name the monitored container (-d/--database, -c/--container) and, for lease commands,
-the processor (-p/--processor, the lease prefix of a .NET or Java processor).
+the processor (-p/--processor, the lease prefix of a .NET or Java processor). A lease
+container in another account takes --lease-endpoint (CFP_LEASE_ENDPOINT + CFP_LEASE_KEY) or
+--lease-connection-string.
 
 Data goes to stdout (a table on a terminal, JSON in a pipe); logs, progress and
 notifications go to stderr. See 'cfp help environment', 'cfp help formatting' and
@@ -97,6 +99,8 @@ func newRootCmd(f *factory) *cobra.Command {
 	root.MarkFlagsMutuallyExclusive("local", "key-file")
 	root.MarkFlagsMutuallyExclusive("connection-string", "key")
 	root.MarkFlagsMutuallyExclusive("connection-string", "key-file")
+	root.MarkFlagsMutuallyExclusive("lease-endpoint", "lease-connection-string")
+	root.MarkFlagsMutuallyExclusive("lease-key-file", "lease-connection-string")
 	_ = root.PersistentFlags().MarkHidden("key")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &UsageError{Err: err}
