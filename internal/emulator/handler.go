@@ -40,6 +40,7 @@ const (
 	hdrQuery          = "x-ms-documentdb-query"
 	hdrContentPath    = "x-ms-content-path"
 	hdrAltContentPath = "x-ms-alt-content-path"
+	hdrWireFormat     = "x-ms-cosmos-changefeed-wire-format-version"
 )
 
 // Request charges reported in x-ms-request-charge.
@@ -571,6 +572,7 @@ func (e *Emulator) writeItem(w http.ResponseWriter, r *http.Request, db, coll, i
 			return
 		}
 		wr.Op, wr.ID, comps = opDelete, id, hdrComps
+		wr.PKObject = partitionKeyObject(st.Paths, hdrComps)
 	default:
 		b, err := readBody(r)
 		if err != nil {
@@ -687,8 +689,17 @@ func pageSize(r *http.Request) (int, error) {
 }
 
 func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, coll string) {
-	if aim := r.Header.Get(hdrAIM); !strings.EqualFold(aim, "Incremental Feed") {
-		e.fail(w, badRequest("change feed mode %q is not supported; only latest version (A-IM: Incremental Feed) is", aim))
+	var allVersions bool
+	switch aim := r.Header.Get(hdrAIM); {
+	case strings.EqualFold(aim, "Incremental Feed"):
+	case strings.EqualFold(aim, "Full-Fidelity Feed"):
+		allVersions = true
+		if err := checkFullFidelity(r); err != nil {
+			e.fail(w, err)
+			return
+		}
+	default:
+		e.fail(w, badRequest("change feed mode %q is not supported: send A-IM: Incremental Feed (latest version) or Full-Fidelity Feed (all versions and deletes)", aim))
 		return
 	}
 	var req feedRequest
@@ -725,7 +736,11 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		}
 		req.Since = n
 	}
-	page, err := e.store.changeFeed(db, coll, req)
+	read := e.store.changeFeed
+	if allVersions {
+		read = e.store.changeFeedAll
+	}
+	page, err := read(db, coll, req)
 	if err != nil {
 		e.fail(w, err)
 		return
@@ -743,6 +758,21 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		return
 	}
 	writeJSON(w, http.StatusOK, chargeFeedPage+chargePerDocRead*float64(len(page.Docs)), documentsBody(page.CollRID, page.Docs))
+}
+
+// checkFullFidelity rejects the all-versions reads the service rejects: from the beginning (no
+// If-None-Match) or from a time (If-Modified-Since), and any wire format but 2021-09-15.
+func checkFullFidelity(r *http.Request) error {
+	if v := r.Header.Get(hdrWireFormat); v != wireFormatFullFidelity {
+		return badRequest("an all-versions-and-deletes change feed read needs %s: %s (got %q)", hdrWireFormat, wireFormatFullFidelity, v)
+	}
+	if r.Header.Get("If-Modified-Since") != "" {
+		return badRequest("an all-versions-and-deletes change feed cannot start from a point in time (If-Modified-Since): start from now (If-None-Match: *) or from a continuation")
+	}
+	if strings.TrimSpace(r.Header.Get("If-None-Match")) == "" {
+		return badRequest("an all-versions-and-deletes change feed cannot start from the beginning: start from now (If-None-Match: *) or from a continuation")
+	}
+	return nil
 }
 
 // documentsBody renders {"_rid":..., "Documents":[...], "_count":n} without re-encoding docs.

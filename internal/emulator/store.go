@@ -316,13 +316,19 @@ func (o opKind) String() string {
 	return "unknown"
 }
 
-// logRecord is one entry of a partition's operation log.
+// logRecord is one entry of a partition's operation log, the source of the all-versions feed.
+// The log is kept for the life of the container: the service bounds it by the account's
+// continuous-backup retention, the emulator does not.
 type logRecord struct {
 	Op      string          `json:"op"`
 	Key     []byte          `json:"key"`
 	PrevLSN uint64          `json:"prevLsn,omitempty"`
 	Ts      int64           `json:"ts"`
 	Body    json.RawMessage `json:"body,omitempty"` // nil for deletes
+	// EPK is the item's effective partition key ("" in records written before it was kept).
+	EPK string `json:"epk,omitempty"`
+	// PK is a delete's partition key as an object of path -> value (the feed's metadata).
+	PK json.RawMessage `json:"pk,omitempty"`
 }
 
 // encodeRID renders resource id bytes the way Cosmos DB does (ResourceId.ToString): standard
@@ -698,6 +704,8 @@ type itemWrite struct {
 	EPK     string
 	Body    map[string]json.RawMessage // user properties; nil for deletes
 	IfMatch string                     // "" when absent
+	// PKObject is a delete's partition key as an object of path -> value, for the op log.
+	PKObject json.RawMessage
 }
 
 // writeResult is the outcome of a write.
@@ -780,8 +788,9 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 			}
 		}
 		now := s.now().Unix()
-		rec := logRecord{Op: op.String(), Key: key, PrevLSN: prevLSN, Ts: now}
+		rec := logRecord{Op: op.String(), Key: key, PrevLSN: prevLSN, Ts: now, EPK: w.EPK}
 		if op == opDelete {
+			rec.PK = w.PKObject
 			if err := items.Delete(key); err != nil {
 				return err
 			}
@@ -907,6 +916,30 @@ type feedPage struct {
 	CollRID string
 }
 
+// feedScope is the live range a change-feed read serves: the named range, the range of the
+// partition key, or the container's only range.
+func feedScope(st *collState, req feedRequest) (rangeRecord, error) {
+	switch {
+	case req.RangeID != "":
+		r, ok := st.rangeByID(req.RangeID)
+		if !ok || !r.Live {
+			return rangeRecord{}, errRangeGone
+		}
+		return r, nil
+	case req.PK != "":
+		r, ok := st.rangeForEPK(req.PKEPK)
+		if !ok {
+			return rangeRecord{}, fmt.Errorf("no live range holds EPK %s", req.PKEPK)
+		}
+		return r, nil
+	}
+	live := st.live()
+	if len(live) != 1 {
+		return rangeRecord{}, badRequest("a change-feed read needs x-ms-documentdb-partitionkeyrangeid or x-ms-documentdb-partitionkey on a container with %d partitions", len(live))
+	}
+	return live[0], nil
+}
+
 func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 	var page feedPage
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -915,25 +948,9 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 			return err
 		}
 		page.CollRID = st.RID
-		var r rangeRecord
-		switch {
-		case req.RangeID != "":
-			var ok bool
-			r, ok = st.rangeByID(req.RangeID)
-			if !ok || !r.Live {
-				return errRangeGone
-			}
-		case req.PK != "":
-			var ok bool
-			if r, ok = st.rangeForEPK(req.PKEPK); !ok {
-				return fmt.Errorf("no live range holds EPK %s", req.PKEPK)
-			}
-		default:
-			live := st.live()
-			if len(live) != 1 {
-				return badRequest("a change-feed read needs x-ms-documentdb-partitionkeyrangeid or x-ms-documentdb-partitionkey on a container with %d partitions", len(live))
-			}
-			r = live[0]
+		r, err := feedScope(st, req)
+		if err != nil {
+			return err
 		}
 		page.RangeID = r.idString()
 		page.Current = r.LSN
