@@ -17,10 +17,10 @@ import (
 func TestLeaseAccountConfig(t *testing.T) {
 	t.Parallel()
 	const (
-		ep    = "https://leases.documents.azure.com:443/"
-		mon   = "https://acct.documents.azure.com:443/"
-		cs    = "AccountEndpoint=" + ep + ";AccountKey=bGVhc2VrZXk=;"
-		fkey  = "ZmlsZWtleQ=="
+		ep   = "https://leases.documents.azure.com:443/"
+		mon  = "https://acct.documents.azure.com:443/"
+		cs   = "AccountEndpoint=" + ep + ";AccountKey=bGVhc2VrZXk=;"
+		fkey = "ZmlsZWtleQ=="
 	)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "lease.key")

@@ -338,7 +338,11 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		if v.Owners == nil {
 			v.Owners = []string{}
 		}
-		name, ok := leases.ProcessorName(in.Prefix, host)
+		var name string
+		var ok bool
+		if host != "" {
+			name, ok = leases.ProcessorName(in.Prefix, host)
+		}
 		if !ok && in.Processor != "" {
 			name, ok = in.Processor, true
 		}
