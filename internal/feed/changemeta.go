@@ -157,3 +157,35 @@ func skipValue(b []byte, i int) int {
 		return j
 	}
 }
+
+// Operations of an all-versions change (Change.Operation).
+const (
+	OperationCreate  = "create"
+	OperationReplace = "replace"
+	OperationDelete  = "delete"
+)
+
+// allVersionsMeta reads the LSN, time and operation of an all-versions change from its
+// metadata ({"metadata":{"lsn","crts","operationType"}}); the time falls back to the current
+// image's _ts when crts is absent. Zero values when the item has no such metadata.
+func allVersionsMeta(raw json.RawMessage) (int64, time.Time, string) {
+	var v struct {
+		Current struct {
+			TS json.RawMessage `json:"_ts"`
+		} `json:"current"`
+		Metadata struct {
+			LSN  json.RawMessage `json:"lsn"`
+			CRTS json.RawMessage `json:"crts"`
+			Op   string          `json:"operationType"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return 0, time.Time{}, ""
+	}
+	tsRaw := v.Metadata.CRTS
+	if jsonInt(tsRaw) <= 0 {
+		tsRaw = v.Current.TS
+	}
+	lsn, ts := metaOf(v.Metadata.LSN, tsRaw)
+	return lsn, ts, v.Metadata.Op
+}

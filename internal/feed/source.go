@@ -42,6 +42,38 @@ type StartFrom struct {
 	Continuation string
 }
 
+// FeedMode is a change-feed mode.
+type FeedMode int
+
+// Change-feed modes.
+const (
+	// LatestVersion returns each changed item once, at its latest version; deletes are not seen.
+	LatestVersion FeedMode = iota
+	// AllVersionsAndDeletes returns every create, replace and delete as the service's
+	// {"current","previous","metadata"} object (wire format 2021-09-15). It starts from now or a
+	// continuation only: the service refuses the beginning and a point in time.
+	AllVersionsAndDeletes
+)
+
+// String returns the mode as cfp's flags spell it: "latest" or "all-versions".
+func (m FeedMode) String() string {
+	if m == AllVersionsAndDeletes {
+		return "all-versions"
+	}
+	return "latest"
+}
+
+// ParseFeedMode parses "latest" (or "") and "all-versions".
+func ParseFeedMode(s string) (FeedMode, error) {
+	switch s {
+	case "", "latest":
+		return LatestVersion, nil
+	case "all-versions":
+		return AllVersionsAndDeletes, nil
+	}
+	return 0, fmt.Errorf("unknown change feed mode %q (want latest or all-versions)", s)
+}
+
 // ReadRequest asks for one change-feed page of one physical partition.
 type ReadRequest struct {
 	// PartitionID is the physical partition (partition key range id) to read.
@@ -55,6 +87,9 @@ type ReadRequest struct {
 	MaxItems int
 	// PartitionKey, when set, scopes the read to one logical partition (JSON array form).
 	PartitionKey json.RawMessage
+	// Mode is the change-feed mode (default LatestVersion). With AllVersionsAndDeletes, Start
+	// must be now or a continuation; an empty continuation means now.
+	Mode FeedMode
 }
 
 // Page is one change-feed response.

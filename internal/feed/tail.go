@@ -38,8 +38,12 @@ type Change struct {
 	Range Range
 	// LSN is the item's _lsn (0 if absent).
 	LSN int64
-	// TS is the item's _ts (zero if absent).
+	// TS is the item's _ts (zero if absent); in all-versions mode the change's crts.
 	TS time.Time
+	// Operation is the change's metadata.operationType in all-versions mode (OperationCreate,
+	// OperationReplace or OperationDelete); "" in latest-version mode, where a create and a
+	// replace look alike and deletes are not seen.
+	Operation string
 }
 
 // RangeState is where one tailed range resumes.
@@ -60,7 +64,9 @@ type RangeState struct {
 type TailState struct {
 	Version      int             `json:"version"`
 	PartitionKey json.RawMessage `json:"partition_key,omitempty"`
-	Ranges       []RangeState    `json:"ranges"`
+	// Mode is the change-feed mode the tail read ("all-versions"; "" for latest).
+	Mode   string       `json:"mode,omitempty"`
+	Ranges []RangeState `json:"ranges"`
 }
 
 // TailStatus is reported through TailOptions.OnStatus when it changes.
@@ -107,6 +113,9 @@ type TailOptions struct {
 	MaxItems int64
 	// PartitionKey scopes the tail to one logical partition (JSON array form).
 	PartitionKey json.RawMessage
+	// Mode is the change-feed mode (default LatestVersion). AllVersionsAndDeletes starts from
+	// now or a continuation only, and a State must have been written in the same mode.
+	Mode FeedMode
 	// Range restricts the tail to the partitions overlapping it, each cut to the range.
 	Range *Range
 	// Poll is the wait after an empty page (default 1s).
@@ -150,6 +159,35 @@ func (o *TailOptions) Validate() error {
 		}
 		if len(o.PartitionKey) > 0 && !bytes.Equal(o.PartitionKey, o.State.PartitionKey) {
 			return errors.New("the partition key differs from the tail state's")
+		}
+		if m, err := ParseFeedMode(o.State.Mode); err != nil {
+			return fmt.Errorf("tail state: %w", err)
+		} else if m != o.Mode {
+			return fmt.Errorf("the tail state was written in %s mode, not %s", m, o.Mode)
+		}
+	}
+	if o.Mode == AllVersionsAndDeletes {
+		if err := allVersionsStart(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrAllVersionsStart is returned when an all-versions tail is asked to start from the beginning
+// or from a point in time, which the service does not support in that mode.
+var ErrAllVersionsStart = errors.New("all-versions mode starts from now or from a saved position only")
+
+func allVersionsStart(o *TailOptions) error {
+	if o.State == nil {
+		if o.Start.Kind != StartNow && o.Start.Kind != StartContinuation {
+			return fmt.Errorf("start from %s: %w", FormatStart(o.Start), ErrAllVersionsStart)
+		}
+		return nil
+	}
+	for _, rs := range o.State.Ranges {
+		if rs.Continuation == "" && rs.Start != "now" {
+			return fmt.Errorf("tail state range %s starts from %s: %w", rs.Range, rs.Start, ErrAllVersionsStart)
 		}
 	}
 	return nil
@@ -364,7 +402,7 @@ func (t *tailRun) stopAll(reason string) {
 }
 
 func (t *tailRun) runRange(ctx context.Context, g *errgroup.Group, tr *tailRange) error {
-	req := ReadRequest{PartitionID: tr.partition, Start: tr.pos, MaxItems: t.opts.PageSize, PartitionKey: t.pk}
+	req := ReadRequest{PartitionID: tr.partition, Start: tr.pos, MaxItems: t.opts.PageSize, PartitionKey: t.pk, Mode: t.opts.Mode}
 	if !tr.whole {
 		req.Range = tr.rng
 	}
@@ -399,14 +437,15 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 	t.sum.RequestCharge += page.RequestCharge
 	until := t.opts.Until
 	for i, raw := range page.Items {
-		lsn, ts := changeMeta(raw)
-		if !until.IsZero() && !ts.IsZero() && ts.After(until) {
-			tr.pos = resumeBefore(page.Items, i, before)
+		ch := t.change(raw)
+		if !until.IsZero() && !ch.TS.IsZero() && ch.TS.After(until) {
+			tr.pos = resumeBefore(ch.LSN, before)
 			t.finishUntil(tr)
 			return true, nil
 		}
-		if err := t.emit(Change{Item: raw, PartitionID: tr.partition, Range: tr.rng, LSN: lsn, TS: ts}); err != nil {
-			tr.pos = resumeBefore(page.Items, i, before)
+		ch.PartitionID, ch.Range = tr.partition, tr.rng
+		if err := t.emit(ch); err != nil {
+			tr.pos = resumeBefore(ch.LSN, before)
 			return true, err
 		}
 		t.sum.Items++
@@ -414,7 +453,7 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 			if i == len(page.Items)-1 {
 				tr.pos = continuationAfter(page, before)
 			} else {
-				tr.pos = resumeBefore(page.Items, i+1, before)
+				tr.pos = resumeBefore(t.change(page.Items[i+1]).LSN, before)
 			}
 			t.stopAll(TailStopMaxItems)
 			return true, nil
@@ -464,10 +503,21 @@ func continuationAfter(page Page, before StartFrom) StartFrom {
 	return StartFrom{Kind: StartContinuation, Continuation: page.Continuation}
 }
 
-// resumeBefore is the position that re-reads items[i] and what follows it: just before its LSN.
-// Without a usable LSN it falls back to the page's start, re-delivering rather than losing.
-func resumeBefore(items []json.RawMessage, i int, before StartFrom) StartFrom {
-	lsn, _ := changeMeta(items[i])
+// change reads the facts of one item in the tail's mode: _lsn and _ts of a latest-version item,
+// the metadata of an all-versions change.
+func (t *tailRun) change(raw json.RawMessage) Change {
+	if t.opts.Mode == AllVersionsAndDeletes {
+		lsn, ts, op := allVersionsMeta(raw)
+		return Change{Item: raw, LSN: lsn, TS: ts, Operation: op}
+	}
+	lsn, ts := changeMeta(raw)
+	return Change{Item: raw, LSN: lsn, TS: ts}
+}
+
+// resumeBefore is the position that re-reads the change at lsn and what follows it: just before
+// its LSN. Without a usable LSN it falls back to the page's start, re-delivering rather than
+// losing.
+func resumeBefore(lsn int64, before StartFrom) StartFrom {
 	if lsn <= 0 {
 		return before
 	}
@@ -545,6 +595,9 @@ func (t *tailRun) saveLoop(ctx context.Context, done <-chan struct{}) {
 // snapshot is the current state, ranges in key order. Callers hold t.mu.
 func (t *tailRun) snapshot() TailState {
 	st := TailState{Version: TailStateVersion, PartitionKey: t.pk, Ranges: []RangeState{}}
+	if t.opts.Mode != LatestVersion {
+		st.Mode = t.opts.Mode.String()
+	}
 	for _, tr := range t.state {
 		rs := RangeState{PartitionID: tr.partition, Range: tr.rng}
 		if tr.pos.Kind == StartContinuation {

@@ -1,6 +1,7 @@
 // Package feedtest provides an in-memory change feed with real semantics for tests of the engine:
 // MemSource implements feed.Source over partitions with EPK ranges and per-partition LSN counters,
-// latest-version items, splits, start positions and injected failures. Clock is a manual clock
+// latest-version items or every version and delete (feed.AllVersionsAndDeletes), splits, start
+// positions and injected failures. Clock is a manual clock
 // whose Sleep advances time instantly, for deterministic tests of polling and backoff.
 package feedtest
 
@@ -49,9 +50,10 @@ func WithPageSize(n int) Option {
 	return func(m *MemSource) { m.pageSize = n }
 }
 
-// MemSource is an in-memory change feed (latest-version mode). Each physical partition owns an
-// EPK range and an LSN counter; every write or delete in a partition increments its counter. An
-// updated item appears once, at its newest LSN; a deleted item disappears. After a split the
+// MemSource is an in-memory change feed. Each physical partition owns an EPK range and an LSN
+// counter; every write or delete in a partition increments its counter. In latest-version mode
+// an updated item appears once, at its newest LSN, and a deleted item disappears; in
+// all-versions mode every create, replace and delete appears, with its previous image. After a split the
 // children inherit the parent's counter and items, so the parent's continuation stays valid on
 // the children, and reads that name the parent fail with *feed.RangeGoneError.
 // MemSource is safe for concurrent use.
@@ -79,6 +81,13 @@ type memPartition struct {
 type logEntry struct {
 	lsn  int64
 	item *memItem
+	// The operation as the all-versions feed reports it: create, replace or delete, the body
+	// written (nil for a delete), the time, and the version it replaced.
+	op       string
+	body     []byte
+	ts       int64
+	prevLSN  int64
+	prevBody []byte
 }
 
 type memItem struct {
@@ -182,15 +191,20 @@ func (m *MemSource) Write(pk string, doc []byte) (int64, error) {
 	key := pk + "\x00" + id
 	it := m.items[key]
 	if it == nil {
-		it = &memItem{pk: pk, id: id, epk: epk}
+		it = &memItem{pk: pk, id: id, epk: epk, deleted: true}
 		m.items[key] = it
 	}
+	e := logEntry{lsn: lsn, item: it, op: feed.OperationCreate, body: body, ts: ts}
+	if !it.deleted {
+		e.op, e.prevLSN, e.prevBody = feed.OperationReplace, it.lsn, it.body
+	}
 	it.lsn, it.ts, it.deleted, it.body = lsn, ts, false, body
-	p.log = append(p.log, logEntry{lsn: lsn, item: it})
+	p.log = append(p.log, e)
 	return lsn, nil
 }
 
-// Delete removes the item (pk, id); it consumes an LSN and is not emitted by the feed.
+// Delete removes the item (pk, id); it consumes an LSN and is emitted by the all-versions feed
+// only.
 func (m *MemSource) Delete(pk, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -200,6 +214,7 @@ func (m *MemSource) Delete(pk, id string) error {
 	}
 	p := m.partitionFor(it.epk)
 	p.lsn++
+	p.log = append(p.log, logEntry{lsn: p.lsn, item: it, op: feed.OperationDelete, ts: m.now().Unix(), prevLSN: it.lsn, prevBody: it.body})
 	it.lsn, it.deleted = p.lsn, true
 	return nil
 }
@@ -307,6 +322,14 @@ func (m *MemSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 
 	var since int64
 	var minTS int64 = -1
+	if req.Mode == feed.AllVersionsAndDeletes {
+		switch {
+		case req.Start.Kind == feed.StartContinuation && strings.TrimSpace(req.Start.Continuation) == "":
+			req.Start.Kind = feed.StartNow
+		case req.Start.Kind != feed.StartNow && req.Start.Kind != feed.StartContinuation:
+			return feed.Page{}, errors.New("read page: the all-versions feed starts from now or a continuation only")
+		}
+	}
 	switch req.Start.Kind {
 	case feed.StartBeginning:
 	case feed.StartNow:
@@ -339,7 +362,7 @@ func (m *MemSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	for ; i < len(p.log) && len(page.Items) < limit; i++ {
 		e := p.log[i]
 		it := e.item
-		if it.lsn != e.lsn || it.deleted {
+		if req.Mode != feed.AllVersionsAndDeletes && (it.lsn != e.lsn || it.deleted) {
 			continue
 		}
 		if restrict && !sub.Contains(it.epk) {
@@ -351,7 +374,11 @@ func (m *MemSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 		if minTS >= 0 && it.ts < minTS {
 			continue
 		}
-		page.Items = append(page.Items, append(json.RawMessage(nil), it.body...))
+		if req.Mode == feed.AllVersionsAndDeletes {
+			page.Items = append(page.Items, allVersionsItem(e))
+		} else {
+			page.Items = append(page.Items, append(json.RawMessage(nil), it.body...))
+		}
 		last = e.lsn
 	}
 	if len(page.Items) == 0 {
@@ -362,6 +389,38 @@ func (m *MemSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	page.RequestCharge += float64(len(page.Items)) * 0.5
 	page.Continuation = feed.LSNContinuation(last)
 	return page, nil
+}
+
+// allVersionsItem renders a log entry as the service's all-versions change (wire format
+// 2021-09-15): {"current","previous","metadata"}, a delete's current empty and its identity in
+// the metadata.
+func allVersionsItem(e logEntry) json.RawMessage {
+	type metadata struct {
+		OperationType     string          `json:"operationType"`
+		LSN               int64           `json:"lsn"`
+		CRTS              int64           `json:"crts"`
+		PreviousImageLSN  int64           `json:"previousImageLSN"`
+		TimeToLiveExpired bool            `json:"timeToLiveExpired"`
+		ID                string          `json:"id,omitempty"`
+		PartitionKey      json.RawMessage `json:"partitionKey,omitempty"`
+	}
+	v := struct {
+		Current  json.RawMessage `json:"current"`
+		Previous json.RawMessage `json:"previous,omitempty"`
+		Metadata metadata        `json:"metadata"`
+	}{
+		Current:  e.body,
+		Previous: e.prevBody,
+		Metadata: metadata{OperationType: e.op, LSN: e.lsn, CRTS: e.ts, PreviousImageLSN: e.prevLSN},
+	}
+	if e.op == feed.OperationDelete {
+		v.Current = json.RawMessage(`{}`)
+		v.Metadata.ID = e.item.id
+		pk, _ := json.Marshal(map[string]string{"pk": e.item.pk})
+		v.Metadata.PartitionKey = pk
+	}
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // epkTop is the exclusive upper bound of the keys EPK produces ("40" followed by zeros).
