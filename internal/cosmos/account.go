@@ -89,9 +89,10 @@ func Open(ctx context.Context, cfg Config) (*Account, error) {
 	opts := &azcosmos.ClientOptions{PreferredRegions: cfg.PreferredRegions}
 	opts.Telemetry.ApplicationID = ua
 	// The per-call EPK policy adds x-ms-start-epk/end-epk to change-feed reads of a sub-range
-	// (azcosmos never sends them); the feed body policy splits ReadPage's documents itself
-	// (feedbody.go).
-	opts.PerCallPolicies = []policy.Policy{epkPolicy{}, feedBodyPolicy{}}
+	// (azcosmos never sends them); the mode policy turns all-versions reads into Full-Fidelity
+	// Feed requests (azcosmos has no mode option); the feed body policy splits ReadPage's
+	// documents itself (feedbody.go).
+	opts.PerCallPolicies = []policy.Policy{epkPolicy{}, modePolicy{}, feedBodyPolicy{}}
 
 	a := &Account{log: log}
 	switch {

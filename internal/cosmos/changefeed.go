@@ -94,6 +94,11 @@ type compositeRange struct {
 
 // ReadPage reads one change-feed page of one physical partition (see feed.Source).
 //
+// In feed.AllVersionsAndDeletes mode the request carries A-IM: Full-Fidelity Feed and wire
+// format 2021-09-15 (modePolicy), the items are the service's {current, previous, metadata}
+// objects passed through raw, and the start must be now or a continuation (an empty one means
+// now); the beginning and a time fail with feed.ErrAllVersionsStart.
+//
 // The start position becomes a one-range composite continuation for azcosmos: the raw ETag of a
 // continuation, "*" for now, no token for the beginning (or a time, sent as If-Modified-Since).
 // An empty continuation (a lease never checkpointed) reads from the beginning, as .NET does.
@@ -153,6 +158,16 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 		return feed.Page{}, err
 	}
 	entry := compositeRange{MinInclusive: rng.Min, MaxExclusive: rng.Max}
+	if req.Mode == feed.AllVersionsAndDeletes {
+		switch {
+		case req.Start.Kind == feed.StartContinuation && req.Start.Continuation == "":
+			// A lease never checkpointed starts from now in this mode, as Java does.
+			req.Start = feed.StartFrom{Kind: feed.StartNow}
+		case req.Start.Kind == feed.StartBeginning || req.Start.Kind == feed.StartTime:
+			return feed.Page{}, fmt.Errorf("%s: start from %s: %w", op, feed.FormatStart(req.Start), feed.ErrAllVersionsStart)
+		}
+		ctx = context.WithValue(ctx, modeKey{}, req.Mode)
+	}
 	switch req.Start.Kind {
 	case feed.StartContinuation:
 		if req.Start.Continuation != "" {
@@ -264,6 +279,24 @@ func normMax(m string) string {
 		return "FF"
 	}
 	return m
+}
+
+// modeKey is the context key of the change-feed mode of one ReadPage call.
+type modeKey struct{}
+
+// modePolicy turns the change-feed requests of a ReadPage call in all-versions mode into
+// all-versions-and-deletes reads: azcosmos v1.5.0 has no mode option and always sends
+// A-IM: Incremental Feed.
+type modePolicy struct{}
+
+func (modePolicy) Do(req *policy.Request) (*http.Response, error) {
+	raw := req.Raw()
+	if m, ok := raw.Context().Value(modeKey{}).(feed.FeedMode); ok && m == feed.AllVersionsAndDeletes &&
+		raw.Method == http.MethodGet && raw.Header.Get("A-IM") != "" && strings.HasSuffix(raw.URL.Path, "/docs") {
+		raw.Header.Set("A-IM", "Full-Fidelity Feed")
+		raw.Header.Set("x-ms-cosmos-changefeed-wire-format-version", "2021-09-15")
+	}
+	return req.Next()
 }
 
 // epkKey is the context key of the EPK sub-range of one ReadPage call.
