@@ -107,6 +107,18 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		return
 	} else if ok {
 		scope.PK = epk.Canonical(comps)
+		if len(comps) > 0 {
+			// A prefix of a hierarchical key scopes the query to every logical partition
+			// under it: their EPKs start with the prefix's EPK (one hash per component).
+			st, err := e.store.getContainer(db, coll)
+			if err != nil {
+				e.fail(w, err)
+				return
+			}
+			if len(comps) < len(st.Paths) {
+				scope.PK, scope.EPKPrefix = "", epk.HashV2(comps)
+			}
+		}
 	}
 	if q.Top >= 0 {
 		size = min(size, q.Top-cont.Returned)

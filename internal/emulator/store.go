@@ -1030,6 +1030,9 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 type scanScope struct {
 	RangeID string // "" for every range
 	PK      string // canonical partition key, "" for every partition
+	// EPKPrefix, when set, keeps the items whose EPK starts with it: the logical partitions
+	// under a prefix of a hierarchical key.
+	EPKPrefix string
 }
 
 // scanItems calls fn for each item in scope in key order, starting after the key after (nil for
@@ -1076,6 +1079,9 @@ func (s *store) scanItems(db, coll string, scope scanScope, after []byte, fn fun
 				return err
 			}
 			if rng != nil && !rng.contains(it.EPK) {
+				continue
+			}
+			if scope.EPKPrefix != "" && !strings.HasPrefix(it.EPK, scope.EPKPrefix) {
 				continue
 			}
 			more, err := fn(k, it)
