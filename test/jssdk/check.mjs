@@ -290,6 +290,42 @@ async function main() {
     return ranges.map((r) => `[${r.minInclusive},${r.maxExclusive})`).join(" ");
   });
 
+  await check("ids with spaces, '+' and non-ASCII characters", async () => {
+    const id = "a b+é~ü";
+    const created = await items.items.create({ id, pk: "odd key/é", v: 1 });
+    assert(created.statusCode === 201, `create answered ${created.statusCode}`);
+    const read = await items.item(id, "odd key/é").read();
+    assert(read.statusCode === 200 && read.resource.id === id, `read answered ${read.statusCode}`);
+    const replaced = await items.item(id, "odd key/é").replace({ id, pk: "odd key/é", v: 2 });
+    assert(replaced.statusCode === 200 && replaced.resource.v === 2, `replace answered ${replaced.statusCode}`);
+    const del = await items.item(id, "odd key/é").delete();
+    assert(del.statusCode === 204, `delete answered ${del.statusCode}`);
+    return "201, 200, 200, 204";
+  });
+
+  await check("hierarchical partition key: full-key reads, prefix query, prefix change feed", async () => {
+    const { container: h } = await database.containers.createIfNotExists({
+      id: "hierarchical",
+      partitionKey: { paths: ["/tenant", "/user"], kind: "MultiHash", version: 2 },
+    });
+    const docs = [
+      ["h1", "t1", "u1"],
+      ["h2", "t1", "u2"],
+      ["h3", "t2", "u1"],
+      ["h4", "t10", "u1"],
+    ];
+    for (const [id, tenant, user] of docs) await h.items.create({ id, tenant, user });
+    const read = await h.item("h2", ["t1", "u2"]).read();
+    assert(read.statusCode === 200 && read.resource.id === "h2", `read with the full key answered ${read.statusCode}`);
+    const { resources } = await h.items.query("SELECT * FROM c", { partitionKey: ["t1"] }).fetchAll();
+    sameSet(resources.map((d) => d.id), ["h1", "h2"], "query on the prefix [t1]");
+    const full = await h.items.query("SELECT * FROM c", { partitionKey: ["t1", "u2"] }).fetchAll();
+    sameSet(full.resources.map((d) => d.id), ["h2"], "query on the full key [t1, u2]");
+    const feed = await drain(h.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning(["t1"]) }));
+    sameSet(feed.items.map((d) => d.id), ["h1", "h2"], "change feed of the prefix [t1]");
+    return "prefix [t1] -> h1, h2";
+  });
+
   await check("429 with x-ms-retry-after-ms is retried", async () => {
     await admin("POST", "/_cfp/faults", { status: 429, retryAfterMs: 20, count: 2 });
     try {
