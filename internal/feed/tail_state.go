@@ -37,7 +37,11 @@ func ReadTailState(path string) (*TailState, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("read tail state %s: %w", path, err)
 	}
-	if err := (&TailOptions{State: &st}).Validate(); err != nil {
+	mode, err := ParseFeedMode(st.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("read tail state %s: %w", path, err)
+	}
+	if err := (&TailOptions{State: &st, Mode: mode}).Validate(); err != nil {
 		return nil, fmt.Errorf("read tail state %s: %w", path, err)
 	}
 	for _, rs := range st.Ranges {
