@@ -51,7 +51,11 @@ type tailOptions struct {
 	PageSize     int
 	Concurrency  int
 
+	// modeSet is whether --mode was given (a state file's mode applies otherwise).
+	modeSet bool
+
 	// Resolved by validate.
+	mode   feed.FeedMode
 	start  feed.StartFrom
 	state  *feed.TailState
 	until  time.Time
@@ -67,6 +71,11 @@ Each change is the latest version of a created or updated item. In a pipe cfp ta
 JSON document per line (-o jsonl), exactly as the change feed returned it; on a terminal it
 shows one coloured line per change: time, range, id and a short preview of the body.
 --envelope wraps every change as {"range","partition","lsn","ts","operation","item"}.
+
+--mode all-versions reads the all-versions-and-deletes feed instead: every create, replace
+and delete, each as the service's {"current","previous","metadata"} object, with the
+operation on the terminal line and in the envelope. The service starts this mode from now or
+a saved position only: use --from now (the default) or --from @FILE.
 
 Where to start (--from):
   now               only changes made from now on (the default)
@@ -99,7 +108,10 @@ const tailExample = `  # Follow new changes on the embedded emulator
   cfp tail -d shop -c orders --from @orders.state --save-state orders.state -e
 
   # The last hour's changes of one customer, as envelopes, filtered with jq
-  cfp tail -d shop -c orders --from -1h -e --partition-key c42 --envelope --jq '[.lsn, .item.id]'`
+  cfp tail -d shop -c orders --from -1h -e --partition-key c42 --envelope --jq '[.lsn, .item.id]'
+
+  # Every create, replace and delete from now on, deletes included
+  cfp tail -d shop -c orders --mode all-versions --envelope --jq 'select(.operation == "delete") | .item.metadata.id'`
 
 func newTailCmd(f *factory) *cobra.Command {
 	opts := &tailOptions{f: f}
@@ -110,6 +122,7 @@ func newTailCmd(f *factory) *cobra.Command {
 		Example: tailExample,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			opts.modeSet = c.Flags().Changed("mode")
 			if err := opts.validate(); err != nil {
 				return err
 			}
@@ -182,8 +195,8 @@ func (o *tailOptions) validate() error {
 		}
 		o.pk = pk
 	}
-	if o.Mode == "all-versions" {
-		return briefUsageErrorf("--mode all-versions is not supported yet: use --mode latest")
+	if err := o.resolveMode(); err != nil {
+		return err
 	}
 	switch {
 	case o.MaxItems < 0:
@@ -202,6 +215,38 @@ func (o *tailOptions) validate() error {
 	}
 	if o.query, err = f.jqQuery(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// resolveMode sets o.mode from --mode, or from the state file's mode when --mode is not given,
+// and checks that an all-versions tail starts from now or a state file.
+func (o *tailOptions) resolveMode() error {
+	mode, err := feed.ParseFeedMode(o.Mode)
+	if err != nil {
+		return briefUsageErrorf("invalid --mode: %w", err)
+	}
+	if o.state != nil {
+		stateMode, err := feed.ParseFeedMode(o.state.Mode)
+		if err != nil {
+			return fmt.Errorf("state file %s: %w", strings.TrimPrefix(strings.TrimSpace(o.From), "@"), err)
+		}
+		if !o.modeSet {
+			mode = stateMode
+		} else if mode != stateMode {
+			return briefUsageErrorf("--mode %s differs from the state file's mode %s: a tail resumes in the mode it was saved in", mode, stateMode)
+		}
+	}
+	o.mode = mode
+	if mode != feed.AllVersionsAndDeletes {
+		return nil
+	}
+	if o.state == nil && o.start.Kind != feed.StartNow {
+		return briefUsageErrorf("--mode all-versions cannot start from %q: the service starts this mode from now or a saved position only (use --from now or --from @STATE-FILE)", o.From)
+	}
+	check := feed.TailOptions{Mode: mode, Start: o.start, State: o.state}
+	if err := check.Validate(); err != nil {
+		return briefUsageErrorf("--mode all-versions: %w", err)
 	}
 	return nil
 }
@@ -291,6 +336,9 @@ func envelopeOf(ch feed.Change) tailEnvelope {
 		Operation: tailOperationLatest,
 		Item:      ch.Item,
 	}
+	if ch.Operation != "" {
+		env.Operation = ch.Operation
+	}
 	if !ch.TS.IsZero() {
 		env.TS = ch.TS.UTC().Format(time.RFC3339)
 	}
@@ -315,6 +363,7 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		ExitAtEnd:    o.ExitAtEnd,
 		MaxItems:     o.MaxItems,
 		PartitionKey: o.pk,
+		Mode:         o.mode,
 		Range:        o.rng,
 		Poll:         o.Poll,
 		PageSize:     o.PageSize,
@@ -597,12 +646,29 @@ var tailHiddenProperties = map[string]bool{"id": true, "_rid": true, "_self": tr
 	"_attachments": true, "_ts": true, "_lsn": true}
 
 // appendPretty appends the terminal line of a change: time, range, id and a body preview,
-// cut to the terminal width.
+// cut to the terminal width. An all-versions change shows its operation before the id and
+// previews its current image (nothing for a delete).
 func (t *tailWriter) appendPretty(dst []byte, ch feed.Change) []byte {
 	var item map[string]json.RawMessage
-	_ = json.Unmarshal(ch.Item, &item)
+	var deletedID json.RawMessage
+	if ch.Operation != "" {
+		var av struct {
+			Current  map[string]json.RawMessage `json:"current"`
+			Metadata struct {
+				ID json.RawMessage `json:"id"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(ch.Item, &av)
+		item, deletedID = av.Current, av.Metadata.ID
+	} else {
+		_ = json.Unmarshal(ch.Item, &item)
+	}
 	id := "-"
-	if raw, ok := item["id"]; ok {
+	raw, ok := item["id"]
+	if !ok && deletedID != nil {
+		raw, ok = deletedID, true
+	}
+	if ok {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			id = s
@@ -644,7 +710,11 @@ func (t *tailWriter) appendPretty(dst []byte, ch feed.Change) []byte {
 	}
 	preview.WriteByte('}')
 	lsn := fmt.Sprintf("#%d", ch.LSN)
-	used := len(when) + len(where) + len(lsn) + len([]rune(id)) + 4
+	op := ""
+	if ch.Operation != "" {
+		op = fmt.Sprintf("%-7s ", ch.Operation)
+	}
+	used := len(when) + len(where) + len(lsn) + len(op) + len([]rune(id)) + 4
 	body := []rune(preview.String())
 	if room := t.ios.Width - used - 1; room < len(body) {
 		if room < 4 {
@@ -654,8 +724,14 @@ func (t *tailWriter) appendPretty(dst []byte, ch feed.Change) []byte {
 		}
 	}
 	s := t.styles
-	line := fmt.Sprintf("%s %s %s %s %s\n", s.Muted.Render(when), s.Warning.Render(where), s.Muted.Render(lsn),
-		s.Bold.Render(id), string(body))
+	switch ch.Operation {
+	case feed.OperationCreate:
+		op = s.Success.Render(op)
+	case feed.OperationDelete:
+		op = s.Error.Render(op)
+	}
+	line := fmt.Sprintf("%s %s %s %s%s %s\n", s.Muted.Render(when), s.Warning.Render(where), s.Muted.Render(lsn),
+		op, s.Bold.Render(id), string(body))
 	return append(dst, line...)
 }
 

@@ -323,7 +323,8 @@ func TestTail_BadValuesAreOneLineUsageErrors(t *testing.T) {
 		{[]string{"--range", "zz-FF"}, "cfp: invalid --range \"zz-FF\": \"ZZ\" is not a hex EPK"},
 		{[]string{"-n", "-1"}, "cfp: invalid --max-items -1"},
 		{[]string{"--poll", "0s"}, "cfp: invalid --poll 0s"},
-		{[]string{"--mode", "all-versions"}, "cfp: --mode all-versions is not supported yet"},
+		{[]string{"--mode", "all-versions", "--from", "beginning"}, "cfp: --mode all-versions cannot start from \"beginning\": the service starts this mode from now or a saved position only"},
+		{[]string{"--mode", "all-versions", "--from", "-1h"}, "cfp: --mode all-versions cannot start from \"-1h\""},
 	} {
 		code, out, errOut := run(t, nil, append(base, tt.args...)...)
 		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, tt.want) {
