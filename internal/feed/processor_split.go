@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,16 +17,24 @@ import (
 // (a merge) becomes one EPK lease over its range, as in .NET; an EPK lease in that case is
 // kept and only read from its new partition.
 //
+// The lease writes (create or take the children, delete the parent, release) run under a fresh
+// deadline (ReleaseTimeout), not the run context: a shutdown in the middle completes the split,
+// and the children are released at once (see startLocked), instead of leaving children owned by
+// this host next to their parent, or the parent owned, until the leases expire. A split that
+// fails half way keeps the children it owns for its next attempt; when the worker stops first,
+// it gives them back (see releaseChildren).
+//
 // It returns CloseSplit when the children replaced the lease, CloseLeaseLost when the parent
 // is no longer ours, and "" when the lease goes on (merged EPK lease, or a failure that is
-// retried at the next read, after a backoff).
+// retried at the next read, after a backoff that grows with each failed attempt).
 func (w *worker) split() (CloseReason, error) {
 	p, ol, ctx := w.p, w.ol, w.run
 	retry := func(op string, err error) (CloseReason, error) {
+		w.splitFailures++
 		if ctx.Err() == nil {
 			p.infraError(ctx, op, w.info.Token, err)
 		}
-		_ = sleepCtx(ol.ctx, p.backoff(1))
+		_ = sleepCtx(ol.ctx, p.backoff(w.splitFailures))
 		return "", nil
 	}
 	parent, err := p.store.Get(ctx, ol.current())
@@ -65,6 +74,7 @@ func (w *worker) split() (CloseReason, error) {
 		if err := w.route(ctx); err != nil {
 			return retry("route lease", err)
 		}
+		w.splitFailures = 0
 		p.log.Info("lease moved to a merged partition", "lease", parent.Token, "partition", over[0].ID)
 		return "", nil
 	case len(over) == 1:
@@ -83,27 +93,30 @@ func (w *worker) split() (CloseReason, error) {
 		}
 	}
 
+	wctx, cancel := p.fresh(ctx)
+	defer cancel()
 	var mine []*leases.Lease
 	tokens := make([]string, 0, len(children))
 	for _, c := range children {
 		c.Owner, c.Timestamp = p.opts.Instance, p.opts.Now()
 		delete(c.Properties, handoffKey)
 		tokens = append(tokens, c.Token)
-		created, err := p.store.Create(ctx, c)
+		created, err := p.store.Create(wctx, c)
 		if errors.Is(err, leases.ErrConflict) {
 			// An earlier attempt (or another host) created it: take it if it is free.
-			existing, gerr := p.store.Get(ctx, c)
+			existing, gerr := p.store.Get(wctx, c)
 			if gerr != nil {
 				return retry("split lease", gerr)
 			}
 			if strings.EqualFold(existing.Owner, p.opts.Instance) {
 				mine = append(mine, existing)
+				w.holdChild(existing)
 				continue
 			}
 			if !existing.Expired(p.opts.Now(), p.opts.Expiration) {
 				continue
 			}
-			created, err = p.store.Acquire(ctx, existing, p.opts.Instance)
+			created, err = p.store.Acquire(wctx, existing, p.opts.Instance)
 			if errors.Is(err, leases.ErrLeaseLost) {
 				continue
 			}
@@ -112,18 +125,40 @@ func (w *worker) split() (CloseReason, error) {
 			return retry("split lease", err)
 		}
 		mine = append(mine, created)
+		w.holdChild(created)
 	}
 	// From here the parent is replaced: its worker ends as split, whatever the renewer sees.
 	ol.cancel(errSplit)
-	if err := p.store.Delete(ctx, parent); err != nil {
-		p.infraError(ctx, "delete split lease", parent.Token, err)
+	if err := p.store.Delete(wctx, parent); err != nil {
+		p.infraError(wctx, "delete split lease", parent.Token, err)
 	}
+	w.splitHeld = nil // the children's own workers hold them now
 	p.log.Info("lease split", "lease", parent.Token, "children", tokens, "continuation", parent.Continuation)
 	p.notify(Event{Type: EventSplit, Lease: parent.Token, Range: parent.Range, Children: tokens, Continuation: parent.Continuation})
 	for _, c := range mine {
 		p.start(c)
 	}
 	return CloseSplit, nil
+}
+
+// holdChild records a child lease this worker's unfinished split owns.
+func (w *worker) holdChild(c *leases.Lease) {
+	if w.splitHeld == nil {
+		w.splitHeld = map[string]*leases.Lease{}
+	}
+	w.splitHeld[c.Token] = c
+}
+
+// releaseChildren gives back the child leases of a split that did not finish, when the worker
+// stops before its next attempt: nothing renews them, and other hosts would wait for them to
+// expire. ctx is a fresh one (the worker's close).
+func (w *worker) releaseChildren(ctx context.Context) {
+	for token, c := range w.splitHeld {
+		if err := w.p.store.Release(ctx, c, w.p.opts.Instance); err != nil && !errors.Is(err, leases.ErrLeaseLost) {
+			w.p.infraError(ctx, "release child lease", token, err)
+		}
+	}
+	w.splitHeld = nil
 }
 
 // subRange returns the common part of two overlapping ranges.

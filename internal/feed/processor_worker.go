@@ -164,6 +164,10 @@ type worker struct {
 	base         StartFrom // where to rewind to while nothing is checkpointed
 	pending      string    // processed but not checkpointed
 	deferred     bool      // pending comes from ErrNoCheckpoint
+	// splitFailures counts the failed attempts of the split in progress (for its backoff);
+	// splitHeld holds the child leases it created or took so far, by token.
+	splitFailures int
+	splitHeld     map[string]*leases.Lease
 }
 
 // work processes one lease until it is lost, split or the processor stops, then closes it:
@@ -221,6 +225,7 @@ func (p *Processor) work(run context.Context, ol *ownedLease) (err error) {
 	reason, loopErr := w.loop(hctx)
 	fctx, cancel := p.fresh(run)
 	defer cancel()
+	w.releaseChildren(fctx) // of a split that did not finish
 	return errors.Join(loopErr, w.close(fctx, reason))
 }
 

@@ -1,0 +1,250 @@
+package feed_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/feed/feedtest"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// splitGateDocs is a lease container that honours cancellation like a network client (a call
+// with an ended context fails before it is sent) and, once armed, holds the first create of a
+// lease other than the parent until the test lets it through: that write was already on its
+// way when the host was told to stop.
+type splitGateDocs struct {
+	leases.Documents
+	parent string // token of the lease being split
+
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{} // closed when the held create arrives
+	proceed chan struct{} // closed by the test to let it through
+}
+
+func (d *splitGateDocs) hold(id string) bool {
+	_, token, ok := leases.SplitID(id)
+	if !ok || token == d.parent || strings.Contains(id, ".host.") {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.armed {
+		return false
+	}
+	d.armed = false
+	return true
+}
+
+func (d *splitGateDocs) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	if d.hold(pk) { // an /id container: the partition key is the id
+		close(d.entered)
+		<-d.proceed
+		return d.Documents.Create(ctx, pk, body)
+	}
+	if err := ctx.Err(); err != nil {
+		return leases.Document{}, err
+	}
+	return d.Documents.Create(ctx, pk, body)
+}
+
+func (d *splitGateDocs) Read(ctx context.Context, id, pk string) (leases.Document, error) {
+	if err := ctx.Err(); err != nil {
+		return leases.Document{}, err
+	}
+	return d.Documents.Read(ctx, id, pk)
+}
+
+func (d *splitGateDocs) QueryPrefix(ctx context.Context, prefix string) ([]leases.Document, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return d.Documents.QueryPrefix(ctx, prefix)
+}
+
+func (d *splitGateDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	if err := ctx.Err(); err != nil {
+		return leases.Document{}, err
+	}
+	return d.Documents.Replace(ctx, id, pk, ifMatch, body)
+}
+
+func (d *splitGateDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.Documents.Delete(ctx, id, pk, ifMatch)
+}
+
+// TestProcessor_SplitInterruptedByShutdown stops the host while its split is creating the child
+// leases: the split must either finish or leave the parent alone, and in both cases leave no
+// lease owned by the stopped host, so the other hosts take over at once instead of waiting for
+// the leases to expire.
+func TestProcessor_SplitInterruptedByShutdown(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	docs := &splitGateDocs{
+		Documents: leases.NewMemDocuments("/id"), parent: "0",
+		entered: make(chan struct{}), proceed: make(chan struct{}),
+	}
+	writeDocs(t, src, 0, 20)
+	rec := newRecorder(0)
+	hs := startHost(t, src, docs, rec.handler("a"), fastOptions("a"))
+	waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 20 })
+
+	docs.mu.Lock()
+	docs.armed = true
+	docs.mu.Unlock()
+	children, err := src.Split("0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-docs.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host never created a child lease")
+	}
+	hs.cancel() // shutdown while the split is under way
+	close(docs.proceed)
+	if err := hs.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	var tokens []string
+	for _, l := range listLeases(t, docs) {
+		tokens = append(tokens, l.Token)
+		if l.Owner != "" {
+			t.Errorf("lease %s is still owned by %q after its host stopped: the other hosts wait for it to expire", l.Token, l.Owner)
+		}
+	}
+	slices.Sort(tokens)
+	if !slices.Equal(tokens, []string{"0"}) && !slices.Equal(tokens, slices.Sorted(slices.Values(children))) {
+		t.Fatalf("leases %v after an interrupted split, want the parent [0] or the children %v", tokens, children)
+	}
+}
+
+// flakyPartitions is a source whose partition list fails while failing is set, counting the
+// failed calls.
+type flakyPartitions struct {
+	*feedtest.MemSource
+
+	mu      sync.Mutex
+	failing bool
+	failed  int
+}
+
+func (f *flakyPartitions) set(failing bool) {
+	f.mu.Lock()
+	f.failing = failing
+	f.mu.Unlock()
+}
+
+func (f *flakyPartitions) failures() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
+
+func (f *flakyPartitions) Partitions(ctx context.Context) ([]feed.Partition, error) {
+	f.mu.Lock()
+	if f.failing {
+		f.failed++
+		f.mu.Unlock()
+		return nil, errors.New("service unavailable")
+	}
+	f.mu.Unlock()
+	return f.MemSource.Partitions(ctx)
+}
+
+// TestProcessor_SplitRetryBacksOff makes every split attempt fail for a while: the attempts
+// must back off like other failures (doubling up to MaxErrorBackoff), not hammer the service
+// every ErrorBackoff; once the service answers the split completes.
+func TestProcessor_SplitRetryBacksOff(t *testing.T) {
+	t.Parallel()
+	src := &flakyPartitions{MemSource: feedtest.NewMemSource(1)}
+	docs := leases.NewMemDocuments("/id")
+	writeDocs(t, src.MemSource, 0, 10)
+	rec := newRecorder(0)
+	opts := fastOptions("a")
+	opts.ErrorBackoff, opts.MaxErrorBackoff = 10*time.Millisecond, 100*time.Millisecond
+	hs := startHost(t, src, docs, rec.handler("a"), opts)
+	waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 10 })
+
+	src.set(true)
+	children, err := src.Split("0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a failed split", func() bool { return src.failures() > 0 })
+	time.Sleep(500 * time.Millisecond)
+	// Backing off 10, 20, 40, 80, 100, 100... ms makes about 8 attempts in 500ms; a constant
+	// 10ms wait makes about 50.
+	if n := src.failures(); n > 20 {
+		t.Errorf("%d split attempts in 500ms: the retry does not back off", n)
+	}
+	src.set(false)
+	waitFor(t, 10*time.Second, "the children's workers", func() bool { return len(hs.p.Owned()) == 2 })
+	if err := hs.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for _, l := range listLeases(t, docs) {
+		tokens = append(tokens, l.Token)
+	}
+	slices.Sort(tokens)
+	if want := slices.Sorted(slices.Values(children)); !slices.Equal(tokens, want) {
+		t.Fatalf("leases %v after the split, want the children %v", tokens, want)
+	}
+}
+
+// oneChildDocs lets one child lease (any lease but "0") be created and fails the others.
+type oneChildDocs struct {
+	leases.Documents
+
+	mu      sync.Mutex
+	created bool
+}
+
+func (d *oneChildDocs) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	if _, token, ok := leases.SplitID(pk); ok && token != "0" {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.created {
+			return leases.Document{}, errors.New("service unavailable")
+		}
+		d.created = true
+	}
+	return d.Documents.Create(ctx, pk, body)
+}
+
+// TestProcessor_SplitHalfDoneReleasesChildren stops a host whose split keeps failing after it
+// created one of the two children: the child it owns must be released with the parent, not left
+// owned by the stopped host until it expires.
+func TestProcessor_SplitHalfDoneReleasesChildren(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	docs := &oneChildDocs{Documents: leases.NewMemDocuments("/id")}
+	writeDocs(t, src, 0, 10)
+	rec := newRecorder(0)
+	hs := startHost(t, src, docs, rec.handler("a"), fastOptions("a"))
+	waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 10 })
+	if _, err := src.Split("0"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the first child lease", func() bool { return len(listLeases(t, docs)) == 2 })
+	time.Sleep(50 * time.Millisecond) // a few failed attempts to create the second
+	if err := hs.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range listLeases(t, docs) {
+		if l.Owner != "" {
+			t.Errorf("lease %s is still owned by %q after its host stopped", l.Token, l.Owner)
+		}
+	}
+}
