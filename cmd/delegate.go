@@ -111,7 +111,7 @@ func (d *delegateOptions) handler(f *factory, observe func(feed.Handler) feed.Ha
 	)
 	switch {
 	case d.Exec != "":
-		inner = &sink.Exec{Command: d.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut}
+		inner = &sink.Exec{Command: d.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut, Logger: f.Log}
 	case d.ExecLines != "":
 		x := &sink.ExecLines{Command: d.ExecLines, Stderr: f.IO.ErrOut}
 		inner = x

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
@@ -34,7 +35,10 @@ const DefaultKillDelay = 5 * time.Second
 // CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, are removed from it (secretEnv).
 // Exit status 0 means the batch was processed; any other status, or a failure to start, is a
 // handler error (the batch comes again). The child's stdout and stderr go to Stdout and Stderr
-// (discarded when nil); writes from concurrent children are serialised per Write.
+// (discarded when nil); writes from concurrent children are serialised per Write. A command
+// that exits 0 while a background process it started still holds its stdout or stderr open
+// has processed its batch: cfp waits KillDelay for that output, then closes the pipes and logs
+// a warning (once per lease).
 type Exec struct {
 	Command string
 	Stdout  io.Writer
@@ -45,9 +49,13 @@ type Exec struct {
 	Dir string
 	// KillDelay bounds how long a cancelled child may take to exit (DefaultKillDelay when 0).
 	KillDelay time.Duration
+	// Logger receives warnings about the command (nothing is logged when nil).
+	Logger *slog.Logger
 
 	once           sync.Once
 	stdout, stderr io.Writer
+	warnMu         sync.Mutex
+	warned         map[string]bool // leases warned about a background process holding the pipes
 }
 
 var _ feed.Handler = (*Exec)(nil)
@@ -65,7 +73,13 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 	cmd.Stdin = bytes.NewReader(jsonArray(b.Items))
 	cmd.Stdout = e.stdout
 	cmd.Stderr = e.stderr
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		// The command exited 0; only a process it left behind kept the pipes open.
+		e.warnPipesHeld(ctx, b.LeaseToken)
+		err = nil
+	}
+	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			return fmt.Errorf("exec for lease %s: command exited with status %d", b.LeaseToken, exit.ExitCode())
@@ -75,12 +89,36 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 	return nil
 }
 
+// warnPipesHeld logs, once per lease, that a background process kept the command's output open.
+func (e *Exec) warnPipesHeld(ctx context.Context, lease string) {
+	if e.Logger == nil {
+		return
+	}
+	e.warnMu.Lock()
+	defer e.warnMu.Unlock()
+	if e.warned[lease] {
+		return
+	}
+	if e.warned == nil {
+		e.warned = map[string]bool{}
+	}
+	e.warned[lease] = true
+	e.Logger.WarnContext(ctx, "exec command exited 0 but a background process kept its output open: batch processed, output cut off after the kill delay",
+		"lease", lease, "kill_delay", killDelayOr(e.KillDelay), "hint", "redirect the background process's output (cmd >/dev/null 2>&1 &)")
+}
+
+// killDelayOr returns d, or DefaultKillDelay when d is not positive.
+func killDelayOr(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultKillDelay
+	}
+	return d
+}
+
 // shell builds `sh -c command` in a process group of its own; when ctx ends the whole group is
 // asked to stop with SIGTERM and killed killDelay later.
 func shell(ctx context.Context, command string, killDelay time.Duration) *exec.Cmd {
-	if killDelay <= 0 {
-		killDelay = DefaultKillDelay
-	}
+	killDelay = killDelayOr(killDelay)
 	cmd := exec.CommandContext(ctx, "sh", "-c", command)
 	ownGroup(cmd)
 	cmd.Cancel = func() error { return terminate(cmd, killDelay) }
