@@ -231,3 +231,88 @@ func TestChangeFeedAll_ChildrenReadTheirParentsLogAfterSplit(t *testing.T) {
 		}
 	}
 }
+
+func TestChangeFeedAll_MergedPartitionReadsBothParentsLogs(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 2})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "avmerge")
+	// Both partitions from now; then a create per item, each partition counting its own LSNs.
+	from := map[string]string{}
+	for _, id := range []string{"0", "1"} {
+		resp, _ := avFeed(t, e, "avmerge", map[string]string{"x-ms-documentdb-partitionkeyrangeid": id, "If-None-Match": "*"})
+		from[id] = resp.Header.Get("etag")
+	}
+	const n = 10
+	for i := range n {
+		upsert(t, cc, doc{ID: fmt.Sprintf("i%d", i), PK: fmt.Sprintf("pk-%d", i), V: 1})
+	}
+	resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/avmerge/pkranges", nil, "")
+	var pk struct {
+		PartitionKeyRanges []struct {
+			ID  string `json:"id"`
+			Min string `json:"minInclusive"`
+			Max string `json:"maxExclusive"`
+		}
+	}
+	if err := json.Unmarshal(body, &pk); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("pkranges: %d %s", resp.StatusCode, body)
+	}
+	bounds := map[string][2]string{}
+	for _, r := range pk.PartitionKeyRanges {
+		bounds[r.ID] = [2]string{r.Min, r.Max}
+	}
+	merged, err := e.Merge("db", "avmerge", []string{"0", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		upsert(t, cc, doc{ID: fmt.Sprintf("i%d", i), PK: fmt.Sprintf("pk-%d", i), V: 2})
+	}
+	// Each old partition's continuation, read on the merged partition over its old key range,
+	// in pages of 3: its creates from its own log, then the replaces, each exactly once.
+	if len(bounds) != 2 || bounds["0"][1] != bounds["1"][0] || bounds["0"][1] == "" {
+		t.Fatalf("partitions before the merge: %v", bounds)
+	}
+	ops := map[string][]string{}
+	for old, cont := range from {
+		for range 20 {
+			resp, page := avFeed(t, e, "avmerge", map[string]string{"x-ms-documentdb-partitionkeyrangeid": merged, "If-None-Match": cont,
+				"x-ms-start-epk": bounds[old][0], "x-ms-end-epk": bounds[old][1], "x-ms-max-item-count": "3"})
+			if resp.StatusCode == http.StatusNotModified {
+				break
+			}
+			for _, c := range page {
+				id, _ := c.Current["id"].(string)
+				ops[id] = append(ops[id], c.Metadata.OperationType)
+			}
+			cont = resp.Header.Get("etag")
+		}
+	}
+	for i := range n {
+		id := fmt.Sprintf("i%d", i)
+		if got := strings.Join(ops[id], ","); got != "create,replace" {
+			t.Errorf("%s over the merge: %s, want create,replace exactly once each", id, got)
+		}
+	}
+	// The whole merged partition from LSN 0: both parents' creates share LSNs; a page of 3
+	// never ends between two of them, so none is skipped.
+	ops = map[string][]string{}
+	cont := `"0"`
+	for range 20 {
+		resp, page := avFeed(t, e, "avmerge", map[string]string{"x-ms-documentdb-partitionkeyrangeid": merged, "If-None-Match": cont, "x-ms-max-item-count": "3"})
+		if resp.StatusCode == http.StatusNotModified {
+			break
+		}
+		for _, c := range page {
+			id, _ := c.Current["id"].(string)
+			ops[id] = append(ops[id], c.Metadata.OperationType)
+		}
+		cont = resp.Header.Get("etag")
+	}
+	for i := range n {
+		id := fmt.Sprintf("i%d", i)
+		if got := strings.Join(ops[id], ","); got != "create,replace" {
+			t.Errorf("%s on the whole merged partition: %s, want create,replace exactly once each", id, got)
+		}
+	}
+}
