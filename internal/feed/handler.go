@@ -25,6 +25,9 @@ type Batch struct {
 	// Attempt counts deliveries of a batch starting at the same position: 1 the first time, 2
 	// after one failure, and so on.
 	Attempt int
+	// Checkpoint is the lease's continuation as stored when the batch was delivered (empty when
+	// the lease has none): where processing resumes if this batch fails.
+	Checkpoint string
 }
 
 // Handler processes batches. Handle is called by one goroutine per lease, so an implementation

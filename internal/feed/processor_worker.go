@@ -302,6 +302,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 		b := Batch{
 			LeaseToken: w.info.Token, Range: w.info.Range, Owner: p.opts.Instance,
 			Items: page.Items, Continuation: page.Continuation, LatestLSN: page.LatestLSN, Attempt: attempt,
+			Checkpoint: w.checkpointed,
 		}
 		herr := p.h.Handle(hctx, b)
 		var stop *StopError

@@ -35,7 +35,8 @@ import (
 //	{"type":"error","message":"…"}  batch not processed: it comes again from the last checkpoint
 //
 // "initialize" is sent once per child before its first batch ("continuation" is the lease's
-// checkpoint, empty when it has none). "lease-lost" means another host owns the lease now and
+// checkpoint, empty when it has none; for a child restarted after an exit, the checkpoint at
+// that moment, from which the batches come again). "lease-lost" means another host owns the lease now and
 // nothing more can be checkpointed; "shutdown" is the end of the lease on this host, with
 // reason "shutdown" (the host stops), "rebalance" (another host asked for the lease) or
 // "split" (child leases take over). After either, the host closes the child's stdin and the child should
@@ -108,7 +109,8 @@ func (x *ExecLines) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
 
 // Handle sends the batch and waits for the child's answer.
 func (x *ExecLines) Handle(ctx context.Context, b feed.Batch) error {
-	c, err := x.childFor(ctx, b.LeaseToken, b.Range, b.Owner, "")
+	// A child started here replaces one that exited: it resumes from the lease's checkpoint.
+	c, err := x.childFor(ctx, b.LeaseToken, b.Range, b.Owner, b.Checkpoint)
 	if err != nil {
 		return err
 	}
