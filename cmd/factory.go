@@ -229,7 +229,7 @@ func (f *factory) openAccount(ctx context.Context) (*cosmos.Account, error) {
 	if err != nil {
 		return nil, err
 	}
-	acct, err := f.open(ctx, cfg)
+	acct, err := f.open(ctx, cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (f *factory) leaseAccount(ctx context.Context) (*cosmos.Account, error) {
 	if f.leaseAcct != nil {
 		return f.leaseAcct, nil
 	}
-	acct, err := f.open(ctx, cfg)
+	acct, err := f.open(ctx, cfg, true)
 	if err != nil {
 		return nil, fmt.Errorf("lease account: %w", err)
 	}
@@ -274,8 +274,9 @@ func (f *factory) monitoredHost(ctx context.Context) (string, error) {
 
 // open opens the account cfg describes, turning the errors a user can fix into usage errors
 // and hints.
-func (f *factory) open(ctx context.Context, cfg accountConfig) (*cosmos.Account, error) {
+func (f *factory) open(ctx context.Context, cfg accountConfig, leasesOnly bool) (*cosmos.Account, error) {
 	acct, err := cosmos.Open(ctx, cosmos.Config{
+		LeasesOnly:       leasesOnly,
 		Endpoint:         cfg.Endpoint,
 		Key:              cfg.Key,
 		ConnectionString: cfg.ConnectionString,

@@ -53,6 +53,9 @@ type Config struct {
 	LocalPartitions int
 	// PreferredRegions orders the regions reads go to ("West US 2", ...).
 	PreferredRegions []string
+	// LeasesOnly says the account holds only lease containers (a separate lease account): lease
+	// ids embed the monitored account's host, not this one's, so a regional endpoint is fine.
+	LeasesOnly bool
 	// Logger receives warnings (default: slog.Default()).
 	Logger *slog.Logger
 	// UserAgent is prepended to the SDK's User-Agent (azcore keeps its first 24 characters;
@@ -69,6 +72,8 @@ type Account struct {
 	emu      *emulator.Emulator
 	meta     *metaClient
 	opts     *azcosmos.ClientOptions
+	// leasesOnly: see Config.LeasesOnly.
+	leasesOnly bool
 
 	closeOnce sync.Once
 }
@@ -94,7 +99,7 @@ func Open(ctx context.Context, cfg Config) (*Account, error) {
 	// documents itself (feedbody.go).
 	opts.PerCallPolicies = []policy.Policy{epkPolicy{}, modePolicy{}, feedBodyPolicy{}}
 
-	a := &Account{log: log}
+	a := &Account{log: log, leasesOnly: cfg.LeasesOnly}
 	switch {
 	case cfg.LocalDir != "":
 		if err := a.openLocal(cfg.LocalDir, cfg.LocalPartitions, opts); err != nil {
@@ -204,7 +209,7 @@ func (a *Account) finish(client *azcosmos.Client, endpoint string, ma *metaAuth,
 	u, _ := url.Parse(endpoint)
 	a.host = strings.ToLower(u.Hostname())
 	a.meta = newMetaClient(endpoint, ma, opts.Transport)
-	if region, ok := RegionalHost(a.host); ok {
+	if region, ok := RegionalHost(a.host); ok && !a.leasesOnly {
 		a.log.Warn("the endpoint is a regional endpoint: lease ids embed the endpoint host, so processors started through it write a lease set separate from the global endpoint's; use the global endpoint with --preferred-regions instead",
 			"host", a.host, "region", region)
 	}

@@ -486,6 +486,20 @@ func TestOpen_RegionalEndpointWarns(t *testing.T) {
 	if strings.Contains(buf.String(), testKey) {
 		t.Errorf("the log leaks the key")
 	}
+
+	// A separate lease account may be regional: lease ids embed the monitored account's host.
+	buf.Reset()
+	l, err := Open(context.Background(), Config{
+		Endpoint: "https://leases-westeurope.documents.azure.com:443/", Key: testKey, LeasesOnly: true,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil)),
+	})
+	if err != nil {
+		t.Fatalf("Open(lease account) error = %v", err)
+	}
+	defer l.Close()
+	if buf.Len() != 0 {
+		t.Errorf("a lease-only account warned: %q", buf.String())
+	}
 }
 
 func TestOpen_LocalDirHeld(t *testing.T) {
