@@ -134,7 +134,7 @@ func translate(err error, info opInfo) error {
 		return fmt.Errorf("%s: %w", info.op, &feed.RangeGoneError{PartitionID: info.partitionID})
 	case status == http.StatusUnauthorized:
 		return &AuthError{Status: status, Op: info.op, Message: msg,
-			Hint: "check the account key (COSMOS_KEY, --key-file or the connection string) and that this machine's clock is right: the service rejects signatures more than 15 minutes off"}
+			Hint: "check the account key (COSMOS_KEY, --key-file or the connection string; CFP_LEASE_KEY, --lease-key-file or --lease-connection-string for a separate lease account) and that this machine's clock is right: the service rejects signatures more than 15 minutes off"}
 	case status == http.StatusForbidden:
 		action := info.rbacAction
 		if action == "" {
