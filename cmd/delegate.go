@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,30 +29,33 @@ type delegateOptions struct {
 	MaxRetries int
 	OnError    string
 	DeadLetter string
+	Timeout    time.Duration
 }
 
 // delegateUsage is the help of the delegate flags on one command. The flags mean the same on
 // every command; the wording differs with what the command's long help already explains.
 type delegateUsage struct {
-	exec, execLines, maxRetries, onError, deadLetter string
+	exec, execLines, execTimeout, maxRetries, onError, deadLetter string
 }
 
 var (
 	// processDelegateUsage is terse: `cfp process --help` describes the delegates.
 	processDelegateUsage = delegateUsage{
-		exec:       "run `CMD` once per batch with the batch as a JSON array on stdin; its environment lacks the account keys",
-		execLines:  "keep one `CMD` per lease speaking the JSON lines protocol",
-		maxRetries: "retry a failed batch `N` times before --on-error applies",
-		onError:    "what to do with a batch that still fails after its retries",
-		deadLetter: "append failed batches to `FILE` as JSON lines (implies --on-error dead-letter)",
+		exec:        "run `CMD` once per batch with the batch as a JSON array on stdin; its environment lacks the account keys",
+		execLines:   "keep one `CMD` per lease speaking the JSON lines protocol",
+		execTimeout: "stop an --exec command still running, or an --exec-lines child not answering, after `D`; the batch fails (0: no limit)",
+		maxRetries:  "retry a failed batch `N` times before --on-error applies",
+		onError:     "what to do with a batch that still fails after its retries",
+		deadLetter:  "append failed batches to `FILE` as JSON lines (implies --on-error dead-letter)",
 	}
 	// replayDelegateUsage stands on its own: `cfp replay-from --help` refers to process.
 	replayDelegateUsage = delegateUsage{
-		exec:       "run `CMD` (sh -c) once per batch, the batch as a JSON array on stdin; exit 0 means processed; its environment lacks the account keys",
-		execLines:  "keep one `CMD` (sh -c) per lease that answers JSON lines on stdin/stdout (see 'cfp process --help')",
-		maxRetries: "retry a failed batch `N` times, with backoff, before --on-error applies",
-		onError:    "what to do with a batch that still fails",
-		deadLetter: "append batches that still fail to `FILE`, one JSON line each (implies --on-error dead-letter)",
+		exec:        "run `CMD` (sh -c) once per batch, the batch as a JSON array on stdin; exit 0 means processed; its environment lacks the account keys",
+		execLines:   "keep one `CMD` (sh -c) per lease that answers JSON lines on stdin/stdout (see 'cfp process --help')",
+		execTimeout: "stop an --exec command still running for a batch, or an --exec-lines child that has not answered a message, after `D` (its process group: SIGTERM, then SIGKILL); the batch counts as failed (0: no limit)",
+		maxRetries:  "retry a failed batch `N` times, with backoff, before --on-error applies",
+		onError:     "what to do with a batch that still fails",
+		deadLetter:  "append batches that still fail to `FILE`, one JSON line each (implies --on-error dead-letter)",
 	}
 )
 
@@ -60,6 +64,7 @@ func (d *delegateOptions) addFlags(c *cobra.Command, u delegateUsage) {
 	fs := c.Flags()
 	fs.StringVar(&d.Exec, "exec", "", u.exec)
 	fs.StringVar(&d.ExecLines, "exec-lines", "", u.execLines)
+	fs.DurationVar(&d.Timeout, "exec-timeout", sink.DefaultExecTimeout, u.execTimeout)
 	fs.IntVar(&d.MaxRetries, "max-retries", defaultDelegateMaxRetries, u.maxRetries)
 	enumFlag(fs, &d.OnError, "on-error", "", string(sink.OnErrorStop), u.onError, string(sink.OnErrorStop), string(sink.OnErrorSkip), string(sink.OnErrorDeadLetter))
 	fs.StringVar(&d.DeadLetter, "dead-letter", "", u.deadLetter)
@@ -82,6 +87,12 @@ func (d *delegateOptions) validate(c *cobra.Command) error {
 	}
 	if d.MaxRetries < 0 {
 		return usageErrorf("--max-retries must not be negative, got %d", d.MaxRetries)
+	}
+	if d.Timeout < 0 {
+		return usageErrorf("--exec-timeout must not be negative, got %s", d.Timeout)
+	}
+	if c.Flags().Changed("exec-timeout") && d.Exec == "" && d.ExecLines == "" {
+		return usageErrorf("--exec-timeout needs --exec or --exec-lines")
 	}
 	if strings.TrimSpace(d.Exec) == "" && c.Flags().Changed("exec") || strings.TrimSpace(d.ExecLines) == "" && c.Flags().Changed("exec-lines") {
 		return usageErrorf("--exec and --exec-lines need a command")
@@ -111,9 +122,9 @@ func (d *delegateOptions) handler(f *factory, observe func(feed.Handler) feed.Ha
 	)
 	switch {
 	case d.Exec != "":
-		inner = &sink.Exec{Command: d.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut, Logger: f.Log}
+		inner = &sink.Exec{Command: d.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut, Logger: f.Log, Timeout: d.Timeout}
 	case d.ExecLines != "":
-		x := &sink.ExecLines{Command: d.ExecLines, Stderr: f.IO.ErrOut}
+		x := &sink.ExecLines{Command: d.ExecLines, Stderr: f.IO.ErrOut, AnswerTimeout: d.Timeout}
 		inner = x
 		closers = append(closers, x.Close)
 	default:

@@ -80,10 +80,12 @@ The --exec and --exec-lines commands inherit cfp's environment except the accoun
 COSMOS_KEY, COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, so a
 script that prints or logs its environment cannot leak a key.
 
-A failed batch is retried --max-retries times with exponential backoff (1s, 2s, 4s, ... up to
-30s), then --on-error decides: stop (the host releases its leases and exits 1), skip (the
-batch is checkpointed past) or dead-letter (the batch, lease and error go to --dead-letter
-FILE as one JSON line, then it is checkpointed past).
+An --exec command still running after --exec-timeout (default 10m), or an --exec-lines child
+that has not answered a message by then, is stopped with its process group and its batch
+fails. A failed batch is retried --max-retries times with exponential backoff (1s, 2s, 4s,
+... up to 30s), then --on-error decides: stop (the host releases its leases and exits 1),
+skip (the batch is checkpointed past) or dead-letter (the batch, lease and error go to
+--dead-letter FILE as one JSON line, then it is checkpointed past).
 
 --start-from applies only to leases that have no continuation yet; leases that already
 have one resume from it (use 'cfp leases reset' to move them). "now" means the moment this

@@ -23,6 +23,17 @@ import (
 // it is killed.
 const DefaultKillDelay = 5 * time.Second
 
+// DefaultExecTimeout is the default of `cfp process --exec-timeout`: how long an --exec command
+// may run for one batch, and an --exec-lines child may take to answer one message, before it is
+// stopped and the batch counts as failed. It is long enough for any reasonable batch and bounds
+// how long a hung delegate holds its lease (the host renews the lease while it waits). The
+// zero value of Exec.Timeout and ExecLines.AnswerTimeout means no limit.
+const DefaultExecTimeout = 10 * time.Minute
+
+// ErrTimeout reports that a delegate did not finish a batch (Exec) or answer a message
+// (ExecLines) within its timeout; it was stopped, and the batch is a handler error.
+var ErrTimeout = errors.New("delegate timed out")
+
 // Exec runs Command once per batch with `sh -c`, the batch's items as a JSON array on its stdin
 // and these variables added to its environment:
 //
@@ -49,6 +60,9 @@ type Exec struct {
 	Dir string
 	// KillDelay bounds how long a cancelled child may take to exit (DefaultKillDelay when 0).
 	KillDelay time.Duration
+	// Timeout bounds one batch's run (no limit when 0): then the command's process group is
+	// stopped (SIGTERM, SIGKILL after KillDelay) and Handle fails with ErrTimeout.
+	Timeout time.Duration
 	// Logger receives warnings about the command (nothing is logged when nil).
 	Logger *slog.Logger
 
@@ -66,7 +80,13 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 		e.stdout = lockWriter(e.Stdout)
 		e.stderr = lockWriter(e.Stderr)
 	})
-	cmd := shell(ctx, e.Command, e.KillDelay)
+	rctx := ctx
+	if e.Timeout > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, e.Timeout)
+		defer cancel()
+	}
+	cmd := shell(rctx, e.Command, e.KillDelay)
 	cmd.Dir = e.Dir
 	cmd.Env = append(baseEnv(e.Env), batchEnv(b)...)
 	cmd.Env = append(cmd.Env, "CFP_BATCH_SIZE="+strconv.Itoa(len(b.Items)))
@@ -78,6 +98,9 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 		// The command exited 0; only a process it left behind kept the pipes open.
 		e.warnPipesHeld(ctx, b.LeaseToken)
 		err = nil
+	}
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return fmt.Errorf("exec for lease %s: command still ran after %s: %w", b.LeaseToken, e.Timeout, ErrTimeout)
 	}
 	if err != nil {
 		var exit *exec.ExitError

@@ -55,6 +55,11 @@ type ExecLines struct {
 	Dir string
 	// KillDelay bounds each step of a child's shutdown (DefaultKillDelay when 0).
 	KillDelay time.Duration
+	// AnswerTimeout bounds the wait for the answer to "initialize" and to each batch (no limit
+	// when 0): a child that does not answer in time is stopped at once (SIGTERM to its process
+	// group, SIGKILL after KillDelay) and the call fails with ErrTimeout; the lease's next batch
+	// starts a new child. ("shutdown" and "lease-lost" are bounded by KillDelay.)
+	AnswerTimeout time.Duration
 
 	mu       sync.Mutex
 	children map[string]*child
@@ -101,6 +106,17 @@ func (x *ExecLines) killDelay() time.Duration {
 	return DefaultKillDelay
 }
 
+// errAnswerTimeout is the cause of an answer context that reached AnswerTimeout.
+var errAnswerTimeout = errors.New("answer timeout")
+
+// answerCtx bounds the wait for one answer by AnswerTimeout.
+func (x *ExecLines) answerCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if x.AnswerTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, x.AnswerTimeout, errAnswerTimeout)
+}
+
 // OpenLease starts the lease's child and sends "initialize".
 func (x *ExecLines) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
 	_, err := x.childFor(ctx, l.Token, l.Range, l.Owner, l.Continuation)
@@ -115,7 +131,9 @@ func (x *ExecLines) Handle(ctx context.Context, b feed.Batch) error {
 		return err
 	}
 	cont := b.Continuation
-	a, err := x.ask(ctx, b.LeaseToken, c, hostMessage{
+	actx, cancel := x.answerCtx(ctx)
+	defer cancel()
+	a, err := x.ask(actx, b.LeaseToken, c, hostMessage{
 		Type: "batch", Lease: b.LeaseToken, Range: b.Range.String(),
 		Continuation: &cont, Attempt: b.Attempt, Items: b.Items,
 	})
@@ -216,9 +234,11 @@ func (x *ExecLines) childFor(ctx context.Context, token string, rng feed.Range, 
 	if err != nil {
 		return nil, err
 	}
-	a, err := x.ask(ctx, token, c, hostMessage{
+	actx, cancel := x.answerCtx(ctx)
+	a, err := x.ask(actx, token, c, hostMessage{
 		Type: "initialize", Lease: token, Range: rng.String(), Owner: owner, Continuation: &cont,
 	})
+	cancel()
 	if err == nil && a.Type != "done" && a.Type != "checkpoint" {
 		err = fmt.Errorf("child for lease %s: initialize failed: %s", token, a.Message)
 	}
@@ -308,6 +328,11 @@ func (x *ExecLines) ask(ctx context.Context, token string, c *child, m hostMessa
 			return childAnswer{}, fmt.Errorf("child for lease %s, waiting for an answer to %s: %w", token, m.Type, ErrChildExited)
 		case <-ctx.Done():
 			x.forget(token, c)
+			if errors.Is(context.Cause(ctx), errAnswerTimeout) {
+				c.cancel() // hung: SIGTERM to its process group now, SIGKILL after KillDelay
+				_ = x.stop(c)
+				return childAnswer{}, fmt.Errorf("child for lease %s did not answer %s within %s: %w", token, m.Type, x.AnswerTimeout, ErrTimeout)
+			}
 			_ = x.stop(c)
 			return childAnswer{}, fmt.Errorf("child for lease %s, waiting for an answer to %s: %w", token, m.Type, ctx.Err())
 		}
