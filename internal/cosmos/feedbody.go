@@ -196,36 +196,61 @@ func (s *jsonScanner) array(out []json.RawMessage, hint int) ([]json.RawMessage,
 	if !s.consume('[') {
 		return nil, errFeedBodyUnsupported // null or another type: leave it to encoding/json
 	}
-	if s.depth++; s.depth > maxJSONDepth {
-		return nil, s.syntax("nested too deeply")
-	}
 	if hint > 0 {
 		out = make([]json.RawMessage, 0, min(hint, len(s.b)/2))
 	}
+	if err := s.members(']', &out); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []json.RawMessage{}
+	}
+	return out, nil
+}
+
+// members scans the rest of an object (closer '}') or an array (closer ']') whose opening byte
+// s.i has just passed, through its closing byte. With spans set, it appends each member's value
+// (each element of the array) to *spans, as a sub-slice of the text.
+func (s *jsonScanner) members(closer byte, spans *[]json.RawMessage) error {
+	if s.depth++; s.depth > maxJSONDepth {
+		return s.syntax("nested too deeply")
+	}
 	s.ws()
-	if s.consume(']') {
+	if s.consume(closer) {
 		s.depth--
-		if out == nil {
-			out = []json.RawMessage{}
-		}
-		return out, nil
+		return nil
 	}
 	for {
 		s.ws()
+		if closer == '}' {
+			if err := s.str(); err != nil {
+				return err
+			}
+			s.ws()
+			if !s.consume(':') {
+				return s.syntax("want ':'")
+			}
+			s.ws()
+		}
 		start := s.i
 		if err := s.value(); err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, s.b[start:s.i:s.i])
+		if spans != nil {
+			*spans = append(*spans, s.b[start:s.i:s.i])
+		}
 		s.ws()
 		if s.consume(',') {
 			continue
 		}
-		if s.consume(']') {
+		if s.consume(closer) {
 			s.depth--
-			return out, nil
+			return nil
 		}
-		return nil, s.syntax("want ',' or ']'")
+		if closer == '}' {
+			return s.syntax("want ',' or '}'")
+		}
+		return s.syntax("want ',' or ']'")
 	}
 }
 
@@ -237,64 +262,13 @@ func (s *jsonScanner) value() error {
 	switch c := s.b[s.i]; {
 	case c == '"':
 		return s.str()
-	case c == '{':
+	case c == '{', c == '[':
 		s.i++
-		if s.depth++; s.depth > maxJSONDepth {
-			return s.syntax("nested too deeply")
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
 		}
-		s.ws()
-		if s.consume('}') {
-			s.depth--
-			return nil
-		}
-		for {
-			s.ws()
-			if err := s.str(); err != nil {
-				return err
-			}
-			s.ws()
-			if !s.consume(':') {
-				return s.syntax("want ':'")
-			}
-			s.ws()
-			if err := s.value(); err != nil {
-				return err
-			}
-			s.ws()
-			if s.consume(',') {
-				continue
-			}
-			if s.consume('}') {
-				s.depth--
-				return nil
-			}
-			return s.syntax("want ',' or '}'")
-		}
-	case c == '[':
-		s.i++
-		if s.depth++; s.depth > maxJSONDepth {
-			return s.syntax("nested too deeply")
-		}
-		s.ws()
-		if s.consume(']') {
-			s.depth--
-			return nil
-		}
-		for {
-			s.ws()
-			if err := s.value(); err != nil {
-				return err
-			}
-			s.ws()
-			if s.consume(',') {
-				continue
-			}
-			if s.consume(']') {
-				s.depth--
-				return nil
-			}
-			return s.syntax("want ',' or ']'")
-		}
+		return s.members(closer, nil)
 	case c == 't':
 		return s.literal("true")
 	case c == 'f':
