@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -757,7 +758,13 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, http.StatusOK, chargeFeedPage+chargePerDocRead*float64(len(page.Docs)), documentsBody(page.CollRID, page.Docs))
+	charge := chargeFeedPage + chargePerDocRead*float64(len(page.Docs))
+	if page.Body == nil {
+		writeJSON(w, http.StatusOK, charge, documentsBody(page.CollRID, page.Docs))
+		return
+	}
+	writeJSON(w, http.StatusOK, charge, page.Body)
+	putBody(page.Body) // the ResponseWriter does not keep it after Write
 }
 
 // checkFullFidelity rejects the all-versions reads the service rejects: from the beginning (no
@@ -781,23 +788,66 @@ func documentsBody(rid string, docs [][]byte) []byte {
 }
 
 func listBody(rid, field string, docs [][]byte) []byte {
-	n := 64
+	size := 0
 	for _, d := range docs {
-		n += len(d) + 1
+		size += len(d)
 	}
-	b := make([]byte, 0, n)
-	b = append(b, `{"_rid":`...)
-	b = strconv.AppendQuote(b, rid)
-	b = append(b, `,"`...)
-	b = append(b, field...)
-	b = append(b, `":[`...)
+	b := make([]byte, 0, listBodySize(rid, field, len(docs), size))
+	b = appendListHead(b, rid, field)
 	for i, d := range docs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, d...)
 	}
+	return appendListTail(b, len(docs))
+}
+
+// listBodySize is an upper bound of the size of a list body of n documents of size bytes in all.
+func listBodySize(rid, field string, n, size int) int {
+	// Quoting takes at most 6 bytes per byte of the rid, and _count at most 20 digits.
+	return len(`{"_rid":"","":[],"_count":}`) + 6*len(rid) + len(field) + 20 + size + n
+}
+
+// appendListHead appends {"_rid":rid,"field":[ to b.
+func appendListHead(b []byte, rid, field string) []byte {
+	b = append(b, `{"_rid":`...)
+	b = strconv.AppendQuote(b, rid)
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	return append(b, `":[`...)
+}
+
+// appendListTail appends ],"_count":n} to b.
+func appendListTail(b []byte, n int) []byte {
 	b = append(b, `],"_count":`...)
-	b = strconv.AppendInt(b, int64(len(docs)), 10)
+	b = strconv.AppendInt(b, int64(n), 10)
 	return append(b, '}')
+}
+
+// maxPooledBody is the largest response buffer kept for reuse: a page of 1,000 typical documents
+// fits, a page of large ones is left to the garbage collector rather than held.
+const maxPooledBody = 4 << 20
+
+// bodyPool holds response buffers (*[]byte) of change-feed pages, so draining a feed does not
+// allocate, zero and collect a page-sized buffer per request.
+var bodyPool sync.Pool
+
+// getBody returns an empty buffer with room for n bytes, reused when the pool has one.
+func getBody(n int) []byte {
+	if p, ok := bodyPool.Get().(*[]byte); ok {
+		if cap(*p) >= n {
+			return (*p)[:0]
+		}
+		bodyPool.Put(p)
+	}
+	return make([]byte, 0, n)
+}
+
+// putBody hands b, no longer referenced by its owner, back for reuse.
+func putBody(b []byte) {
+	if cap(b) > maxPooledBody {
+		return
+	}
+	bodyPool.Put(&b)
 }

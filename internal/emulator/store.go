@@ -914,6 +914,10 @@ type feedPage struct {
 	Current uint64 // the partition's current LSN
 	RangeID string
 	CollRID string
+	// Body is the rendered response of a page with documents, {"_rid":..., "Documents":[...],
+	// "_count":n}, whose sub-slices Docs are; nil when the reader did not render one. It comes
+	// from getBody: whoever is done with it may hand it back with putBody.
+	Body []byte
 }
 
 // feedScope is the live range a change-feed read serves: the named range, the range of the
@@ -973,7 +977,7 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 		prefix := u32(r.ID)
 		page.Etag = max(since, r.LSN)
 		// Bodies alias the read transaction's pages until the page is complete, then are copied
-		// into one arena of the exact size: one allocation and one copy per page.
+		// into one arena of the exact size (pooled, see getBody): one copy per page.
 		var bodies [][]byte
 		size := 0
 		startEPK, endEPK := []byte(req.StartEPK), []byte(req.EndEPK)
@@ -1012,13 +1016,23 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 				page.Etag = lsn
 			}
 		}
-		arena := make([]byte, 0, size)
+		if len(bodies) == 0 {
+			return nil
+		}
+		// The arena is the response body itself, {"_rid":...,"Documents":[...],"_count":n}:
+		// the handler writes it as is, and Docs are its sub-slices.
+		body := getBody(listBodySize(st.RID, "Documents", len(bodies), size))
+		body = appendListHead(body, st.RID, "Documents")
 		page.Docs = make([][]byte, len(bodies))
 		for i, b := range bodies {
-			from := len(arena)
-			arena = append(arena, b...)
-			page.Docs[i] = arena[from:len(arena):len(arena)]
+			if i > 0 {
+				body = append(body, ',')
+			}
+			from := len(body)
+			body = append(body, b...)
+			page.Docs[i] = body[from:len(body):len(body)]
 		}
+		page.Body = appendListTail(body, len(bodies))
 		return nil
 	})
 	return page, err
