@@ -24,6 +24,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 // The default of every flag is the short CI run.
@@ -110,7 +111,7 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 	bin := buildCFP(t, dir)
 	emu := startEmulator(t, bin, dir, *flagPartitions)
-	acct, err := cosmos.Open(ctx, cosmos.Config{ConnectionString: emu.connectionString})
+	acct, err := cosmos.Open(ctx, cosmos.Config{ConnectionString: emu.ConnectionString})
 	if err != nil {
 		t.Fatalf("open the emulator account: %v", err)
 	}
@@ -133,7 +134,7 @@ func TestChaos(t *testing.T) {
 	r := &run{
 		t: t,
 		cfg: hostConfig{
-			bin: bin, dir: dir, connectionString: emu.connectionString,
+			bin: bin, dir: dir, connectionString: emu.ConnectionString,
 			database: chaosDatabase, container: chaosContainer, processor: chaosProcessor,
 			recorder: "exec " + shellQuote(exe), maxItems: *flagMaxItems, handlerDelay: *flagDelay,
 		},
@@ -208,7 +209,7 @@ func TestChaos(t *testing.T) {
 	if err := led.scan(dir); err != nil {
 		t.Fatal(err)
 	}
-	emu.stop(t)
+	stopEmulator(t, emu, dir)
 
 	r.report(led, k, drained, time.Since(began), stopped, sampleErrs.Load())
 }
@@ -339,7 +340,7 @@ func (r *run) reviveCrashed() {
 	r.mu.Unlock()
 	for _, h := range crashed {
 		r.t.Errorf("host %s exited by itself after %s: %v\n%s", h.instance, time.Since(h.started).Round(time.Millisecond),
-			h.err, tail(filepath.Join(r.cfg.dir, h.slot+".log"), 15))
+			h.err, testproc.Tail(filepath.Join(r.cfg.dir, h.slot+".log"), 15))
 		if limit := 2 * len(r.hosts); crashes > limit {
 			r.t.Fatalf("%d hosts exited by themselves; giving up", crashes)
 		}
@@ -437,9 +438,9 @@ func (r *run) stopAll() []string {
 			code, err := h.interrupt(stopGrace)
 			switch {
 			case err != nil:
-				r.t.Errorf("stop: %v\n%s", err, tail(filepath.Join(r.cfg.dir, h.slot+".log"), 15))
+				r.t.Errorf("stop: %v\n%s", err, testproc.Tail(filepath.Join(r.cfg.dir, h.slot+".log"), 15))
 			case code != 0 && code != 130:
-				r.t.Errorf("host %s exited %d on SIGINT, want 0 or 130\n%s", h.instance, code, tail(filepath.Join(r.cfg.dir, h.slot+".log"), 15))
+				r.t.Errorf("host %s exited %d on SIGINT, want 0 or 130\n%s", h.instance, code, testproc.Tail(filepath.Join(r.cfg.dir, h.slot+".log"), 15))
 			default:
 				mu.Lock()
 				stopped = append(stopped, h.instance)

@@ -3,10 +3,8 @@
 package chaos
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,111 +14,50 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 // buildCFP builds the cfp binary into dir and returns its path.
 func buildCFP(t *testing.T, dir string) string {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
+	bin, err := testproc.Build(dir)
+	if errors.Is(err, exec.ErrNotFound) {
 		t.Skipf("the chaos test builds cfp and needs the go command: %v", err)
 	}
-	bin := filepath.Join(dir, "cfp")
-	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/cfp-dev/cfp")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cfp: %v\n%s", err, out)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
-// emulatorProc is a `cfp emulator` child process.
-type emulatorProc struct {
-	cmd              *exec.Cmd
-	done             chan struct{}
-	err              error // Wait's result, once done is closed
-	endpoint         string
-	connectionString string
-	log              string
-}
-
-// startEmulator serves dir/data on a free loopback port and waits for its "serving" line.
-func startEmulator(t *testing.T, bin, dir string, partitions int) *emulatorProc {
+// startEmulator serves dir/data on a free loopback port, its log in dir/emulator.log, and stops
+// it when the test ends.
+func startEmulator(t *testing.T, bin, dir string, partitions int) *testproc.Emulator {
 	t.Helper()
-	out := filepath.Join(dir, "emulator.out")
 	logName := filepath.Join(dir, "emulator.log")
-	stdout, err := os.Create(out)
+	logf, err := os.Create(logName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stdout.Close()
-	stderr, err := os.Create(logName)
+	defer logf.Close()
+	e, err := testproc.StartEmulator(bin, testproc.EmulatorOptions{
+		Data:   filepath.Join(dir, "data"),
+		Args:   []string{"--partitions", fmt.Sprint(partitions)},
+		Stderr: logf,
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, testproc.Tail(logName, 20))
 	}
-	defer stderr.Close()
-	cmd := exec.Command(bin, "emulator", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
-		"--partitions", fmt.Sprint(partitions), "-o", "jsonl")
-	cmd.Env = cleanEnv()
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start cfp emulator: %v", err)
-	}
-	e := &emulatorProc{cmd: cmd, log: logName, done: make(chan struct{})}
-	go func() {
-		e.err = cmd.Wait()
-		close(e.done)
-	}()
-	t.Cleanup(func() { e.stop(t) })
-
-	var view struct {
-		Type             string `json:"type"`
-		Endpoint         string `json:"endpoint"`
-		ConnectionString string `json:"connection_string"`
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(out)
-		if line, _, ok := bytes.Cut(b, []byte{'\n'}); ok {
-			if err := json.Unmarshal(line, &view); err != nil || view.Type != "serving" || view.ConnectionString == "" {
-				t.Fatalf("cfp emulator printed %q, want a serving line with a connection string (%v)", line, err)
-			}
-			break
-		}
-		if e.exited() || time.Now().After(deadline) {
-			t.Fatalf("cfp emulator did not start serving:\n%s", tail(logName, 20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	e.endpoint, e.connectionString = view.Endpoint, view.ConnectionString
+	t.Cleanup(func() { stopEmulator(t, e, dir) })
 	return e
 }
 
-// stop interrupts the emulator and waits for it (idempotent).
-func (e *emulatorProc) stop(t *testing.T) {
-	if e.exited() {
-		return
-	}
-	_ = e.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-e.done:
-		if e.err != nil {
-			t.Errorf("cfp emulator did not stop cleanly on SIGINT: %v\n%s", e.err, tail(e.log, 10))
-		}
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-e.done
-		t.Errorf("cfp emulator ignored SIGINT for 20s; killed")
-	}
-}
-
-// exited reports whether the emulator has ended.
-func (e *emulatorProc) exited() bool {
-	select {
-	case <-e.done:
-		return true
-	default:
-		return false
+// stopEmulator stops the emulator that startEmulator started in dir (idempotent).
+func stopEmulator(t *testing.T, e *testproc.Emulator, dir string) {
+	t.Helper()
+	if err := e.Stop(); err != nil {
+		t.Errorf("%v\n%s", err, testproc.Tail(filepath.Join(dir, "emulator.log"), 10))
 	}
 }
 
@@ -166,7 +103,7 @@ func startHost(cfg hostConfig, slot, instance string) (*hostProc, error) {
 		"--poll-interval", "200ms",
 		"--log-level", "info",
 	)
-	cmd.Env = append(cleanEnv(),
+	cmd.Env = append(testproc.CleanEnv(),
 		"COSMOS_CONNECTION_STRING="+cfg.connectionString,
 		recorderFileEnv+"="+filepath.Join(cfg.dir, slot+".jsonl"),
 		recorderHostEnv+"="+instance,
@@ -235,7 +172,7 @@ func (h *hostProc) exited() bool {
 // runCFP runs a short cfp command against the emulator and returns its stdout.
 func runCFP(ctx context.Context, cfg hostConfig, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, cfg.bin, args...)
-	cmd.Env = append(cleanEnv(), "COSMOS_CONNECTION_STRING="+cfg.connectionString)
+	cmd.Env = append(testproc.CleanEnv(), "COSMOS_CONNECTION_STRING="+cfg.connectionString)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -243,36 +180,4 @@ func runCFP(ctx context.Context, cfg hostConfig, args ...string) ([]byte, error)
 		return out, fmt.Errorf("cfp %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return out, nil
-}
-
-// cleanEnv is the test's environment without any COSMOS_*/CFP_* setting that could point the
-// children at another account.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "COSMOS_") || strings.HasPrefix(kv, "CFP_") || strings.HasPrefix(kv, "NO_COLOR=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "NO_COLOR=1")
-}
-
-// tail returns the last n lines of a file, for failure messages.
-func tail(name string, n int) string {
-	f, err := os.Open(name)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }

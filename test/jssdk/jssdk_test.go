@@ -10,9 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 // pinnedSDK is the @azure/cosmos version of package.json and package-lock.json.
@@ -61,13 +62,17 @@ func TestJSSDK(t *testing.T) {
 	}
 	installSDK(t)
 	dir := t.TempDir()
-	bin := buildCFP(t, dir)
+	bin, err := testproc.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	emu := startEmulator(t, bin, dir)
+	logName := filepath.Join(dir, "emulator.log")
 
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "check.mjs")
-	cmd.Env = append(cleanEnv(), "COSMOS_ENDPOINT="+emu.endpoint, "COSMOS_KEY="+emu.key)
+	cmd.Env = append(testproc.CleanEnv(), "COSMOS_ENDPOINT="+emu.Endpoint, "COSMOS_KEY="+emu.Key)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -77,7 +82,7 @@ func TestJSSDK(t *testing.T) {
 	var sum summary
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatalf("check.mjs printed no summary (%v, %v)\nstdout:\n%s\nstderr:\n%s\nemulator log:\n%s",
-			runErr, err, stdout.Bytes(), stderr.Bytes(), tail(emu.log, 30))
+			runErr, err, stdout.Bytes(), stderr.Bytes(), testproc.Tail(logName, 30))
 	}
 	if sum.SDK != pinnedSDK {
 		t.Errorf("check.mjs ran @azure/cosmos %s, want %s (run npm ci in test/jssdk)", sum.SDK, pinnedSDK)
@@ -100,10 +105,10 @@ func TestJSSDK(t *testing.T) {
 	}
 	if runErr != nil || sum.Failed > 0 {
 		t.Errorf("check.mjs: %d passed, %d failed (%v)\nstderr:\n%s\nemulator log:\n%s",
-			sum.Passed, sum.Failed, runErr, stderr.Bytes(), tail(emu.log, 30))
+			sum.Passed, sum.Failed, runErr, stderr.Bytes(), testproc.Tail(logName, 30))
 	}
-	emu.stop(t)
-	checkTraffic(t, emu.log, sum.Database)
+	stopEmulator(t, emu, logName)
+	checkTraffic(t, logName, sum.Database)
 }
 
 // checkTraffic checks in the emulator's request log what the script cannot see: the SDK reads
@@ -178,134 +183,34 @@ func installSDK(t *testing.T) {
 	}
 }
 
-// buildCFP builds the cfp binary into dir and returns its path.
-func buildCFP(t *testing.T, dir string) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the test builds cfp and needs the go command: %v", err)
-	}
-	bin := filepath.Join(dir, "cfp")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "github.com/cfp-dev/cfp").CombinedOutput(); err != nil {
-		t.Fatalf("go build cfp: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// emulatorProc is a `cfp emulator` child process.
-type emulatorProc struct {
-	cmd      *exec.Cmd
-	done     chan struct{}
-	err      error // Wait's result, once done is closed
-	endpoint string
-	key      string
-	log      string
-}
-
 // startEmulator serves dir/data with 4 partitions per container on a free loopback port, logs
-// every request as JSON to dir/emulator.log, and waits for its "serving" line.
-func startEmulator(t *testing.T, bin, dir string) *emulatorProc {
+// every request as JSON to dir/emulator.log, and stops it when the test ends.
+func startEmulator(t *testing.T, bin, dir string) *testproc.Emulator {
 	t.Helper()
-	out := filepath.Join(dir, "emulator.out")
 	logName := filepath.Join(dir, "emulator.log")
-	stdout, err := os.Create(out)
+	logf, err := os.Create(logName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stdout.Close()
-	stderr, err := os.Create(logName)
+	defer logf.Close()
+	e, err := testproc.StartEmulator(bin, testproc.EmulatorOptions{
+		Data:         filepath.Join(dir, "data"),
+		Args:         []string{"--partitions", "4", "--log-level", "debug", "--log-format", "json"},
+		Stderr:       logf,
+		StartTimeout: 30 * time.Second,
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, testproc.Tail(logName, 20))
 	}
-	defer stderr.Close()
-	cmd := exec.Command(bin, "emulator", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
-		"--partitions", "4", "--log-level", "debug", "--log-format", "json", "-o", "jsonl")
-	cmd.Env = cleanEnv()
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start cfp emulator: %v", err)
-	}
-	e := &emulatorProc{cmd: cmd, log: logName, done: make(chan struct{})}
-	go func() {
-		e.err = cmd.Wait()
-		close(e.done)
-	}()
-	t.Cleanup(func() { e.stop(t) })
-
-	var view struct {
-		Type     string `json:"type"`
-		Endpoint string `json:"endpoint"`
-		Key      string `json:"key"`
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(out)
-		if line, _, ok := bytes.Cut(b, []byte{'\n'}); ok {
-			if err := json.Unmarshal(line, &view); err != nil || view.Type != "serving" || view.Endpoint == "" || view.Key == "" {
-				t.Fatalf("cfp emulator printed a line that is not a serving line with an endpoint and the well-known key (%v)", err)
-			}
-			break
-		}
-		if e.exited() || time.Now().After(deadline) {
-			t.Fatalf("cfp emulator did not start serving:\n%s", tail(logName, 20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	e.endpoint, e.key = view.Endpoint, view.Key
+	t.Cleanup(func() { stopEmulator(t, e, logName) })
 	return e
 }
 
-// stop interrupts the emulator and waits for it (idempotent).
-func (e *emulatorProc) stop(t *testing.T) {
+// stopEmulator stops the emulator and reports an unclean stop with the end of its log
+// (idempotent).
+func stopEmulator(t *testing.T, e *testproc.Emulator, logName string) {
 	t.Helper()
-	if e.exited() {
-		return
+	if err := e.Stop(); err != nil {
+		t.Errorf("%v\n%s", err, testproc.Tail(logName, 10))
 	}
-	_ = e.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-e.done:
-		if e.err != nil {
-			t.Errorf("cfp emulator did not stop cleanly on SIGINT: %v\n%s", e.err, tail(e.log, 10))
-		}
-	case <-time.After(20 * time.Second):
-		_ = e.cmd.Process.Kill()
-		<-e.done
-		t.Errorf("cfp emulator ignored SIGINT for 20s; killed")
-	}
-}
-
-// exited reports whether the emulator has ended.
-func (e *emulatorProc) exited() bool {
-	select {
-	case <-e.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// cleanEnv is the test's environment without cfp's and the SDK's variables, so that an account
-// configured in the caller's shell is never reached or printed.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "COSMOS_") || strings.HasPrefix(kv, "CFP_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
-// tail returns the last n lines of a file, for failure messages.
-func tail(name string, n int) string {
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
