@@ -24,7 +24,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,23 +37,22 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/cfp-dev/cfp/bench/internal/benchutil"
 	"github.com/cfp-dev/cfp/internal/emulator"
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/feed/feedtest"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 const (
-	database  = "bench"
-	container = "docs"
+	database  = benchutil.Database
+	container = benchutil.Container
 )
 
 type config struct {
@@ -108,12 +106,9 @@ func run(cfg config) error {
 	}
 	defer os.RemoveAll(tmp)
 	if cfg.cfp == "" {
-		cfg.cfp = filepath.Join(tmp, "cfp")
 		fmt.Fprintln(os.Stderr, "building cfp ...")
-		build := exec.Command("go", "build", "-o", cfg.cfp, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build cfp (run from the repository root): %w", err)
+		if cfg.cfp, err = testproc.Build(tmp); err != nil {
+			return err
 		}
 	}
 	dir := filepath.Join(tmp, "data")
@@ -124,24 +119,27 @@ func run(cfg config) error {
 	if err := generate(dir, gen); err != nil {
 		return err
 	}
-	srv, err := serve(cfg.cfp, dir, cfg.partitions)
+	srv, err := testproc.StartEmulator(cfg.cfp, testproc.EmulatorOptions{
+		Data: dir, Args: []string{"--partitions", strconv.Itoa(cfg.partitions)},
+		Env: append(os.Environ(), "NO_COLOR=1"), Stderr: os.Stderr,
+	})
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	if cfg.only == "" || cfg.only == "throughput" {
-		if err := throughput(cfg, srv.endpoint); err != nil {
+		if err := throughput(cfg, srv.Endpoint); err != nil {
 			return err
 		}
 	}
 	if cfg.only == "" || cfg.only == "failover" {
 		for _, exp := range cfg.expirations {
-			if err := failover(cfg, srv.endpoint, exp); err != nil {
+			if err := failover(cfg, srv.Endpoint, exp); err != nil {
 				return err
 			}
 		}
 	}
-	return srv.stop()
+	return srv.Stop()
 }
 
 // --- data and the emulator ---------------------------------------------------------------------
@@ -153,108 +151,22 @@ func generate(dir string, cfg config) error {
 		return err
 	}
 	defer e.Close()
-	cred, _ := azcosmos.NewKeyCredential(auth.WellKnownKey)
-	client, err := azcosmos.NewClientWithKey("http://processbench.localhost/", cred, &azcosmos.ClientOptions{
-		ClientOptions: azcore.ClientOptions{Transport: emulator.Transport{Handler: e.Handler()}},
-	})
+	client, err := benchutil.InProcessClient(e)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	cc, err := setup(client)
+	ctx := context.Background()
+	cc, _, err := benchutil.Setup(ctx, client)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	payload := strings.Repeat("x", 140)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for range 32 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= cfg.docs {
-					return
-				}
-				pk := "p" + strconv.Itoa(i%1000)
-				body, _ := json.Marshal(map[string]any{"id": "d" + strconv.Itoa(i), "pk": pk, "n": i, "payload": payload})
-				if _, err := cc.UpsertItem(context.Background(), azcosmos.NewPartitionKeyString(pk), body, nil); err != nil {
-					errs <- fmt.Errorf("upsert d%d: %w", i, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := benchutil.Generate(ctx, cc, benchutil.GenerateOptions{Docs: cfg.docs, Writers: 32, Payload: strings.Repeat("x", 140)}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "generated %d documents in %s\n", cfg.docs, time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// setup creates the database and the container (partitioned on /pk) unless they exist.
-func setup(client *azcosmos.Client) (*azcosmos.ContainerClient, error) {
-	ctx := context.Background()
-	var re *azcore.ResponseError
-	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil && !(errors.As(err, &re) && re.StatusCode == 409) {
-		return nil, fmt.Errorf("create database: %w", err)
-	}
-	db, err := client.NewDatabase(database)
-	if err != nil {
-		return nil, err
-	}
-	props := azcosmos.ContainerProperties{ID: container, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
-		Kind: azcosmos.PartitionKeyKindHash, Paths: []string{"/pk"}, Version: 2}}
-	if _, err := db.CreateContainer(ctx, props, nil); err != nil && !(errors.As(err, &re) && re.StatusCode == 409) {
-		return nil, fmt.Errorf("create container: %w", err)
-	}
-	return client.NewContainer(database, container)
-}
-
-type server struct {
-	cmd      *exec.Cmd
-	endpoint string
-	once     sync.Once
-	err      error
-}
-
-// serve starts `cfp emulator` on dir and a free loopback port.
-func serve(cfp, dir string, partitions int) (*server, error) {
-	cmd := exec.Command(cfp, "emulator", "--data", dir, "--addr", "127.0.0.1:0", "--partitions", strconv.Itoa(partitions))
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start cfp emulator: %w", err)
-	}
-	s := &server{cmd: cmd}
-	line, err := bufio.NewReader(out).ReadBytes('\n')
-	var v struct {
-		Endpoint string `json:"endpoint"`
-	}
-	if err == nil {
-		err = json.Unmarshal(line, &v)
-	}
-	if err != nil || v.Endpoint == "" {
-		_ = s.stop()
-		return nil, fmt.Errorf("cfp emulator printed no endpoint: %q (%v)", line, err)
-	}
-	s.endpoint = v.Endpoint
-	return s, nil
-}
-
-func (s *server) stop() error {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		s.err = s.cmd.Wait()
-	})
-	return s.err
 }
 
 // --- throughput --------------------------------------------------------------------------------
@@ -530,8 +442,7 @@ func failover(cfg config, endpoint string, expiration time.Duration) error {
 	}
 	killed := time.Now()
 	// Write one probe per key of 64: every partition gets some.
-	cred, _ := azcosmos.NewKeyCredential(auth.WellKnownKey)
-	client, err := azcosmos.NewClientWithKey(endpoint, cred, nil)
+	client, err := benchutil.Client(endpoint)
 	if err != nil {
 		return err
 	}

@@ -19,14 +19,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,16 +35,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/cfp-dev/cfp/bench/internal/benchutil"
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 const (
-	database  = "bench"
-	container = "docs"
+	database  = benchutil.Database
+	container = benchutil.Container
 )
 
 type config struct {
@@ -121,12 +119,9 @@ func run(cfg config) error {
 		defer os.RemoveAll(cfg.dir)
 	}
 	if cfg.cfp == "" {
-		cfg.cfp = filepath.Join(tmp, "cfp")
 		fmt.Fprintf(os.Stderr, "building cfp ...\n")
-		build := exec.Command("go", "build", "-o", cfg.cfp, ".")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build cfp (run from the repository root): %w", err)
+		if cfg.cfp, err = testproc.Build(tmp); err != nil {
+			return err
 		}
 	}
 
@@ -135,11 +130,11 @@ func run(cfg config) error {
 		return err
 	}
 	defer e.Close()
-	client, err := newClient(e)
+	client, err := benchutil.InProcessClient(e)
 	if err != nil {
 		return err
 	}
-	cc, existed, err := setup(client)
+	cc, existed, err := benchutil.Setup(context.Background(), client)
 	if err != nil {
 		return err
 	}
@@ -147,7 +142,9 @@ func run(cfg config) error {
 		fmt.Fprintf(os.Stderr, "reusing the data in %s\n", cfg.dir)
 	} else {
 		start := time.Now()
-		if err := generate(cc, cfg); err != nil {
+		if err := benchutil.Generate(context.Background(), cc, benchutil.GenerateOptions{
+			Docs: cfg.docs, Writers: cfg.writers, Payload: strings.Repeat("x", max(cfg.bodyBytes-60, 1)), Progress: os.Stderr,
+		}); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "generated %d documents in %s\n", cfg.docs, time.Since(start).Round(time.Millisecond))
@@ -171,8 +168,8 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
-	remote, err := newRemoteClient(srv.endpoint)
+	defer srv.Stop()
+	remote, err := benchutil.Client(srv.Endpoint)
 	if err != nil {
 		return err
 	}
@@ -185,7 +182,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	if err := srv.stop(); err != nil {
+	if err := srv.Stop(); err != nil {
 		return err
 	}
 	// (c) and, with -before, the earlier build's tail: each run against its own binary's
@@ -244,132 +241,18 @@ func serveAndTail(cfg config, bin string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	r, err := tail(cfg, bin, "--endpoint="+srv.endpoint)
-	if serr := srv.stop(); err == nil {
+	r, err := tail(cfg, bin, "--endpoint="+srv.Endpoint)
+	if serr := srv.Stop(); err == nil {
 		err = serr
 	}
 	return r, err
 }
 
-// server is a `cfp emulator` child process.
-type server struct {
-	cmd      *exec.Cmd
-	endpoint string
-	once     sync.Once
-	err      error
-}
-
-// serve starts `cfp emulator` on the data directory and a free loopback port.
-func serve(cfg config) (*server, error) {
-	cmd := exec.Command(cfg.cfp, "emulator", "--data", cfg.dir, "--addr", "127.0.0.1:0", "-o", "jsonl")
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start cfp emulator: %w", err)
-	}
-	s := &server{cmd: cmd}
-	line, err := bufio.NewReader(out).ReadBytes('\n')
-	var v struct {
-		Endpoint string `json:"endpoint"`
-	}
-	if err == nil {
-		err = json.Unmarshal(line, &v)
-	}
-	if err != nil || v.Endpoint == "" {
-		_ = s.stop()
-		return nil, fmt.Errorf("cfp emulator printed no endpoint: %q (%v)", line, err)
-	}
-	s.endpoint = v.Endpoint
-	return s, nil
-}
-
-// stop interrupts the emulator and waits for it.
-func (s *server) stop() error {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		s.err = s.cmd.Wait()
+// serve starts `cfp emulator` of cfg.cfp on the data directory and a free loopback port.
+func serve(cfg config) (*testproc.Emulator, error) {
+	return testproc.StartEmulator(cfg.cfp, testproc.EmulatorOptions{
+		Data: cfg.dir, Env: append(os.Environ(), "NO_COLOR=1"), Stderr: os.Stderr,
 	})
-	return s.err
-}
-
-func newRemoteClient(endpoint string) (*azcosmos.Client, error) {
-	cred, err := azcosmos.NewKeyCredential(auth.WellKnownKey)
-	if err != nil {
-		return nil, err
-	}
-	return azcosmos.NewClientWithKey(endpoint, cred, nil)
-}
-
-func newClient(e *emulator.Emulator) (*azcosmos.Client, error) {
-	cred, err := azcosmos.NewKeyCredential(auth.WellKnownKey)
-	if err != nil {
-		return nil, err
-	}
-	return azcosmos.NewClientWithKey("http://tailbench.localhost/", cred, &azcosmos.ClientOptions{
-		ClientOptions: azcore.ClientOptions{Transport: emulator.Transport{Handler: e.Handler()}},
-	})
-}
-
-// setup creates the database and the container; existed reports that a kept data directory
-// (-dir ... -keep) already has them, with the data of an earlier run.
-func setup(client *azcosmos.Client) (cc *azcosmos.ContainerClient, existed bool, err error) {
-	ctx := context.Background()
-	_, err = client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil)
-	var re *azcore.ResponseError
-	switch {
-	case errors.As(err, &re) && re.StatusCode == http.StatusConflict:
-		existed = true
-	case err != nil:
-		return nil, false, fmt.Errorf("create database: %w", err)
-	default:
-		db, err := client.NewDatabase(database)
-		if err != nil {
-			return nil, false, err
-		}
-		props := azcosmos.ContainerProperties{ID: container, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
-			Kind: azcosmos.PartitionKeyKindHash, Paths: []string{"/pk"}, Version: 2}}
-		if _, err := db.CreateContainer(ctx, props, nil); err != nil {
-			return nil, false, fmt.Errorf("create container: %w", err)
-		}
-	}
-	cc, err = client.NewContainer(database, container)
-	return cc, existed, err
-}
-
-// generate upserts cfg.docs documents {id, pk, n, payload} with cfg.writers concurrent writers;
-// the emulator commits concurrent writes in shared transactions.
-func generate(cc *azcosmos.ContainerClient, cfg config) error {
-	ctx := context.Background()
-	payload := strings.Repeat("x", max(cfg.bodyBytes-60, 1))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.writers)
-	for range cfg.writers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= cfg.docs {
-					return
-				}
-				pk := "p" + strconv.Itoa(i%1000)
-				body, _ := json.Marshal(map[string]any{"id": "d" + strconv.Itoa(i), "pk": pk, "n": i, "payload": payload})
-				if _, err := cc.UpsertItem(ctx, azcosmos.NewPartitionKeyString(pk), body, nil); err != nil {
-					errs <- fmt.Errorf("upsert d%d: %w", i, err)
-					return
-				}
-				if i > 0 && i%100_000 == 0 {
-					fmt.Fprintf(os.Stderr, "  %d documents\n", i)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
 }
 
 // scan is (a): the storage-only scan.
