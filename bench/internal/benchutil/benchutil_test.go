@@ -65,4 +65,3 @@ func TestSetupAndGenerate(t *testing.T) {
 		}
 	}
 }
-
