@@ -50,11 +50,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
-const (
-	database  = benchutil.Database
-	container = benchutil.Container
-)
-
 type config struct {
 	docs        int
 	partitions  int
@@ -200,7 +195,7 @@ func throughput(cfg config, endpoint string) error {
 }
 
 func tailOnce(cfg config, endpoint string) (time.Duration, error) {
-	cmd := exec.Command(cfg.cfp, "--endpoint", endpoint, "tail", "-d", database, "-c", container,
+	cmd := exec.Command(cfg.cfp, "--endpoint", endpoint, "tail", "-d", benchutil.Database, "-c", benchutil.Container,
 		"--from", "beginning", "-e", "-o", "jsonl", "--page-size", strconv.Itoa(cfg.pageSize))
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
@@ -272,7 +267,7 @@ func (h *host) interrupt() error {
 
 func processOnce(cfg config, endpoint, name string) (time.Duration, error) {
 	start := time.Now()
-	h, err := startHost(cfg.cfp, io.Discard, "--endpoint", endpoint, "process", "-d", database, "-c", container,
+	h, err := startHost(cfg.cfp, io.Discard, "--endpoint", endpoint, "process", "-d", benchutil.Database, "-c", benchutil.Container,
 		"-p", name, "--create-lease-container", "--start-from", "beginning", "--max-items", strconv.Itoa(cfg.pageSize),
 		"--lease-acquire-interval", "1s", "--poll-interval", "100ms")
 	if err != nil {
@@ -387,7 +382,7 @@ func balanceOnce(interval time.Duration, first int) (float64, error) {
 func failover(cfg config, endpoint string, expiration time.Duration) error {
 	name := fmt.Sprintf("fo%d", expiration/time.Second)
 	renew := expiration / 4
-	common := []string{"--endpoint", endpoint, "process", "-d", database, "-c", container, "-p", name,
+	common := []string{"--endpoint", endpoint, "process", "-d", benchutil.Database, "-c", benchutil.Container, "-p", name,
 		"--create-lease-container", "--start-from", "now", "--lease-expiration", expiration.String(),
 		"--lease-renew-interval", renew.String(), "--lease-acquire-interval", "1s", "--poll-interval", "100ms"}
 	seen := &probeWriter{at: map[string]time.Time{}}
@@ -447,7 +442,7 @@ func failover(cfg config, endpoint string, expiration time.Duration) error {
 		return err
 	}
 	defer client.Close()
-	cc, err := client.NewContainer(database, container)
+	cc, err := client.NewContainer(benchutil.Database, benchutil.Container)
 	if err != nil {
 		return err
 	}

@@ -43,11 +43,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
-const (
-	database  = benchutil.Database
-	container = benchutil.Container
-)
-
 type config struct {
 	docs       int
 	partitions int
@@ -173,7 +168,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	cc, err = remote.NewContainer(database, container)
+	cc, err = remote.NewContainer(benchutil.Database, benchutil.Container)
 	if err != nil {
 		return err
 	}
@@ -259,7 +254,7 @@ func serve(cfg config) (*testproc.Emulator, error) {
 func scan(e *emulator.Emulator, cfg config) (result, error) {
 	var bytesRead int
 	start := time.Now()
-	n, err := e.ScanChangeFeed(database, container, cfg.pageSize, func(doc []byte) { bytesRead += len(doc) })
+	n, err := e.ScanChangeFeed(benchutil.Database, benchutil.Container, cfg.pageSize, func(doc []byte) { bytesRead += len(doc) })
 	r := result{name: "scan", items: n, took: time.Since(start)}
 	if err == nil && n != cfg.docs {
 		err = fmt.Errorf("scan read %d documents, want %d", n, cfg.docs)
@@ -310,7 +305,7 @@ func tail(cfg config, bin, account string) (result, error) {
 	}
 	defer devNull.Close()
 	var stderr bytes.Buffer
-	args := []string{account, "tail", "-d", database, "-c", container,
+	args := []string{account, "tail", "-d", benchutil.Database, "-c", benchutil.Container,
 		"--from", "beginning", "-e", "-o", "jsonl", "--page-size", strconv.Itoa(cfg.pageSize), "--log-level", "info"}
 	// The child's getrusage maximum RSS would include this process's RSS at fork time (Linux
 	// keeps the high-water mark across exec), so peak RSS comes from /usr/bin/time, a small

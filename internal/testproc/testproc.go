@@ -46,6 +46,9 @@ type EmulatorOptions struct {
 	Env []string
 	// Stderr receives the emulator's log; nil discards it.
 	Stderr io.Writer
+	// Log, when set, is a file created to receive the emulator's log in place of Stderr; the
+	// errors of StartEmulator and Stop then end with its last lines.
+	Log string
 	// StartTimeout bounds the wait for the serving line; 0 means 60s.
 	StartTimeout time.Duration
 	// StopGrace is how long Stop waits after the interrupt before it kills the emulator;
@@ -62,6 +65,7 @@ type Emulator struct {
 
 	cmd   *exec.Cmd
 	grace time.Duration
+	log   string
 	done  chan struct{}
 	err   error // Wait's result, once done is closed
 	once  sync.Once
@@ -84,10 +88,18 @@ func StartEmulator(bin string, opts EmulatorOptions) (*Emulator, error) {
 	cmd.Env = opts.Env
 	first := &firstLine{line: make(chan []byte, 1)}
 	cmd.Stdout, cmd.Stderr = first, opts.Stderr
+	if opts.Log != "" {
+		logf, err := os.Create(opts.Log)
+		if err != nil {
+			return nil, fmt.Errorf("create the emulator log: %w", err)
+		}
+		defer logf.Close() // the child has its own descriptor once started
+		cmd.Stderr = logf
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start cfp emulator: %w", err)
 	}
-	e := &Emulator{cmd: cmd, grace: opts.StopGrace, done: make(chan struct{})}
+	e := &Emulator{cmd: cmd, grace: opts.StopGrace, log: opts.Log, done: make(chan struct{})}
 	go func() {
 		e.err = cmd.Wait()
 		close(e.done)
@@ -99,10 +111,10 @@ func StartEmulator(bin string, opts EmulatorOptions) (*Emulator, error) {
 	select {
 	case line = <-first.line:
 	case <-e.done:
-		return nil, fmt.Errorf("cfp emulator exited before it served: %v", e.err)
+		return nil, e.withLog(fmt.Errorf("cfp emulator exited before it served: %v", e.err), 20)
 	case <-timer.C:
 		_ = e.Stop()
-		return nil, fmt.Errorf("cfp emulator did not serve within %s", opts.StartTimeout)
+		return nil, e.withLog(fmt.Errorf("cfp emulator did not serve within %s", opts.StartTimeout), 20)
 	}
 	var view struct {
 		Type             string `json:"type"`
@@ -114,7 +126,7 @@ func StartEmulator(bin string, opts EmulatorOptions) (*Emulator, error) {
 	if err := json.Unmarshal(line, &view); err != nil || view.Type != "serving" || view.Endpoint == "" ||
 		view.Key == "" || view.ConnectionString == "" {
 		_ = e.Stop()
-		return nil, fmt.Errorf("cfp emulator printed a line of type %q, want a serving line with an endpoint and the well-known key (%v)", view.Type, err)
+		return nil, e.withLog(fmt.Errorf("cfp emulator printed a line of type %q, want a serving line with an endpoint and the well-known key (%v)", view.Type, err), 20)
 	}
 	e.Endpoint, e.Key, e.ConnectionString = view.Endpoint, view.Key, view.ConnectionString
 	return e, nil
@@ -139,7 +151,15 @@ func (e *Emulator) Stop() error {
 			err = fmt.Errorf("cfp emulator ignored the interrupt for %s; killed", e.grace)
 		}
 	})
-	return err
+	return e.withLog(err, 10)
+}
+
+// withLog appends the last n lines of the emulator's log file, if it has one, to a non-nil err.
+func (e *Emulator) withLog(err error, n int) error {
+	if err == nil || e.log == "" {
+		return err
+	}
+	return fmt.Errorf("%w\n%s", err, Tail(e.log, n))
 }
 
 // Exited reports whether the emulator has ended.

@@ -63,13 +63,8 @@ func TestStartEmulator_ReadsServingLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := filepath.Join(t.TempDir(), "emulator.log")
-	logf, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
 	opts := fakeOptions(t, "serve")
-	opts.Stderr = logf
+	opts.Log = log
 	e, err := StartEmulator(exe, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +86,7 @@ func TestStartEmulator_ReadsServingLine(t *testing.T) {
 		t.Errorf("second Stop: %v, want nil", err)
 	}
 	if got := Tail(log, 1); got != "fake emulator stopped" {
-		t.Errorf("last log line %q, want the fake's goodbye (stderr goes to Stderr)", got)
+		t.Errorf("last log line %q, want the fake's goodbye (stderr goes to Log)", got)
 	}
 }
 
@@ -108,13 +103,18 @@ func TestStartEmulator_Fails(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
-			e, err := StartEmulator(exe, fakeOptions(t, tc.mode))
+			opts := fakeOptions(t, tc.mode)
+			opts.Log = filepath.Join(t.TempDir(), "emulator.log")
+			e, err := StartEmulator(exe, opts)
 			if err == nil {
 				e.Stop()
 				t.Fatal("StartEmulator succeeded")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q, want it to say %q", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "\nfake emulator starting") {
+				t.Errorf("error %q does not hold the end of the emulator's log", err)
 			}
 			if strings.Contains(err.Error(), fakeKey) {
 				t.Errorf("error %q holds the key", err)

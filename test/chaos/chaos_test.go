@@ -209,7 +209,7 @@ func TestChaos(t *testing.T) {
 	if err := led.scan(dir); err != nil {
 		t.Fatal(err)
 	}
-	stopEmulator(t, emu, dir)
+	stopEmulator(t, emu)
 
 	r.report(led, k, drained, time.Since(began), stopped, sampleErrs.Load())
 }

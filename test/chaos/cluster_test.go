@@ -35,29 +35,23 @@ func buildCFP(t *testing.T, dir string) string {
 // it when the test ends.
 func startEmulator(t *testing.T, bin, dir string, partitions int) *testproc.Emulator {
 	t.Helper()
-	logName := filepath.Join(dir, "emulator.log")
-	logf, err := os.Create(logName)
+	e, err := testproc.StartEmulator(bin, testproc.EmulatorOptions{
+		Data: filepath.Join(dir, "data"),
+		Args: []string{"--partitions", fmt.Sprint(partitions)},
+		Log:  filepath.Join(dir, "emulator.log"),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logf.Close()
-	e, err := testproc.StartEmulator(bin, testproc.EmulatorOptions{
-		Data:   filepath.Join(dir, "data"),
-		Args:   []string{"--partitions", fmt.Sprint(partitions)},
-		Stderr: logf,
-	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, testproc.Tail(logName, 20))
-	}
-	t.Cleanup(func() { stopEmulator(t, e, dir) })
+	t.Cleanup(func() { stopEmulator(t, e) })
 	return e
 }
 
-// stopEmulator stops the emulator that startEmulator started in dir (idempotent).
-func stopEmulator(t *testing.T, e *testproc.Emulator, dir string) {
+// stopEmulator stops the emulator, failing the test if it did not stop cleanly (idempotent).
+func stopEmulator(t *testing.T, e *testproc.Emulator) {
 	t.Helper()
 	if err := e.Stop(); err != nil {
-		t.Errorf("%v\n%s", err, testproc.Tail(filepath.Join(dir, "emulator.log"), 10))
+		t.Error(err)
 	}
 }
 

@@ -66,8 +66,8 @@ func TestJSSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	emu := startEmulator(t, bin, dir)
 	logName := filepath.Join(dir, "emulator.log")
+	emu := startEmulator(t, bin, dir, logName)
 
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
@@ -107,7 +107,9 @@ func TestJSSDK(t *testing.T) {
 		t.Errorf("check.mjs: %d passed, %d failed (%v)\nstderr:\n%s\nemulator log:\n%s",
 			sum.Passed, sum.Failed, runErr, stderr.Bytes(), testproc.Tail(logName, 30))
 	}
-	stopEmulator(t, emu, logName)
+	if err := emu.Stop(); err != nil {
+		t.Error(err)
+	}
 	checkTraffic(t, logName, sum.Database)
 }
 
@@ -184,33 +186,22 @@ func installSDK(t *testing.T) {
 }
 
 // startEmulator serves dir/data with 4 partitions per container on a free loopback port, logs
-// every request as JSON to dir/emulator.log, and stops it when the test ends.
-func startEmulator(t *testing.T, bin, dir string) *testproc.Emulator {
+// every request as JSON to logName, and stops it when the test ends.
+func startEmulator(t *testing.T, bin, dir, logName string) *testproc.Emulator {
 	t.Helper()
-	logName := filepath.Join(dir, "emulator.log")
-	logf, err := os.Create(logName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
 	e, err := testproc.StartEmulator(bin, testproc.EmulatorOptions{
 		Data:         filepath.Join(dir, "data"),
 		Args:         []string{"--partitions", "4", "--log-level", "debug", "--log-format", "json"},
-		Stderr:       logf,
+		Log:          logName,
 		StartTimeout: 30 * time.Second,
 	})
 	if err != nil {
-		t.Fatalf("%v\n%s", err, testproc.Tail(logName, 20))
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { stopEmulator(t, e, logName) })
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	return e
-}
-
-// stopEmulator stops the emulator and reports an unclean stop with the end of its log
-// (idempotent).
-func stopEmulator(t *testing.T, e *testproc.Emulator, logName string) {
-	t.Helper()
-	if err := e.Stop(); err != nil {
-		t.Errorf("%v\n%s", err, testproc.Tail(logName, 10))
-	}
 }
