@@ -48,7 +48,7 @@ JSON lines on stdout by default, --exec CMD once per batch, or --exec-lines CMD 
 per lease, with the same --max-retries and --on-error policy.
 
 The window starts at the argument and ends at --until (default: the moment the replay
-started):
+started, including the rest of that second):
 
   beginning          every change still in the feed
   <RFC 3339 time>    the changes since that time, e.g. 2026-01-02T10:00:00Z
@@ -107,7 +107,7 @@ func newReplayCmd(f *factory) *cobra.Command {
 		},
 	}
 	fs := c.Flags()
-	fs.StringVar(&opts.Until, "until", "", "end of the window: an RFC 3339 `TIME`, -DURATION or now (default: when the replay started)")
+	fs.StringVar(&opts.Until, "until", "", "end of the window: an RFC 3339 `TIME`, -DURATION or now (default: the end of the second the replay started in)")
 	fs.BoolVar(&opts.Fresh, "fresh", false, "start over: delete the leases of an earlier, interrupted run of the same replay")
 	fs.BoolVar(&opts.Cleanup, "cleanup", true, "delete the replay's leases once every range is done")
 	fs.StringVar(&opts.Instance, "instance", "", "the replay host's `NAME` in its leases (default <hostname>-replay)")
@@ -150,7 +150,9 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	if state != nil && len(state.PartitionKey) > 0 {
 		return briefUsageErrorf("%s holds the state of a partition-key tail: replay-from replays whole ranges", o.From)
 	}
-	until := now
+	// By default the window ends when the replay starts, including that whole second: _ts
+	// counts whole seconds, and a change written earlier in the same second is history too.
+	until := now.Truncate(time.Second).Add(time.Second)
 	if o.Until != "" {
 		if until, err = feed.ParseUntil(o.Until, now); err != nil {
 			return briefUsageErrorf("--until: %w", err)

@@ -392,3 +392,26 @@ func TestReplayHelp_DocumentsThePrefix(t *testing.T) {
 		}
 	}
 }
+
+// Without --until the window ends when the replay starts, and changes of that same second
+// belong to it: _ts counts whole seconds, so a replay started right after a write must still
+// deliver it (it delivered nothing when the end was truncated to the current second).
+func TestReplay_DefaultUntilIncludesTheCurrentSecond(t *testing.T) {
+	t.Parallel()
+	fx := newReplayFixture(t)
+	nextSecond() // write and replay well inside one second
+	acct, orders := fx.open(t)
+	upsertDocs(t, orders, docIDs("n", 1, 3), 1)
+	if err := acct.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runInProcess(context.Background(), "--local="+fx.dir, "replay-from", "beginning",
+		"-d", "shop", "-c", "orders", "-p", "now")
+	if code != 0 {
+		t.Fatalf("replay exited %d: %s", code, stderr)
+	}
+	want := map[string]int{"n01": 1, "n02": 1, "n03": 1}
+	if got := replayDelivered(t, stdout); !maps.Equal(got, want) {
+		t.Errorf("replay delivered %v, want %v", got, want)
+	}
+}
