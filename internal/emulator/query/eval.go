@@ -178,12 +178,19 @@ func (n notNode) eval(e *env) (any, error) {
 
 func (n notNode) String() string { return "NOT " + n.n.String() }
 
-func (n andNode) eval(e *env) (any, error) {
-	l, err := n.left.eval(e)
-	if err != nil {
-		return nil, err
+// evalBoth evaluates the two operands of a binary node, left first.
+func evalBoth(e *env, left, right node) (l, r any, err error) {
+	if l, err = left.eval(e); err != nil {
+		return nil, nil, err
 	}
-	r, err := n.right.eval(e)
+	if r, err = right.eval(e); err != nil {
+		return nil, nil, err
+	}
+	return l, r, nil
+}
+
+func (n andNode) eval(e *env) (any, error) {
+	l, r, err := evalBoth(e, n.left, n.right)
 	if err != nil {
 		return nil, err
 	}
@@ -199,11 +206,7 @@ func (n andNode) eval(e *env) (any, error) {
 func (n andNode) String() string { return n.left.String() + " AND " + n.right.String() }
 
 func (n orNode) eval(e *env) (any, error) {
-	l, err := n.left.eval(e)
-	if err != nil {
-		return nil, err
-	}
-	r, err := n.right.eval(e)
+	l, r, err := evalBoth(e, n.left, n.right)
 	if err != nil {
 		return nil, err
 	}
@@ -219,11 +222,7 @@ func (n orNode) eval(e *env) (any, error) {
 func (n orNode) String() string { return n.left.String() + " OR " + n.right.String() }
 
 func (n cmpNode) eval(e *env) (any, error) {
-	l, err := n.left.eval(e)
-	if err != nil {
-		return nil, err
-	}
-	r, err := n.right.eval(e)
+	l, r, err := evalBoth(e, n.left, n.right)
 	if err != nil {
 		return nil, err
 	}
