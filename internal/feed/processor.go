@@ -45,10 +45,14 @@ type ProcessorOptions struct {
 	// MaxItems bounds a batch (0: the service default).
 	MaxItems int
 	// StartFrom is where leases without a continuation start (default: now). Leases with a
-	// continuation always resume from it.
+	// continuation always resume from it. A leases.ModeFullFidelity processor starts from now
+	// only, as .NET's all-versions-and-deletes processor does (spec/leases.md §9.1).
 	StartFrom StartFrom
-	// Mode is the lease mode, leases.ModeIncremental (default) or leases.ModeFullFidelity; a
-	// processor refuses leases written in the other mode, as .NET does.
+	// Mode is the change feed mode, as the lease documents spell it: leases.ModeIncremental
+	// (default) reads the latest version of each changed item, leases.ModeFullFidelity reads
+	// every create, replace and delete (AllVersionsAndDeletes). New leases are written with it,
+	// and a processor refuses leases written in the other mode (a *ModeMismatchError), as .NET
+	// does.
 	Mode string
 	// Now is the clock for lease expiry (default time.Now).
 	Now func() time.Time
@@ -86,6 +90,8 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	def(&o.MaxErrorBackoff, DefaultMaxErrorBackoff)
 	if o.Mode == "" {
 		o.Mode = leases.ModeIncremental
+	} else if m := leaseMode(o.Mode); strings.EqualFold(o.Mode, m) || strings.EqualFold(o.Mode, "FULL_FIDELITY") {
+		o.Mode = m // .NET's spelling for the leases this processor creates
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -129,11 +135,47 @@ func (o ProcessorOptions) Validate() error {
 	}
 	if o.StartFrom.Kind == StartContinuation {
 		errs = append(errs, errors.New("a processor starts leases from now, the beginning or a time, not from a continuation"))
+	} else if o.FeedMode() == AllVersionsAndDeletes && o.StartFrom.Kind != StartNow {
+		errs = append(errs, fmt.Errorf("an all-versions-and-deletes processor starts leases from now only, not from %s", FormatStart(o.StartFrom)))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("processor options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// FeedMode returns the change feed mode the processor reads: AllVersionsAndDeletes for
+// leases.ModeFullFidelity (or Java's "FULL_FIDELITY"), LatestVersion otherwise.
+func (o ProcessorOptions) FeedMode() FeedMode {
+	if leaseMode(o.Mode) == leases.ModeFullFidelity {
+		return AllVersionsAndDeletes
+	}
+	return LatestVersion
+}
+
+// leaseMode maps a lease's Mode, as either SDK writes it, to .NET's name; "" and unknown
+// values are incremental.
+func leaseMode(m string) string {
+	if strings.EqualFold(m, leases.ModeFullFidelity) || strings.EqualFold(m, "FULL_FIDELITY") {
+		return leases.ModeFullFidelity
+	}
+	return leases.ModeIncremental
+}
+
+// ModeMismatchError is returned by Bootstrap (and Run) when the lease store holds a lease
+// written in another change feed mode than the processor's: .NET refuses to switch a lease
+// set's mode ("Switching ChangeFeedMode ... is not allowed", spec/leases.md §1.2).
+type ModeMismatchError struct {
+	// Lease is the token of the first lease found in the other mode.
+	Lease string
+	// LeaseMode and ProcessorMode are .NET's mode names (leases.ModeIncremental or
+	// leases.ModeFullFidelity).
+	LeaseMode, ProcessorMode string
+}
+
+func (e *ModeMismatchError) Error() string {
+	return fmt.Sprintf("switching ChangeFeedMode %s to %s is not allowed: lease %s was written in %s mode",
+		e.LeaseMode, e.ProcessorMode, e.Lease, e.LeaseMode)
 }
 
 // Processor is a change feed processor host, interoperable with .NET v3 hosts that share its
@@ -378,17 +420,13 @@ func pkRangeLease(l *leases.Lease) bool {
 	return l.Family == leases.FamilyDotNetV0 || l.Family == leases.FamilyJavaPK
 }
 
-// checkMode refuses leases of another change feed mode (missing Mode = incremental).
+// checkMode refuses leases of another change feed mode (missing Mode = incremental). .NET
+// checks the first lease only; cfp checks them all, so that a mixed set is refused too.
 func (p *Processor) checkMode(ls []*leases.Lease) error {
+	want := leaseMode(p.opts.Mode)
 	for _, l := range ls {
-		mode := l.Mode
-		if mode == "" || strings.EqualFold(mode, "INCREMENTAL") {
-			mode = leases.ModeIncremental
-		} else if strings.EqualFold(mode, "FULL_FIDELITY") {
-			mode = leases.ModeFullFidelity
-		}
-		if !strings.EqualFold(mode, p.opts.Mode) {
-			return fmt.Errorf("lease %s was written in mode %q: switching to %q is not allowed", l.Token, mode, p.opts.Mode)
+		if mode := leaseMode(l.Mode); mode != want {
+			return &ModeMismatchError{Lease: l.Token, LeaseMode: mode, ProcessorMode: want}
 		}
 	}
 	return nil

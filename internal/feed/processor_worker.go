@@ -482,7 +482,7 @@ func (p *Processor) handlerError(ctx context.Context, info LeaseInfo, err error)
 func (w *worker) route(ctx context.Context) error {
 	p := w.p
 	l := w.ol.current()
-	req := ReadRequest{MaxItems: p.opts.MaxItems, Start: w.base}
+	req := ReadRequest{MaxItems: p.opts.MaxItems, Start: w.base, Mode: p.opts.FeedMode()}
 	if w.checkpointed != "" {
 		req.Start = StartFrom{Kind: StartContinuation, Continuation: w.checkpointed}
 	}
