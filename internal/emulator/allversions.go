@@ -156,10 +156,11 @@ func avDocument(log *bolt.Bucket, sources []uint32, paths []string, en avEntry) 
 	it := avItem{
 		Current: rec.Body,
 		Metadata: avMetadata{
-			OperationType:    rec.Op,
-			LSN:              en.lsn,
-			CRTS:             rec.Ts,
-			PreviousImageLSN: rec.PrevLSN,
+			OperationType:     rec.Op,
+			LSN:               en.lsn,
+			CRTS:              rec.Ts,
+			PreviousImageLSN:  rec.PrevLSN,
+			TimeToLiveExpired: rec.TTLExpired,
 		},
 	}
 	if rec.PrevLSN != 0 {

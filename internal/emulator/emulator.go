@@ -56,13 +56,17 @@ type Options struct {
 	Partitions int
 	// Logger receives request and storage logs. Default: a logger that discards everything.
 	Logger *slog.Logger
-	// Now is the clock used for _ts and If-Modified-Since. Default: time.Now.
+	// Now is the clock used for _ts, If-Modified-Since and time-to-live expiry. Default: time.Now.
 	Now func() time.Time
 	// Fsync makes every acknowledged write wait for fsync, so it survives a power loss too.
 	// Without it a write is acknowledged once the operating system holds it: it survives the
 	// emulator process being killed (kill -9), not a machine crash. Default: false, which is
 	// an order of magnitude faster for bulk loads.
 	Fsync bool
+	// TTLSweepInterval is how often a background sweeper deletes the items whose time to live
+	// has passed (expired items are hidden from reads at once either way); negative turns the
+	// sweeper off. Default: DefaultTTLSweepInterval.
+	TTLSweepInterval time.Duration
 }
 
 // withDefaults returns a copy of o with the documented defaults applied.
@@ -78,6 +82,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.TTLSweepInterval == 0 {
+		o.TTLSweepInterval = DefaultTTLSweepInterval
 	}
 	return o
 }
@@ -134,6 +141,9 @@ type Emulator struct {
 	mu     sync.Mutex
 	addr   string
 	closed bool
+
+	stopSweep context.CancelFunc // nil when the sweeper is off
+	sweeping  sync.WaitGroup
 }
 
 // Open opens (creating if needed) the data directory opts.Dir and takes its lock. When another
@@ -176,6 +186,11 @@ func Open(opts Options) (*Emulator, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if opts.TTLSweepInterval > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		e.stopSweep = cancel
+		e.sweeping.Go(func() { e.sweep(ctx, opts.TTLSweepInterval) })
+	}
 	return e, nil
 }
 
@@ -191,6 +206,10 @@ func (e *Emulator) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	if e.stopSweep != nil {
+		e.stopSweep()
+		e.sweeping.Wait()
+	}
 	_ = os.Remove(filepath.Join(e.opts.Dir, holderFileName))
 	if err := e.db.Close(); err != nil {
 		return fmt.Errorf("close emulator data: %w", err)

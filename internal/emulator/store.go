@@ -104,6 +104,9 @@ type collRecord struct {
 	NextRange  uint32          `json:"nextRange"`
 	RangesGen  int             `json:"rangesGen"`
 	Partitions int             `json:"partitions"`
+	// DefaultTTL is the container's defaultTtl in seconds (-1: on, no default expiry); nil
+	// when time to live is off.
+	DefaultTTL *int64 `json:"defaultTtl,omitempty"`
 }
 
 type rangeRecord struct {
@@ -329,6 +332,8 @@ type logRecord struct {
 	EPK string `json:"epk,omitempty"`
 	// PK is a delete's partition key as an object of path -> value (the feed's metadata).
 	PK json.RawMessage `json:"pk,omitempty"`
+	// TTLExpired marks a delete made by time-to-live expiry (the feed's timeToLiveExpired).
+	TTLExpired bool `json:"ttlExpired,omitempty"`
 }
 
 // encodeRID renders resource id bytes the way Cosmos DB does (ResourceId.ToString): standard
@@ -484,6 +489,13 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 			return nil, badRequest("partition key path %q must start with /", p)
 		}
 	}
+	defaultTTL, err := parseDefaultTTL(props["defaultTtl"])
+	if err != nil {
+		return nil, err
+	}
+	if defaultTTL == nil {
+		delete(props, "defaultTtl")
+	}
 	pkJSON, _ := json.Marshal(pk)
 	props["partitionKey"] = pkJSON
 	if _, ok := props["indexingPolicy"]; !ok {
@@ -523,6 +535,7 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 			DB: db, DBRID: dbr.RID, ID: def.ID, RID: encodeRID(ridB),
 			Etag: newEtag(), Ts: now, Props: propsJSON, Paths: pk.Paths,
 			NextRange: uint32(s.partitions), RangesGen: 1, Partitions: s.partitions,
+			DefaultTTL: defaultTTL,
 		}
 		v, err := json.Marshal(rec)
 		if err != nil {
@@ -744,12 +757,26 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 		key := itemKey(w.PK, w.ID)
 		items := cb.Bucket(bucketItems)
 		var old *item
+		now := s.now()
 		if v := items.Get(key); v != nil {
 			o, err := decodeItem(v, true)
 			if err != nil {
 				return err
 			}
 			old = &o
+			if expired(st.DefaultTTL, o.Ts, o.Body, now) {
+				// The sweeper has not deleted it yet: delete it first, as it would have.
+				if _, err := expireTx(cb, st, key, o, now.Unix()); err != nil {
+					return err
+				}
+				old = nil
+			}
+		}
+		if st.DefaultTTL != nil && w.Op != opDelete {
+			if err := checkItemTTL(w.Body); err != nil {
+				opErr = err
+				return nil
+			}
 		}
 		op := w.Op
 		switch {
@@ -774,9 +801,8 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 		}
 		res.Created = op == opCreate
 
-		lsnB := cb.Bucket(bucketLSN)
-		lsn := r.LSN + 1
-		if err := lsnB.Put(u32(r.ID), binary.BigEndian.AppendUint64(nil, lsn)); err != nil {
+		lsn, err := nextLSN(cb, r.ID)
+		if err != nil {
 			return err
 		}
 		latest := cb.Bucket(bucketLatest)
@@ -787,16 +813,15 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 				return err
 			}
 		}
-		now := s.now().Unix()
-		rec := logRecord{Op: op.String(), Key: key, PrevLSN: prevLSN, Ts: now, EPK: w.EPK}
+		rec := logRecord{Op: op.String(), Key: key, PrevLSN: prevLSN, Ts: now.Unix(), EPK: w.EPK}
 		if op == opDelete {
 			rec.PK = w.PKObject
 			if err := items.Delete(key); err != nil {
 				return err
 			}
-			res.Item = item{LSN: lsn, Ts: now, EPK: w.EPK}
+			res.Item = item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK}
 		} else {
-			it := item{LSN: lsn, Ts: now, EPK: w.EPK, Etag: newEtag()}
+			it := item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK, Etag: newEtag()}
 			if old != nil {
 				it.RID = old.RID
 			} else {
@@ -884,6 +909,9 @@ func (s *store) readItem(db, coll, pk, id string) (item, string, error) {
 		if err != nil {
 			return err
 		}
+		if expired(st.DefaultTTL, it.Ts, it.Body, s.now()) {
+			return errNotFound
+		}
 		if r, ok := st.rangeForEPK(it.EPK); ok {
 			rangeID = r.idString()
 		}
@@ -962,6 +990,7 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 		if req.Now {
 			since = r.LSN
 		}
+		now := s.now()
 		var modTs int64
 		if !req.ModifiedSince.IsZero() {
 			modTs = req.ModifiedSince.Unix()
@@ -1007,6 +1036,9 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 				continue
 			}
 			if modTs != 0 && ts < modTs {
+				continue
+			}
+			if st.DefaultTTL != nil && expired(st.DefaultTTL, ts, body, now) {
 				continue
 			}
 			bodies = append(bodies, body)
@@ -1059,6 +1091,7 @@ func (s *store) scanItems(db, coll string, scope scanScope, after []byte, fn fun
 			return err
 		}
 		rid = st.RID
+		now := s.now()
 		var rng *rangeRecord
 		if scope.RangeID != "" {
 			r, ok := st.rangeByID(scope.RangeID)
@@ -1096,6 +1129,9 @@ func (s *store) scanItems(db, coll string, scope scanScope, after []byte, fn fun
 				continue
 			}
 			if scope.EPKPrefix != "" && !strings.HasPrefix(it.EPK, scope.EPKPrefix) {
+				continue
+			}
+			if st.DefaultTTL != nil && expired(st.DefaultTTL, it.Ts, it.Body, now) {
 				continue
 			}
 			more, err := fn(k, it)
