@@ -65,11 +65,22 @@ type ContainerOptions struct {
 	// Throughput is the manual throughput in RU/s (0: the account's default, or shared database
 	// throughput).
 	Throughput int32
+	// DefaultTTL is the container's defaultTtl in seconds: nil leaves time to live off, -1 turns
+	// it on without expiring items by default (items expire only when they set ttl).
+	DefaultTTL *int32
+}
+
+// LeaseContainerOptions are the options of a lease container cfp creates: time to live on
+// (defaultTtl -1), so the .NET processor's ".lock" marker, written with "ttl": 30, expires as the
+// .NET documentation recommends (spec/leases.md §2.2); leases themselves never expire.
+func LeaseContainerOptions() *ContainerOptions {
+	ttl := int32(-1)
+	return &ContainerOptions{DefaultTTL: &ttl}
 }
 
 // CreateContainerIfNotExists creates the container db/name partitioned on pkPath (e.g. "/id")
 // unless it exists, and returns it. It does not create the database. An existing container is
-// kept as it is, whatever its partition key.
+// kept as it is, whatever its partition key and time to live.
 func (a *Account) CreateContainerIfNotExists(ctx context.Context, db, name, pkPath string, opts *ContainerOptions) (*Container, error) {
 	dbc, err := a.client.NewDatabase(db)
 	if err != nil {
@@ -80,6 +91,10 @@ func (a *Account) CreateContainerIfNotExists(ctx context.Context, db, name, pkPa
 		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
 			Kind: azcosmos.PartitionKeyKindHash, Paths: []string{pkPath}, Version: 2,
 		},
+	}
+	if opts != nil && opts.DefaultTTL != nil {
+		ttl := *opts.DefaultTTL
+		props.DefaultTimeToLive = &ttl
 	}
 	var co *azcosmos.CreateContainerOptions
 	if opts != nil && opts.Throughput > 0 {

@@ -141,3 +141,41 @@ func TestLeaseDocuments_QueryPrefixPaging(t *testing.T) {
 		t.Fatalf("QueryPrefix(\"\") = %d documents, %v; want %d", len(all), err, n+2)
 	}
 }
+
+func TestCreateContainerIfNotExists_LeaseContainerHasTTLOn(t *testing.T) {
+	t.Parallel()
+	a := openLocal(t, 1)
+	ctx := context.Background()
+	if err := a.CreateDatabaseIfNotExists(ctx, "db"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateContainerIfNotExists(ctx, "db", "leases", "/id", LeaseContainerOptions()); err != nil {
+		t.Fatalf("CreateContainerIfNotExists(lease options) error = %v", err)
+	}
+	if _, err := a.CreateContainerIfNotExists(ctx, "db", "plain", "/id", nil); err != nil {
+		t.Fatalf("CreateContainerIfNotExists(nil) error = %v", err)
+	}
+	ttlOf := func(name string) *int32 {
+		t.Helper()
+		cc, err := a.client.NewContainer("db", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := cc.Read(ctx, nil)
+		if err != nil {
+			t.Fatalf("read container %s: %v", name, err)
+		}
+		return r.ContainerProperties.DefaultTimeToLive
+	}
+	if got := ttlOf("leases"); got == nil || *got != -1 {
+		t.Errorf("lease container defaultTtl = %v, want -1", got)
+	}
+	if got := ttlOf("plain"); got != nil {
+		t.Errorf("container created without options has defaultTtl %d, want none", *got)
+	}
+	// The lease container accepts the .NET processor's lock marker with its ttl.
+	d := a.LeaseDocuments("db", "leases")
+	if _, err := d.Create(ctx, "x.lock", []byte(`{"id":"x.lock","ttl":30}`)); err != nil {
+		t.Fatalf("create lock marker: %v", err)
+	}
+}
