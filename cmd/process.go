@@ -42,6 +42,9 @@ type processOptions struct {
 	// StartFrom is the --start-from text ("now" by default); startSet says the user gave it.
 	StartFrom string
 	startSet  bool
+	// Mode is the --mode text (latest or all-versions); mode is its parsed value.
+	Mode string
+	mode feed.FeedMode
 
 	delegate delegateOptions
 
@@ -87,6 +90,16 @@ fails. A failed batch is retried --max-retries times with exponential backoff (1
 skip (the batch is checkpointed past) or dead-letter (the batch, lease and error go to
 --dead-letter FILE as one JSON line, then it is checkpointed past).
 
+--mode all-versions runs an all-versions-and-deletes processor (.NET's
+GetChangeFeedProcessorBuilderWithAllVersionsAndDeletes): every create, replace and delete
+comes, each as the service's {"current","previous","metadata"} object, to every delegate
+unchanged (a delete has an empty current, its id in metadata and, when the container keeps
+it, the deleted version in previous). New leases are written with "Mode": "Full-Fidelity
+Feed" (latest: "Incremental Feed"); a lease set created in the other mode is refused, as
+.NET refuses to switch ChangeFeedMode, so use another -p/--processor to change mode. As in
+.NET, all-versions leases start from now only (--start-from must be now), the moment each
+lease is first read, or from their continuation.
+
 --start-from applies only to leases that have no continuation yet; leases that already
 have one resume from it (use 'cfp leases reset' to move them). "now" means the moment this
 host started (less a second), as in .NET 3.59+: a lease that another host owned but never
@@ -109,6 +122,10 @@ const processExample = `  # Print every change of shop/orders as JSON lines, sha
 
   # Machine-readable lifecycle events, Prometheus metrics on :9464
   cfp process -d shop -c orders -p orders-proj --events jsonl --metrics-addr :9464 2> events.jsonl
+
+  # Every create, replace and delete, deletes by id: all-versions mode
+  cfp process -d shop -c orders -p orders-audit --mode all-versions \
+    | jq -c 'select(.metadata.operationType == "delete") | .metadata.id'
 
   # A quick local setup: short lease timings, from the beginning
   cfp --local process -d shop -c orders -p demo --create-lease-container --start-from beginning \
@@ -142,7 +159,8 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.DurationVar(&opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
 	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
 	fs.IntVar(&opts.MaxItems, "max-items", 0, "at most `N` changes per batch (0: the service default)")
-	fs.StringVar(&opts.StartFrom, "start-from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -DURATION")
+	fs.StringVar(&opts.StartFrom, "start-from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -DURATION (all-versions: now only)")
+	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
 	opts.delegate.addFlags(c, processDelegateUsage)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr (jsonl also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
@@ -165,8 +183,16 @@ func (o *processOptions) validate(c *cobra.Command) error {
 	if o.MaxItems < 0 {
 		return usageErrorf("--max-items must not be negative, got %d", o.MaxItems)
 	}
-	if _, err := feed.ParseStart(o.StartFrom, o.f.Now()); err != nil {
+	start, err := feed.ParseStart(o.StartFrom, o.f.Now())
+	if err != nil {
 		return usageErrorf("--start-from: %w", err)
+	}
+	if o.mode, err = feed.ParseFeedMode(o.Mode); err != nil {
+		return usageErrorf("--mode: %w", err)
+	}
+	if o.mode == feed.AllVersionsAndDeletes && start.Kind != feed.StartNow {
+		// .NET throws too: the all-versions feed starts from now or a continuation only.
+		return usageErrorf("--start-from %s: an all-versions processor starts its leases from now only (leases with a continuation resume from it)", o.StartFrom)
 	}
 	if err := o.engineOptions(feed.StartFrom{}).WithDefaults().Validate(); err != nil {
 		return usageErrorf("%w", err)
@@ -197,8 +223,25 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 		PollInterval:    o.PollInterval,
 		MaxItems:        o.MaxItems,
 		StartFrom:       start,
+		Mode:            leaseModes[o.mode],
 		ShutdownTimeout: o.ShutdownTimeout,
 	}
+}
+
+// leaseModes are the lease documents' names of the change feed modes.
+var leaseModes = map[feed.FeedMode]string{
+	feed.LatestVersion:         leases.ModeIncremental,
+	feed.AllVersionsAndDeletes: leases.ModeFullFidelity,
+}
+
+// modeMismatch explains a lease set of another mode in cfp's terms, on one line.
+func (o *processOptions) modeMismatch(mm *feed.ModeMismatchError) error {
+	have := feed.LatestVersion
+	if mm.LeaseMode == leases.ModeFullFidelity {
+		have = feed.AllVersionsAndDeletes
+	}
+	return fmt.Errorf("the leases of processor %s are in %s mode, not %s: %w; run with --mode %s, or use another -p/--processor",
+		o.f.Global.Processor, have, o.mode, mm, have)
 }
 
 // runProcess runs the processor host until ctx ends (exit 0 after a clean shutdown) or the
@@ -209,10 +252,14 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	if err != nil {
 		return usageErrorf("--start-from: %w", err)
 	}
-	if start.Kind == feed.StartNow {
+	if o.mode, err = feed.ParseFeedMode(o.Mode); err != nil {
+		return usageErrorf("--mode: %w", err)
+	}
+	if start.Kind == feed.StartNow && o.mode == feed.LatestVersion {
 		// As .NET (3.59+) does: "now" is this host's start, once, so that a lease without a
 		// continuation that this host takes over later (its owner died before its first
-		// checkpoint) still delivers the changes written since then.
+		// checkpoint) still delivers the changes written since then. The all-versions feed
+		// cannot start at a time: its leases start when they are first read, as in .NET.
 		start = feed.StartFrom{Kind: feed.StartTime, Time: f.Now().Add(-nowAnchorSkew)}
 	}
 	acct, err := f.Account(ctx)
@@ -268,6 +315,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return &ExitError{Code: exitOK}
+		}
+		if mm, ok := errors.AsType[*feed.ModeMismatchError](err); ok {
+			return o.modeMismatch(mm)
 		}
 		return fmt.Errorf("initialize lease store: %w", err)
 	}

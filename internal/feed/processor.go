@@ -174,8 +174,7 @@ type ModeMismatchError struct {
 }
 
 func (e *ModeMismatchError) Error() string {
-	return fmt.Sprintf("switching ChangeFeedMode %s to %s is not allowed: lease %s was written in %s mode",
-		e.LeaseMode, e.ProcessorMode, e.Lease, e.LeaseMode)
+	return fmt.Sprintf("switching ChangeFeedMode %s to %s is not allowed (lease %s)", e.LeaseMode, e.ProcessorMode, e.Lease)
 }
 
 // Processor is a change feed processor host, interoperable with .NET v3 hosts that share its
