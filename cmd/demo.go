@@ -235,7 +235,7 @@ func (r *demoRun) setup(ctx context.Context, acct *cosmos.Account) error {
 	if err != nil {
 		return fmt.Errorf("create demo container: %w", err)
 	}
-	if _, err := acct.CreateContainerIfNotExists(ctx, demoDatabase, demoLeases, "/id", nil); err != nil {
+	if _, err := acct.CreateContainerIfNotExists(ctx, demoDatabase, demoLeases, "/id", cosmos.LeaseContainerOptions()); err != nil {
 		return fmt.Errorf("create demo lease container: %w", err)
 	}
 	info, err := orders.Info(ctx)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
@@ -209,7 +210,7 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 		if err := t.acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
 			return err
 		}
-		if _, err := t.acct.CreateContainerIfNotExists(ctx, db, f.Global.LeaseContainer, "/id", nil); err != nil {
+		if _, err := t.acct.CreateContainerIfNotExists(ctx, db, f.Global.LeaseContainer, "/id", cosmos.LeaseContainerOptions()); err != nil {
 			return err
 		}
 		fmt.Fprintf(f.IO.ErrOut, "Created lease container %s/%s (partition key /id).\n", db, f.Global.LeaseContainer)
