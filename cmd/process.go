@@ -92,13 +92,12 @@ skip (the batch is checkpointed past) or dead-letter (the batch, lease and error
 
 --mode all-versions runs an all-versions-and-deletes processor (.NET's
 GetChangeFeedProcessorBuilderWithAllVersionsAndDeletes): every create, replace and delete
-comes, each as the service's {"current","previous","metadata"} object, to every delegate
-unchanged (a delete has an empty current, its id in metadata and, when the container keeps
-it, the deleted version in previous). New leases are written with "Mode": "Full-Fidelity
-Feed" (latest: "Incremental Feed"); a lease set created in the other mode is refused, as
-.NET refuses to switch ChangeFeedMode, so use another -p/--processor to change mode. As in
-.NET, all-versions leases start from now only (--start-from must be now), the moment each
-lease is first read, or from their continuation.
+comes to the delegate, unchanged, as the service's {"current","previous","metadata"} object
+(a delete has an empty current and its id in metadata). New leases are written with
+"Mode": "Full-Fidelity Feed" (latest: "Incremental Feed"). A lease set of the other mode is
+refused, as .NET refuses to switch ChangeFeedMode: give the processor another -p/--processor
+name to change its mode. As in .NET, all-versions leases without a continuation start from
+now only (--start-from must be now), that is when each lease is first read.
 
 --start-from applies only to leases that have no continuation yet; leases that already
 have one resume from it (use 'cfp leases reset' to move them). "now" means the moment this
