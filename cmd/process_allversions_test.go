@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,6 +132,10 @@ func TestProcess_AllVersionsDeliversEveryOperation(t *testing.T) {
 	if len(ls) == 0 || checkpointed == 0 {
 		t.Errorf("%d leases, %d checkpointed: want the lease of key-1 checkpointed", len(ls), checkpointed)
 	}
+	// Deleted while no host runs: the lease of key-1 resumes from its checkpoint and delivers it.
+	if err := acct.LeaseDocuments("shop", "orders").Delete(context.Background(), "probe", "key-1", ""); err != nil {
+		t.Fatal(err)
+	}
 	// A lease set of the latest mode, as .NET v0 leases without a Mode.
 	latest := processorStore(t, acct, c, "proj-latest")
 	if _, err := latest.Create(context.Background(), leases.NewDotNetV0(latest.Prefix(), "0", leases.FullRange, "")); err != nil {
@@ -150,6 +155,25 @@ func TestProcess_AllVersionsDeliversEveryOperation(t *testing.T) {
 		!strings.Contains(stderr, "leases of processor audit are in all-versions mode") || !strings.Contains(stderr, "--mode all-versions") {
 		t.Errorf("latest mode on all-versions leases: exit %d, stdout %q, stderr %q; want exit 1 and one line naming all-versions", code, stdout, stderr)
 	}
+	// An --exec delegate gets the same objects on stdin, with the usual environment.
+	execOut := filepath.Join(t.TempDir(), "batches")
+	r := procStart(t, "", append(base[:len(base):len(base)], "--mode", "all-versions", "--events", "none",
+		"--exec", `{ cat; echo " $CFP_BATCH_SIZE $CFP_CONTINUATION"; } >> `+execOut)...)
+	var batches string
+	procWaitFor(t, "the delete of the probe through --exec", func() bool {
+		b, _ := os.ReadFile(execOut)
+		batches = string(b)
+		return strings.Contains(batches, `"operationType":"delete"`)
+	}, r)
+	if code := r.stop(t); code != exitOK {
+		t.Fatalf("exec run: exit %d\n%s", code, r.err.String())
+	}
+	var arr []line
+	if err := json.Unmarshal([]byte(batches[:strings.LastIndex(batches, "]")+1]), &arr); err != nil || len(arr) != 1 ||
+		arr[0].Metadata.ID != "probe" || arr[0].Previous["id"] != "probe" || !strings.Contains(batches, `] 1 "`) {
+		t.Errorf("--exec stdin and environment: %q (%v), want one delete of probe, CFP_BATCH_SIZE 1 and a continuation", batches, err)
+	}
+
 	// And the other way round.
 	code, _, stderr = run(t, nil, append(base[:len(base):len(base)], "-p", "proj-latest", "--mode", "all-versions")...)
 	if code != exitError || procLines(stderr) != 1 || !strings.Contains(stderr, "are in latest mode, not all-versions") {
