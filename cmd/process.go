@@ -360,7 +360,7 @@ func (o *processOptions) leaseStore(ctx context.Context, mon *cosmos.Account, in
 				return nil, fmt.Errorf("create lease database: %w", err)
 			}
 		}
-		if _, err := acct.CreateContainerIfNotExists(ctx, db, name, "/id", nil); err != nil {
+		if _, err := acct.CreateContainerIfNotExists(ctx, db, name, "/id", cosmos.LeaseContainerOptions()); err != nil {
 			return nil, fmt.Errorf("create lease container: %w", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -629,4 +630,31 @@ func TestProcess_EventsJSONLMakesLogsJSON(t *testing.T) {
 	r2 := procStart(t, "", append([]string{"--log-format", "text"}, args...)...)
 	procWaitFor(t, "a text log line", func() bool { return strings.Contains(r2.err.String(), "level=INFO") }, r2)
 	r2.stop(t)
+}
+
+// --create-lease-container turns time-to-live on (defaultTtl -1), so a stale .lock marker with
+// "ttl":30 (a bootstrap that died) expires instead of blocking the next bootstrap.
+func TestProcess_CreatedLeaseContainerHasTTL(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	procSeed(t, dir, 1)
+	args := append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "proj",
+		"--instance", "host-a", "--create-lease-container", "--start-from", "beginning", "--events", "none"}, procFastLeases...)
+	r := procStart(t, "", args...)
+	procWaitFor(t, "the document on stdout", func() bool { return procLines(r.out.String()) >= 1 }, r)
+	if code := r.stop(t); code != exitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, r.err.String())
+	}
+
+	acct := openLocal(t, dir, 4)
+	defer acct.Close()
+	docs := acct.LeaseDocuments("shop", "leases")
+	ctx := context.Background()
+	if _, err := docs.Create(ctx, "stale.lock", []byte(`{"id":"stale.lock","ttl":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := docs.Read(ctx, "stale.lock", "stale.lock"); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("a document with ttl 1 is still there after 1.1s (err %v): the lease container has no TTL", err)
+	}
 }
