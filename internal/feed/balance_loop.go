@@ -147,7 +147,11 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 			p.askHandoff(ctx, l, now)
 			continue
 		}
-		acquired, err := p.acquire(ctx, l)
+		// Under a fresh deadline: a write cut off by shutdown could land with its answer lost,
+		// leaving the lease owned here until it expired; start releases it when stopping.
+		actx, cancel := p.fresh(ctx)
+		acquired, err := p.acquire(actx, l)
+		cancel()
 		if errors.Is(err, leases.ErrLeaseLost) {
 			p.log.Debug("lease taken by another host first", "lease", l.Token, "err", err)
 			continue
