@@ -456,6 +456,9 @@ func tailSummaryLine(s feed.TailSummary, interrupted bool) string {
 	if s.Splits > 0 {
 		line += fmt.Sprintf(", %d %s followed", s.Splits, plural(int64(s.Splits), "split", "splits"))
 	}
+	if s.Merges > 0 {
+		line += fmt.Sprintf(", %d %s followed", s.Merges, plural(int64(s.Merges), "merge", "merges"))
+	}
 	return line
 }
 

@@ -41,8 +41,8 @@ func TestTail_MergeWhileTailing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Tail() error = %v", err)
 	}
-	if sum.Splits != 2 || sum.Ranges != 2 {
-		t.Errorf("summary: %d splits, %d ranges; want both ranges moved to the merged partition", sum.Splits, sum.Ranges)
+	if sum.Merges != 1 || sum.Splits != 0 || sum.Ranges != 2 {
+		t.Errorf("summary: %d merges, %d splits, %d ranges; want one merge, both ranges moved to the merged partition", sum.Merges, sum.Splits, sum.Ranges)
 	}
 	for _, id := range want {
 		if seen[id] != 1 {

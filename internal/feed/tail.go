@@ -91,7 +91,9 @@ type TailSummary struct {
 	Items         int64
 	Pages         int
 	RequestCharge float64
-	Splits        int
+	// Splits counts the partitions that split under the tail, Merges the partitions that
+	// merged ranges of it followed into (one per merged partition).
+	Splits, Merges int
 	// Ranges and CaughtUp are the final range counts.
 	Ranges, CaughtUp int
 	// Reason is one of the TailStop* constants.
@@ -316,7 +318,8 @@ type tailRun struct {
 	nextID  int
 	caught  int
 	sum     TailSummary
-	reason  string // why the driver stopped everything, "" if it did not
+	merged  map[string]bool // partitions counted in sum.Merges
+	reason  string          // why the driver stopped everything, "" if it did not
 	saveErr error
 }
 
@@ -558,8 +561,22 @@ func (t *tailRun) split(ctx context.Context, g *errgroup.Group, tr *tailRange) e
 	for _, c := range children {
 		t.add(c)
 	}
-	t.sum.Splits++
-	t.opts.Logger.Info("partition split", "partition", tr.partition, "range", tr.rng.String(), "children", len(children))
+	if tr.whole && len(children) == 1 && !children[0].whole {
+		// One partition now covers more than the whole gone partition: a merge. Count it once,
+		// however many of the tail's ranges moved into it. (A tail over part of a partition
+		// cannot tell; it counts a split.)
+		if t.merged == nil {
+			t.merged = map[string]bool{}
+		}
+		if !t.merged[children[0].partition] {
+			t.merged[children[0].partition] = true
+			t.sum.Merges++
+		}
+		t.opts.Logger.Info("partition merged", "partition", tr.partition, "range", tr.rng.String(), "into", children[0].partition)
+	} else {
+		t.sum.Splits++
+		t.opts.Logger.Info("partition split", "partition", tr.partition, "range", tr.rng.String(), "children", len(children))
+	}
 	t.status()
 	t.mu.Unlock()
 	for _, c := range children {
