@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -23,7 +25,45 @@ const (
 	SentinelRangeGone       = "range-gone"
 	SentinelSpansPartitions = "spans-partitions"
 	SentinelMissingLSN      = "missing-lsn"
+	// SentinelUnparsableLSN marks the Java formula's -1: an LSN it could not parse.
+	SentinelUnparsableLSN = "unparsable-lsn"
 )
+
+// Formula selects whose estimator Estimate mimics. The two differ by design and report
+// different numbers for the same leases.
+type Formula int
+
+const (
+	// FormulaDotNet is the .NET estimator's number (spec/leases.md §8.1), which .NET's
+	// GetChangeFeedEstimator and KEDA report: latest LSN - first pending LSN + 1, read from the
+	// lease's continuation. The default.
+	FormulaDotNet Formula = iota
+	// FormulaJava is the number Java's EPK processors report from getCurrentState
+	// (spec/leases.md §8.4): the LSN of a read from now minus the lease's LSN (JavaLag).
+	FormulaJava
+)
+
+// String returns the formula's flag value: "dotnet" or "java".
+func (f Formula) String() string {
+	switch f {
+	case FormulaDotNet:
+		return "dotnet"
+	case FormulaJava:
+		return "java"
+	}
+	return "Formula(" + strconv.Itoa(int(f)) + ")"
+}
+
+// ParseFormula reads "dotnet" or "java".
+func ParseFormula(s string) (Formula, error) {
+	switch s {
+	case "dotnet":
+		return FormulaDotNet, nil
+	case "java":
+		return FormulaJava, nil
+	}
+	return 0, fmt.Errorf("unknown formula %q (want dotnet or java)", s)
+}
 
 // EstimateOptions configures Estimate. Zero fields take the documented defaults.
 type EstimateOptions struct {
@@ -33,7 +73,10 @@ type EstimateOptions struct {
 	Expiration time.Duration
 	// ReadFromBeginning reads leases without a continuation from the beginning (older .NET and
 	// Java PK-range estimators) instead of reporting the sentinel 1 (.NET >= 3.62.0, default).
+	// It applies to FormulaDotNet only.
 	ReadFromBeginning bool
+	// Formula is whose number to compute (default FormulaDotNet).
+	Formula Formula
 	// Partitions, when set, is the container's partition list; otherwise Estimate lists them.
 	Partitions []Partition
 	// Now is the clock (default time.Now); Reader carries throttling backoff and sleep
@@ -81,9 +124,10 @@ type LeaseLag struct {
 	HasCheckpoint bool
 	// Latest is the partition's LSN from the session token (0 when nothing was read).
 	Latest int64
-	// Lag is the .NET estimator's number, in LSNs.
+	// Lag is the estimator's number (the .NET one unless EstimateOptions.Formula says Java), in
+	// LSNs.
 	Lag int64
-	// Sentinel says why Lag is the sentinel 1 ("" when it was measured).
+	// Sentinel says why Lag is a sentinel, 1 or the Java formula's -1 ("" when it was measured).
 	Sentinel string
 	// OldestPending is the _ts of the oldest change not yet processed (zero when none or
 	// unknown); TimeLag is its age at Now.
@@ -98,7 +142,7 @@ type LeaseLag struct {
 // EstimateSummary totals an estimate.
 type EstimateSummary struct {
 	// TotalLag is the sum of the leases' lags, or 1 when there are no leases (the .NET push
-	// estimator's rule).
+	// estimator's rule). The Java formula's -1 (SentinelUnparsableLSN) is not counted.
 	TotalLag int64
 	// Leases is the number of leases, Owned how many have a live owner, LiveOwners how many
 	// distinct instances own them.
@@ -114,7 +158,15 @@ type EstimateSummary struct {
 // Concurrency. A lease without a continuation, a gone partition, and an EPK range spanning
 // several partitions give the sentinel 1 without failing. Any other read error fails the
 // estimate, as in .NET. The results keep the order of ls.
+//
+// With FormulaJava every lease is read from now instead (one read of at most one item, which
+// finds none) and its lag is JavaLag of the page's continuation and the lease's; an LSN that
+// does not parse gives -1 with SentinelUnparsableLSN. A gone partition and a range spanning
+// several partitions still give the sentinel 1. TimeLag stays zero: nothing pending is read.
 func Estimate(ctx context.Context, src Source, ls []*leases.Lease, opts EstimateOptions) ([]LeaseLag, EstimateSummary, error) {
+	if opts.Formula != FormulaDotNet && opts.Formula != FormulaJava {
+		return nil, EstimateSummary{}, fmt.Errorf("estimate: unknown formula %d", opts.Formula)
+	}
 	opts.setDefaults()
 	parts := opts.Partitions
 	if parts == nil && len(ls) > 0 {
@@ -147,7 +199,9 @@ func summarize(lags []LeaseLag) EstimateSummary {
 	s := EstimateSummary{Leases: len(lags)}
 	owners := map[string]bool{}
 	for _, l := range lags {
-		s.TotalLag += l.Lag
+		if l.Sentinel != SentinelUnparsableLSN {
+			s.TotalLag += l.Lag
+		}
 		s.RequestCharge += l.RequestCharge
 		s.MaxTimeLag = max(s.MaxTimeLag, l.TimeLag)
 		if l.State == leases.StateOwned {
@@ -198,6 +252,9 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 		}
 	}
 
+	if opts.Formula == FormulaJava {
+		return estimateJava(ctx, src, req, ll, opts)
+	}
 	switch {
 	case l.Continuation != "":
 		req.Start = StartFrom{Kind: StartContinuation, Continuation: l.Continuation}
@@ -231,6 +288,59 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 		ll.Sentinel = SentinelMissingLSN
 	}
 	return ll, nil
+}
+
+// estimateJava reads the lease's range from now and applies JavaLag (spec/leases.md §8.4).
+func estimateJava(ctx context.Context, src Source, req ReadRequest, ll LeaseLag, opts EstimateOptions) (LeaseLag, error) {
+	req.Start = StartFrom{Kind: StartNow}
+	page, err := NewReader(src, req, opts.Reader).readOnce(ctx)
+	if IsRangeGone(err) {
+		return sentinel(ll, SentinelRangeGone), nil
+	}
+	if err != nil {
+		return LeaseLag{}, err
+	}
+	ll.PartitionID = req.PartitionID
+	ll.RequestCharge = page.RequestCharge
+	if n, ok := parseJavaLSN(page.Continuation); ok {
+		ll.Latest = n
+	}
+	lag, ok := JavaLag(page.Continuation, ll.Lease.Continuation)
+	if !ok {
+		ll.Lag, ll.Sentinel = -1, SentinelUnparsableLSN
+		return ll, nil
+	}
+	ll.Lag = lag
+	return ll, nil
+}
+
+// JavaLag is the number Java's EPK processors report per lease from getCurrentState
+// (spec/leases.md §8.4), in LSNs. latest is the continuation of a one-item read of the lease's
+// range from now, lease the lease's continuation token; both are ETags such as `"42"` whose
+// quotes are removed before parsing.
+//
+//   - a blank lease continuation gives latest - 1;
+//   - otherwise the lag is latest - lease, which Java does not clamp;
+//   - when either does not parse, ok is false and the lag is Java's -1.
+func JavaLag(latest, lease string) (lag int64, ok bool) {
+	l, ok := parseJavaLSN(latest)
+	if !ok {
+		return -1, false
+	}
+	if strings.TrimSpace(lease) == "" {
+		return l - 1, true
+	}
+	c, ok := parseJavaLSN(lease)
+	if !ok {
+		return -1, false
+	}
+	return l - c, true
+}
+
+// parseJavaLSN is Java's Long.parseLong(token.replace("\"", "")).
+func parseJavaLSN(etag string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.ReplaceAll(etag, `"`, ""), 10, 64)
+	return n, err == nil
 }
 
 func sentinel(ll LeaseLag, why string) LeaseLag {
