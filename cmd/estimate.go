@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -31,6 +32,7 @@ type estimateOptions struct {
 	Concurrency       int
 	Expiration        time.Duration
 	ReadFromBeginning bool
+	Formula           string
 
 	// metricsReady, when set, is told the metrics server's address (tests).
 	metricsReady func(addr string)
@@ -70,7 +72,7 @@ type estimateSummaryView struct {
 func newEstimateCmd(f *factory) *cobra.Command {
 	opts := &estimateOptions{f: f}
 	c := &cobra.Command{
-		Use:   "estimate -d DATABASE -c CONTAINER -p NAME [--watch [INTERVAL]] [--max-lag N]",
+		Use:   "estimate -d DATABASE -c CONTAINER -p NAME [--watch [INTERVAL]] [--max-lag N] [--formula dotnet|java]",
 		Short: "Estimate the lag of every lease of a processor",
 		Long: `Estimate how far each lease of a processor is behind its change feed, without running
 a processor.
@@ -83,6 +85,15 @@ sub-range lease also counts writes to the rest of its partition. A lease without
 continuation, whose partition is gone, or whose range spans several partitions reports
 the estimator's sentinel 1 (with --read-from-beginning, a lease without a continuation is
 read from the beginning instead, like older SDKs).
+
+--formula java computes, for every lease, the number Java's EPK processors report from
+getCurrentState instead: a read of the lease's range from now gives the latest LSN (its
+continuation), and LAG = latest - the lease's checkpoint LSN, or latest - 1 without a
+continuation; a continuation that is not an LSN gives Java's -1, flagged as a sentinel and
+left out of the total. The two formulas differ by design: the default (dotnet) is what .NET's
+estimator and KEDA report, and it counts only changes pending in the lease's own range,
+while Java counts every write to the partition since the checkpoint. Nothing pending is
+read with java, so TIME-LAG is known only for a caught-up lease.
 
 cfp adds TIME-LAG (the age of the oldest pending change), AGE (since the lease was last
 written), OWNER and STATE (owned, expired or unowned), and a summary: total lag (1 when
@@ -101,6 +112,9 @@ numbers for Prometheus at /metrics and implies --watch.`,
 
   # Total lag every 10s, as JSON lines
   cfp estimate -d shop -c orders -p orders-proj --watch 10s | jq .summary.total_lag
+
+  # The lag Java's getCurrentState reports for a Java processor's leases
+  cfp estimate -d shop -c orders -p orders-proj --formula java
 
   # Prometheus gauges per lease on :9464
   cfp estimate -d shop -c orders -p orders-proj --metrics-addr :9464`,
@@ -141,6 +155,9 @@ numbers for Prometheus at /metrics and implies --watch.`,
 			if opts.Concurrency <= 0 {
 				return usageErrorf("--concurrency must be positive")
 			}
+			if opts.ReadFromBeginning && opts.Formula == feed.FormulaJava.String() {
+				return usageErrorf("--read-from-beginning applies to --formula dotnet only (java always reads from now)")
+			}
 			return runEstimate(contextOf(c), opts)
 		},
 	}
@@ -153,6 +170,9 @@ numbers for Prometheus at /metrics and implies --watch.`,
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
 	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	fs.BoolVar(&opts.ReadFromBeginning, "read-from-beginning", false, "read leases without a continuation from the beginning instead of reporting 1")
+	enumFlag(fs, &opts.Formula, "formula", "", feed.FormulaDotNet.String(),
+		"whose lag number: dotnet (.NET estimator, KEDA) or java (Java EPK getCurrentState)",
+		feed.FormulaDotNet.String(), feed.FormulaJava.String())
 	return c
 }
 
@@ -169,7 +189,7 @@ func newEstimateGauges(reg *prometheus.Registry, prefix string) *estimateGauges 
 	labels := prometheus.Labels{"prefix": prefix}
 	g := &estimateGauges{
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cfp_estimate_lease_lag", Help: "Estimated lag of a lease in LSNs (the .NET estimator's number).", ConstLabels: labels,
+			Name: "cfp_estimate_lease_lag", Help: "Estimated lag of a lease in LSNs (the .NET estimator's number, or Java's with --formula java).", ConstLabels: labels,
 		}, []string{"lease"}),
 		timeLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cfp_estimate_lease_time_lag_seconds", Help: "Age of the oldest change a lease has not processed (0 when none).", ConstLabels: labels,
@@ -218,7 +238,12 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 		return err
 	}
 	store := t.store()
+	formula, err := feed.ParseFormula(cmp.Or(opts.Formula, feed.FormulaDotNet.String()))
+	if err != nil {
+		return usageErrorf("--formula: %v", err)
+	}
 	eopts := feed.EstimateOptions{
+		Formula:           formula,
 		Concurrency:       opts.Concurrency,
 		Expiration:        opts.Expiration,
 		ReadFromBeginning: opts.ReadFromBeginning,
@@ -370,8 +395,11 @@ func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimat
 	s := v.Summary
 	_, err = fmt.Fprintf(f.IO.Out, "\nTotal lag %d (LSNs) over %d lease(s); %d owned by %d live owner(s).\n",
 		s.TotalLag, s.Leases, s.Owned, s.LiveOwners)
-	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Sentinel != nil }) {
+	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Lag >= 0 && l.Sentinel != nil }) {
 		_, err = fmt.Fprintln(f.IO.Out, "* the estimator's sentinel 1: no continuation yet, or the lease's partition split or merged.")
+	}
+	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Lag < 0 && l.Sentinel != nil }) {
+		_, err = fmt.Fprintln(f.IO.Out, "* -1 is Java's sentinel for an LSN it cannot parse (not counted in the total).")
 	}
 	return err
 }
