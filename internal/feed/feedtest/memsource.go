@@ -1,8 +1,8 @@
 // Package feedtest provides an in-memory change feed with real semantics for tests of the engine:
 // MemSource implements feed.Source over partitions with EPK ranges and per-partition LSN counters,
-// latest-version items or every version and delete (feed.AllVersionsAndDeletes), splits, start
-// positions and injected failures. Clock is a manual clock
-// whose Sleep advances time instantly, for deterministic tests of polling and backoff.
+// latest-version items or every version and delete (feed.AllVersionsAndDeletes), splits and
+// merges, start positions and injected failures. Clock is a manual clock whose Sleep advances
+// time instantly, for deterministic tests of polling and backoff.
 package feedtest
 
 import (
@@ -263,6 +263,37 @@ func (m *MemSource) Split(partitionID string) ([]string, error) {
 	}
 	p.gone = true
 	return ids, nil
+}
+
+// Merge merges two live partitions with adjacent ranges into one and returns its id. The merged
+// partition's LSN counter starts at the larger of the two, and its log holds both parents'
+// entries in LSN order, so a parent's continuation read over the parent's range on the merged
+// partition resumes exactly after it (as the service's EPK-filtered reads after a merge do);
+// the parents are gone.
+func (m *MemSource) Merge(a, b string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pa, pb := m.parts[a], m.parts[b]
+	for i, p := range []*memPartition{pa, pb} {
+		if p == nil || p.gone {
+			return "", &feed.RangeGoneError{PartitionID: []string{a, b}[i]}
+		}
+	}
+	if leases.CompareEPK(pb.rng.Min, pa.rng.Min) < 0 {
+		pa, pb = pb, pa
+	}
+	if pa.rng.Max != pb.rng.Min {
+		return "", fmt.Errorf("merge partitions %s and %s: ranges %s and %s are not adjacent", a, b, pa.rng, pb.rng)
+	}
+	log := append(append([]logEntry(nil), pa.log...), pb.log...)
+	sort.SliceStable(log, func(i, j int) bool { return log[i].lsn < log[j].lsn })
+	var parents []string
+	for _, p := range []*memPartition{pa, pb} {
+		parents = append(append(parents, p.parents...), p.id)
+	}
+	c := m.addPartition(leases.Range{Min: pa.rng.Min, Max: pb.rng.Max}, parents, max(pa.lsn, pb.lsn), log)
+	pa.gone, pb.gone = true, true
+	return c.id, nil
 }
 
 // Fail makes the next n ReadPage calls fail with err (after the context check, before anything

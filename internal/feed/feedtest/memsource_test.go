@@ -239,6 +239,59 @@ func TestMemSource_Split(t *testing.T) {
 	}
 }
 
+// TestMemSource_Merge: after a merge each parent's continuation, read over the parent's range on
+// the merged partition, delivers exactly the parent's remaining changes and the new ones.
+func TestMemSource_Merge(t *testing.T) {
+	t.Parallel()
+	m := NewMemSource(2)
+	var written []string
+	for i := range 60 {
+		id := fmt.Sprintf("d%d", i)
+		mustWrite(t, m, fmt.Sprintf("pk%d", i), id)
+		written = append(written, id)
+	}
+	parts, _ := m.Partitions(context.Background())
+	got := map[string]int{}
+	conts := map[string]string{}
+	for _, p := range parts {
+		pg := read(t, m, feed.ReadRequest{PartitionID: p.ID, Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 5})
+		for _, id := range ids(t, pg.Items) {
+			got[id]++
+		}
+		conts[p.ID] = pg.Continuation
+	}
+	merged, err := m.Merge("1", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := m.Partitions(context.Background())
+	if len(after) != 1 || after[0].ID != merged || after[0].Range != leases.FullRange || fmt.Sprint(after[0].Parents) != "[0 1]" {
+		t.Fatalf("partitions after merge = %+v", after)
+	}
+	if _, err := m.ReadPage(context.Background(), feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}}); !feed.IsRangeGone(err) {
+		t.Fatalf("read of a merged parent: %v", err)
+	}
+	for i := range 10 {
+		id := fmt.Sprintf("n%d", i)
+		mustWrite(t, m, fmt.Sprintf("npk%d", i), id)
+		written = append(written, id)
+	}
+	for _, p := range parts {
+		pg := read(t, m, feed.ReadRequest{PartitionID: merged, Range: p.Range, Start: feed.StartFrom{Kind: feed.StartContinuation, Continuation: conts[p.ID]}, MaxItems: 1000})
+		for _, id := range ids(t, pg.Items) {
+			got[id]++
+		}
+	}
+	for _, id := range written {
+		if got[id] != 1 {
+			t.Errorf("%s delivered %d times across the merge, want once", id, got[id])
+		}
+	}
+	if _, err := m.Merge(merged, "0"); err == nil {
+		t.Fatal("merge with a gone partition succeeded")
+	}
+}
+
 func TestMemSource_Fail(t *testing.T) {
 	t.Parallel()
 	m := NewMemSource(1)
