@@ -31,11 +31,11 @@ type faultsView struct {
 func newEmulatorFaultsCmd(f *factory) *cobra.Command {
 	opts := &emulatorFaultsOptions{f: f}
 	c := &cobra.Command{
-		Use:   "faults [--status 429|503|410] [--latency D] [--count N | --fraction F] | --clear",
+		Use:   "faults [--status 429|500|503|410] [--latency D] [--count N | --fraction F] | --clear",
 		Short: "Make a running emulator throttle, fail or slow down requests",
 		Long: `Add a fault rule to a running 'cfp emulator' (reached with --endpoint or --connection-string),
 to test how processors and tools behave when Cosmos DB throttles (429 with a retry-after),
-is unavailable (503) or reports a partition gone (410), or is slow (--latency).
+fails (500), is unavailable (503) or reports a partition gone (410), or is slow (--latency).
 
 A rule applies to data-plane requests (everything under /dbs; never to the account read or
 the admin API), to the next --count requests or to a --fraction of them, or to all of them
@@ -61,7 +61,7 @@ process and end with it.`,
 		},
 	}
 	fs := c.Flags()
-	fs.IntVar(&opts.Status, "status", 0, "answer with this HTTP `STATUS`: 429, 503 or 410")
+	fs.IntVar(&opts.Status, "status", 0, "answer with this HTTP `STATUS`: 429, 500, 503 or 410")
 	fs.IntVar(&opts.Substatus, "substatus", 0, "x-ms-substatus `CODE` (default for 410: 1002, partition gone)")
 	fs.DurationVar(&opts.RetryAfter, "retry-after", 0, "retry-after `DURATION` sent with 429 (default 10ms)")
 	fs.DurationVar(&opts.Latency, "latency", 0, "add this `DURATION` before answering")

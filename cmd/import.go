@@ -1,12 +1,12 @@
 package cmd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"strings"
@@ -20,6 +20,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/lineio"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -57,16 +58,18 @@ standard input), streaming, so inputs of any size work.
 Each document needs a string "id"; its partition key is read from the document at the
 container's partition key path. A line that is not a JSON object, lacks an id or its
 partition key, or that the service rejects, is reported on stderr with its line number and
-skipped; the rest is imported, and cfp exits 3 with the number of rejected lines. Empty lines
-are ignored. System properties (_rid, _self, _etag, _attachments, _ts, _lsn) are dropped, so
+skipped; the rest is imported, and cfp exits 3 with the number of rejected lines. A line over
+2 MiB (the service's document limit) is rejected and skipped to its end; an input without a
+line end in its first 64 MiB stops the import. Empty lines are ignored. System properties (_rid, _self, _etag, _attachments, _ts, _lsn) are dropped, so
 the output of 'cfp tail -o jsonl' can be imported into another container.
 
 Without --create a missing container is an error. --create creates the database and the
 container when missing, partitioned on --partition-key-path (default /id); an existing
 container keeps its own partition key.
 
-Up to --concurrency upserts run at once (default 16); throttled upserts are retried after the
-service's retry-after. On a terminal a progress line is shown; a summary line (imported,
+Up to --concurrency upserts run at once (default 16); lines of one document (partition key and
+id) are written in input order, so the last one wins. Throttled upserts are retried after the
+service's retry-after; a server error (HTTP 5xx) stops the import at once (exit 1). On a terminal a progress line is shown; a summary line (imported,
 rejected, elapsed, documents per second) is always written to stderr.`
 
 const importExample = `  # Load sample orders into the embedded emulator, creating the container
@@ -122,6 +125,9 @@ type importer struct {
 	rejected atomic.Int64
 	lines    atomic.Int64
 
+	// arrayHinted is set once the jq hint for a JSON array was given.
+	arrayHinted atomic.Bool
+
 	mu        sync.Mutex
 	reported  int
 	lastDrawn time.Time
@@ -145,12 +151,30 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		inputs = []string{"-"}
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.Concurrency)
+	// Lines of one (partition key, id) go to the same worker, in input order, so the last
+	// version of a document in the input is the one that stays; different documents are
+	// written by up to --concurrency workers at once.
+	workers := make([]chan importJob, opts.Concurrency)
+	for i := range workers {
+		ch := make(chan importJob, importQueue)
+		workers[i] = ch
+		g.Go(func() error {
+			for job := range ch {
+				if err := im.upsert(gctx, job); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	var readErr error
 	for _, name := range inputs {
-		if readErr = im.readInput(gctx, g, name); readErr != nil || gctx.Err() != nil {
+		if readErr = im.readInput(gctx, workers, name); readErr != nil || gctx.Err() != nil {
 			break
 		}
+	}
+	for _, ch := range workers {
+		close(ch)
 	}
 	err = g.Wait()
 	im.summary()
@@ -212,10 +236,20 @@ func (o *importOptions) container(ctx context.Context, acct *cosmos.Account) (*c
 	return c, paths, nil
 }
 
-// readInput reads one input ("-" is stdin) line by line and starts an upsert for every
-// document, at most the group's limit at once. It returns read errors; upsert failures that
-// end the import are the group's.
-func (im *importer) readInput(ctx context.Context, g *errgroup.Group, name string) error {
+// importJob is one document to upsert.
+type importJob struct {
+	where string
+	body  []byte
+	pk    any
+}
+
+// importQueue is how many parsed documents wait for each worker.
+const importQueue = 32
+
+// readInput reads one input ("-" is stdin) line by line and hands every document to the worker
+// of its (partition key, id). It returns read errors; upsert failures that end the import are
+// the workers'. It returns early, without error, when ctx ends.
+func (im *importer) readInput(ctx context.Context, workers []chan importJob, name string) error {
 	var in io.Reader = im.f.IO.In
 	label := ""
 	if name != "-" {
@@ -228,30 +262,56 @@ func (im *importer) readInput(ctx context.Context, g *errgroup.Group, name strin
 	} else if im.f.IO.IsStdinTTY {
 		im.status.Println("Reading JSON lines from the terminal; end with Ctrl-D.")
 	}
-	r := bufio.NewReaderSize(in, 1<<20)
-	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			im.lines.Add(1)
-			where := importLineRef(label, lineNo)
-			body, pk, perr := parseImportLine(line, im.paths)
-			if perr != nil {
-				im.reject(where, perr)
-			} else {
-				g.Go(func() error { return im.upsert(ctx, where, body, pk) })
-			}
-			im.progress()
-		}
+	r := lineio.NewReader(in)
+	for {
+		line, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		var tooLong *lineio.TooLongError
+		if errors.As(err, &tooLong) {
+			im.lines.Add(1)
+			where := importLineRef(label, r.Line())
+			if h := tooLong.Hint(); h != "" && !im.arrayHinted.Swap(true) {
+				err = fmt.Errorf("%w; %s", err, h)
+			}
+			im.reject(where, err)
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", importInputName(label), err)
 		}
-		if ctx.Err() != nil {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		im.lines.Add(1)
+		where := importLineRef(label, r.Line())
+		body, pk, id, perr := parseImportLine(line, im.paths)
+		if perr != nil {
+			im.reject(where, perr)
+			im.progress()
+			continue
+		}
+		// The body may alias the reader's buffer: the worker gets its own copy.
+		body = bytes.Clone(body)
+		ch := workers[importShard(pk, id, len(workers))]
+		select {
+		case ch <- importJob{where: where, body: body, pk: pk}:
+		case <-ctx.Done():
 			return nil
 		}
+		im.progress()
 	}
+}
+
+// importShard returns the worker of a document: the same for the same partition key and id.
+func importShard(pk any, id string, n int) int {
+	h := fnv.New64a()
+	key, _ := json.Marshal(pk)
+	h.Write(key)
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return int(h.Sum64() % uint64(n))
 }
 
 func importLineRef(label string, n int) string {
@@ -271,17 +331,19 @@ func importInputName(label string) string {
 // upsert writes one document, retrying when throttled. A failure that concerns this document
 // only is reported and counted; one that will fail every document (authentication, a missing
 // container, an unreachable account, an interruption) ends the import.
-func (im *importer) upsert(ctx context.Context, where string, body []byte, pk any) error {
-	err := retryThrottled(ctx, func() error { return im.c.UpsertItem(ctx, pk, body) })
+func (im *importer) upsert(ctx context.Context, job importJob) error {
+	err := retryThrottled(ctx, func() error { return im.c.UpsertItem(ctx, job.pk, job.body) })
 	switch {
 	case err == nil:
 		im.imported.Add(1)
 		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	case isDocumentError(err):
-		im.reject(where, err)
+		im.reject(job.where, err)
 		return nil
 	}
-	return err
+	return fmt.Errorf("%s: %w", job.where, err)
 }
 
 // retryThrottled calls fn until it succeeds, fails with anything but throttling, or was
@@ -304,10 +366,14 @@ func retryThrottled(ctx context.Context, fn func() error) error {
 }
 
 // isDocumentError reports whether an upsert error concerns one document (the service answered
-// for it) rather than the whole import.
+// for it) rather than the whole import. A server error (5xx) is the service failing, not the
+// document: it would fail every following line too, so it ends the import.
 func isDocumentError(err error) bool {
 	var se *cosmos.StatusError
 	var te *feed.ThrottledError
+	if errors.As(err, &se) && se.Status >= 500 {
+		return false
+	}
 	return errors.As(err, &se) || errors.As(err, &te) ||
 		errors.Is(err, leases.ErrConflict) || errors.Is(err, leases.ErrPreconditionFailed)
 }
@@ -371,31 +437,30 @@ func importRate(n int64, d time.Duration) string {
 
 // parseImportLine checks one input line and returns the document to upsert (system
 // properties dropped) and its partition key value at paths (a []any for hierarchical keys).
-func parseImportLine(line []byte, paths [][]string) (body []byte, pk any, err error) {
+func parseImportLine(line []byte, paths [][]string) (body []byte, pk any, id string, err error) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || line[0] != '{' {
 		if !json.Valid(line) {
-			return nil, nil, fmt.Errorf("invalid JSON: %w", jsonSyntaxError(line))
+			return nil, nil, "", fmt.Errorf("invalid JSON: %w", jsonSyntaxError(line))
 		}
-		return nil, nil, errors.New("not a JSON object")
+		return nil, nil, "", errors.New("not a JSON object")
 	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(line, &doc); err != nil {
-		return nil, nil, fmt.Errorf("invalid JSON: %w", jsonSyntaxError(line))
+		return nil, nil, "", fmt.Errorf("invalid JSON: %w", jsonSyntaxError(line))
 	}
-	var id string
 	if raw, ok := doc["id"]; !ok {
-		return nil, nil, errors.New(`no "id"`)
+		return nil, nil, "", errors.New(`no "id"`)
 	} else if err := json.Unmarshal(raw, &id); err != nil {
-		return nil, nil, errors.New(`"id" is not a string`)
+		return nil, nil, "", errors.New(`"id" is not a string`)
 	}
 	if id == "" {
-		return nil, nil, errors.New(`"id" is empty`)
+		return nil, nil, "", errors.New(`"id" is empty`)
 	}
 	values := make([]any, len(paths))
 	for i, path := range paths {
 		if values[i], err = pkValueAt(doc, path); err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 	}
 	pk = values[0]
@@ -408,10 +473,10 @@ func parseImportLine(line []byte, paths [][]string) (body []byte, pk any, err er
 			delete(doc, p)
 		}
 		if body, err = json.Marshal(doc); err != nil {
-			return nil, nil, fmt.Errorf("re-encode without system properties: %w", err)
+			return nil, nil, "", fmt.Errorf("re-encode without system properties: %w", err)
 		}
 	}
-	return body, pk, nil
+	return body, pk, id, nil
 }
 
 func hasSystemProperties(doc map[string]json.RawMessage) bool {

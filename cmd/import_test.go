@@ -133,7 +133,7 @@ func TestParseImportLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, pk, err := parseImportLine([]byte(tt.line), tt.paths)
+			body, pk, _, err := parseImportLine([]byte(tt.line), tt.paths)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)

@@ -142,6 +142,8 @@ func (e *Emulator) applyFault(w http.ResponseWriter, r *http.Request, f FaultRul
 		writeError(w, f.Status, "TooManyRequests", "the request rate is too large (injected fault)", cmp0(f.Substatus, 3200))
 	case http.StatusServiceUnavailable:
 		writeError(w, f.Status, "ServiceUnavailable", "the service is unavailable (injected fault)", f.Substatus)
+	case http.StatusInternalServerError:
+		writeError(w, f.Status, "InternalServerError", "an internal server error occurred (injected fault)", f.Substatus)
 	case http.StatusGone:
 		writeError(w, f.Status, "Gone", "the partition key range is gone (injected fault)", f.Substatus)
 	default:

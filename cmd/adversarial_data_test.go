@@ -1,0 +1,215 @@
+package cmd
+
+// The adversarial suite: hostile input (import lines, state files, lease documents, flags) and
+// fault schedules, each case asserting what an operator would notice (the exit code, the one
+// error line, what was written). Every case here failed on the code before its fix.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/lineio"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+// endlessZeros is /dev/zero as an io.Reader that counts what was read from it.
+type endlessZeros struct{ read atomic.Int64 }
+
+func (z *endlessZeros) Read(p []byte) (int, error) {
+	clear(p)
+	z.read.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// adversarialCase is one hostile run of cfp: args, stdin, and what the operator must see.
+type adversarialCase struct {
+	name  string
+	args  []string
+	stdin string
+	// setup prepares the data directory (in dir) before the run; it returns extra args.
+	setup func(t *testing.T, dir string) []string
+	code  int
+	// stderr and stdout are regular expressions the outputs must match.
+	stderr []string
+	stdout []string
+	// check inspects the data directory after the run.
+	check func(t *testing.T, dir string)
+}
+
+// runAdversarial runs the cases, each on its own data directory.
+func runAdversarial(t *testing.T, cases []adversarialCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			args := append([]string{"--local=" + dir}, tc.args...)
+			if tc.setup != nil {
+				args = append(args, tc.setup(t, dir)...)
+			}
+			code, stdout, stderr := runCLI(t, context.Background(), tc.stdin, args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, stderr)
+			}
+			for _, re := range tc.stderr {
+				if !regexp.MustCompile(re).MatchString(stderr) {
+					t.Errorf("stderr does not match %s:\n%s", re, stderr)
+				}
+			}
+			for _, re := range tc.stdout {
+				if !regexp.MustCompile(re).MatchString(stdout) {
+					t.Errorf("stdout does not match %s:\n%s", re, stdout)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, dir)
+			}
+		})
+	}
+}
+
+// versionsOfOneID returns n versions of the document "hot" (v = 0..n-1), interleaved with
+// other documents.
+func versionsOfOneID(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":"hot","pk":"p","v":%d}`+"\n", i)
+		if i%10 == 0 {
+			fmt.Fprintf(&b, `{"id":"cold-%d","pk":"p%d","v":%d}`+"\n", i, i%7, i)
+		}
+	}
+	return b.String()
+}
+
+func TestAdversarial_ImportLines(t *testing.T) {
+	t.Parallel()
+	create := []string{"import", "-d", "db", "-c", "c", "--create", "--partition-key-path", "/pk"}
+	longArray := "[" + strings.Repeat(`{"id":"x","pk":"p","pad":"0123456789abcdef"},`, (lineio.MaxLine/40)+1) + `{"id":"y","pk":"p"}]`
+	longObject := `{"id":"big","pk":"p","pad":"` + strings.Repeat("z", lineio.MaxLine) + `"}`
+	runAdversarial(t, []adversarialCase{{
+		name:  "3000 versions of one id: the last line wins",
+		args:  append(create, "--concurrency", "16"),
+		stdin: versionsOfOneID(3000),
+		code:  0,
+		check: func(t *testing.T, dir string) {
+			docs := countItems(t, dir, "db", "c")
+			if v := docs["hot"]["v"]; v != float64(2999) {
+				t.Errorf("hot has v = %v after importing its versions 0..2999 in order, want 2999", v)
+			}
+			if len(docs) != 301 {
+				t.Errorf("%d documents, want 301", len(docs))
+			}
+		},
+	}, {
+		name:  "a one-line JSON array over the document limit is rejected with a jq hint, the rest imported",
+		args:  create,
+		stdin: `{"id":"a","pk":"p"}` + "\n" + longArray + "\n" + `{"id":"b","pk":"p"}` + "\n",
+		code:  3,
+		stderr: []string{
+			`(?m)^cfp: line 2: longer than 2 MiB, the service's document limit; the line looks like a JSON array: .*jq -c '\.\[\]'`,
+			`(?m)^imported 2, rejected 1,`,
+			`(?m)^cfp: 1 of 3 lines rejected$`,
+		},
+		check: func(t *testing.T, dir string) {
+			if docs := countItems(t, dir, "db", "c"); len(docs) != 2 || docs["a"] == nil || docs["b"] == nil {
+				t.Errorf("documents %v, want a and b", docs)
+			}
+		},
+	}, {
+		name:   "an object over the document limit is rejected without a hint",
+		args:   create,
+		stdin:  longObject + "\n" + `{"id":"b","pk":"p"}`,
+		code:   3,
+		stderr: []string{`(?m)^cfp: line 1: longer than 2 MiB, the service's document limit$`, `(?m)^imported 1, rejected 1,`},
+	}, {
+		name:   "an over-long last line without a line end",
+		args:   create,
+		stdin:  `{"id":"b","pk":"p"}` + "\n" + longObject,
+		code:   3,
+		stderr: []string{`(?m)^cfp: line 2: longer than 2 MiB`, `(?m)^imported 1, rejected 1,`},
+	}})
+}
+
+func TestAdversarial_ImportEndlessInputIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ios, _, _, errOut := render.Test()
+	zeros := &endlessZeros{}
+	ios.In = zeros
+	env := map[string]string{"NO_COLOR": "1", "COSMOS_KEY": auth.WellKnownKey}
+	args := []string{"--local=" + dir, "import", "-d", "db", "-c", "c", "--create", "--partition-key-path", "/pk"}
+	code := MainWithIO(context.Background(), args, ios, func(k string) string { return env[k] })
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^cfp: read standard input: line 1 has no end in its first 64 MiB: not JSON lines, stopped reading$`).MatchString(errOut.String()) {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+	// The skip limit plus one buffer: the input is abandoned, not read forever.
+	if n := zeros.read.Load(); n > lineio.MaxSkip+lineio.MaxLine+1<<20 {
+		t.Errorf("read %d bytes of an endless input, want at most about %d", n, lineio.MaxSkip)
+	}
+}
+
+func TestAdversarial_ImportServerErrorStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	emu, endpoint := serveEmulator(t)
+	ctx := context.Background()
+	code, _, stderr := runCLI(t, ctx, "", "--endpoint", endpoint, "import", "-d", "db", "-c", "c", "--create", "--partition-key-path", "/pk", "/dev/null")
+	if code != 0 {
+		t.Fatalf("creating the container: exit %d\n%s", code, stderr)
+	}
+	// The first line is imported before the service starts failing every request.
+	pr, pw := io.Pipe()
+	ios, _, _, errOut := render.Test()
+	ios.In = pr
+	done := make(chan int, 1)
+	go func() {
+		env := map[string]string{"NO_COLOR": "1", "COSMOS_KEY": auth.WellKnownKey}
+		done <- MainWithIO(ctx, []string{"--endpoint", endpoint, "import", "-d", "db", "-c", "c"}, ios, func(k string) string { return env[k] })
+	}()
+	if _, err := io.WriteString(pw, `{"id":"first","pk":"p"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n == 0; {
+		time.Sleep(5 * time.Millisecond)
+		var err error
+		if n, err = emu.ScanChangeFeed("db", "c", 10, func([]byte) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := emu.InjectFaults(emulator.FaultRule{Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var in strings.Builder
+		for i := range 2000 {
+			fmt.Fprintf(&in, `{"id":"d%d","pk":"p%d"}`+"\n", i, i%5)
+		}
+		_, _ = io.WriteString(pw, in.String())
+		pw.Close()
+	}()
+	code = <-done
+	pr.Close()
+	emu.ClearFaults()
+	stderr = errOut.String()
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^cfp: line \d+: .*HTTP 500`).MatchString(stderr) {
+		t.Errorf("no server error line:\n%s", stderr)
+	}
+	if strings.Count(stderr, "\n") > 4 || strings.Contains(stderr, "rejected") && !strings.Contains(stderr, "rejected 0,") {
+		t.Errorf("the import went on line by line after a server error:\n%s", stderr)
+	}
+}
+
+var _ io.Reader = (*endlessZeros)(nil)
