@@ -752,8 +752,14 @@ func TestFaults_ThrottleUnavailableAndAdmin(t *testing.T) {
 	if _, err := cc.ReadChangeFeed(ctx, &azcosmos.ChangeFeedOptions{FeedRange: &frs[0]}); err != nil {
 		t.Fatalf("change feed after the fault was used up: %v", err)
 	}
-	if err := e.InjectFaults(emulator.FaultRule{Status: 500}); err == nil {
-		t.Error("a 500 fault rule was accepted")
+	if err := e.InjectFaults(emulator.FaultRule{Status: 502}); err == nil {
+		t.Error("a 502 fault rule was accepted")
+	}
+	if err := e.InjectFaults(emulator.FaultRule{Status: 500, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := rawRequest(t, e, http.MethodGet, "/dbs/db", nil, ""); resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("request with 500 armed: %d, want 500", resp.StatusCode)
 	}
 
 	// Admin endpoints, signed with the account key.
