@@ -19,9 +19,6 @@ import (
 
 func init() { registerCommand(groupFeed, newProcessCmd) }
 
-// nowAnchorSkew is how far before its start a host anchors --start-from now (.NET's 1s).
-const nowAnchorSkew = time.Second
-
 // Values of --events.
 const (
 	eventsText  = "text"
@@ -254,13 +251,8 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	if o.mode, err = feed.ParseFeedMode(o.Mode); err != nil {
 		return usageErrorf("--mode: %w", err)
 	}
-	if start.Kind == feed.StartNow && o.mode == feed.LatestVersion {
-		// As .NET (3.59+) does: "now" is this host's start, once, so that a lease without a
-		// continuation that this host takes over later (its owner died before its first
-		// checkpoint) still delivers the changes written since then. The all-versions feed
-		// cannot start at a time: its leases start when they are first read, as in .NET.
-		start = feed.StartFrom{Kind: feed.StartTime, Time: f.Now().Add(-nowAnchorSkew)}
-	}
+	// "now" is this host's start, as in .NET (see feed.AnchorNow).
+	start = feed.AnchorNow(start, o.mode, f.Now())
 	acct, err := f.Account(ctx)
 	if err != nil {
 		return err

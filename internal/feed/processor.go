@@ -177,6 +177,12 @@ func (e *ModeMismatchError) Error() string {
 	return fmt.Sprintf("switching ChangeFeedMode %s to %s is not allowed (lease %s)", e.LeaseMode, e.ProcessorMode, e.Lease)
 }
 
+// ErrModeMismatch matches every *ModeMismatchError with errors.Is.
+var ErrModeMismatch = errors.New("lease mode mismatch")
+
+// Is reports whether target is ErrModeMismatch.
+func (e *ModeMismatchError) Is(target error) bool { return target == ErrModeMismatch }
+
 // Processor is a change feed processor host, interoperable with .NET v3 hosts that share its
 // lease prefix: it bootstraps the lease store, balances leases with the other hosts, renews
 // the leases it holds and runs one worker per lease that reads the lease's range, hands each

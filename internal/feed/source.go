@@ -127,6 +127,9 @@ func (e *RangeGoneError) Error() string {
 	return fmt.Sprintf("partition %s is gone (split or merged)", e.PartitionID)
 }
 
+// ErrThrottled matches every *ThrottledError with errors.Is.
+var ErrThrottled = errors.New("throttled")
+
 // ThrottledError reports a 429 or 503 that the SDK gave up retrying; wait RetryAfter and retry.
 type ThrottledError struct {
 	Status     int
@@ -136,6 +139,9 @@ type ThrottledError struct {
 func (e *ThrottledError) Error() string {
 	return fmt.Sprintf("throttled (HTTP %d), retry after %s", e.Status, e.RetryAfter)
 }
+
+// Is reports whether target is ErrThrottled.
+func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
 
 // IsRangeGone reports whether err is a *RangeGoneError.
 func IsRangeGone(err error) bool {

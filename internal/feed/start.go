@@ -110,3 +110,19 @@ func ContinuationLSN(c string) (int64, bool) {
 func LSNContinuation(lsn int64) string {
 	return `"` + strconv.FormatInt(lsn, 10) + `"`
 }
+
+// NowAnchorSkew is how far before its start a processor host anchors a "now" start (.NET's 1s).
+const NowAnchorSkew = time.Second
+
+// AnchorNow returns the start that a processor host started at started gives leases without a
+// continuation. A latest-version "now" becomes the time started less NowAnchorSkew, as in .NET
+// 3.59+: "now" is the host's start, once, so that a lease without a continuation that the host
+// takes over later (its owner died before its first checkpoint) still delivers the changes
+// written since then. Any other start, and every start of an all-versions-and-deletes processor
+// (whose leases start when they are first read, and cannot start at a time), is unchanged.
+func AnchorNow(s StartFrom, mode FeedMode, started time.Time) StartFrom {
+	if s.Kind != StartNow || mode != LatestVersion {
+		return s
+	}
+	return StartFrom{Kind: StartTime, Time: started.Add(-NowAnchorSkew)}
+}

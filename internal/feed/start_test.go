@@ -1,6 +1,8 @@
 package feed
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +152,40 @@ func FuzzParseStart(f *testing.F) {
 			t.Fatalf("ParseUntil rejects %q that ParseStart accepts: %v", s, err)
 		}
 	})
+}
+
+func TestAnchorNow(t *testing.T) {
+	t.Parallel()
+	started := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		in   StartFrom
+		mode FeedMode
+		want StartFrom
+	}{
+		{"latest now is the start less a second", StartFrom{Kind: StartNow}, LatestVersion, StartFrom{Kind: StartTime, Time: started.Add(-time.Second)}},
+		{"all-versions now stays now", StartFrom{Kind: StartNow}, AllVersionsAndDeletes, StartFrom{Kind: StartNow}},
+		{"beginning stays", StartFrom{Kind: StartBeginning}, LatestVersion, StartFrom{Kind: StartBeginning}},
+		{"a time stays", StartFrom{Kind: StartTime, Time: at}, LatestVersion, StartFrom{Kind: StartTime, Time: at}},
+	} {
+		if got := AnchorNow(tc.in, tc.mode, started); got != tc.want {
+			t.Errorf("%s: AnchorNow(%+v, %s) = %+v, want %+v", tc.name, tc.in, tc.mode, got, tc.want)
+		}
+	}
+}
+
+func TestSentinelsMatchTypedErrors(t *testing.T) {
+	t.Parallel()
+	th := fmt.Errorf("read: %w", &ThrottledError{Status: 429, RetryAfter: time.Second})
+	if !errors.Is(th, ErrThrottled) {
+		t.Errorf("errors.Is(%v, ErrThrottled) = false", th)
+	}
+	mm := fmt.Errorf("bootstrap: %w", &ModeMismatchError{Lease: "0", LeaseMode: "Incremental Feed", ProcessorMode: "Full-Fidelity Feed"})
+	if !errors.Is(mm, ErrModeMismatch) {
+		t.Errorf("errors.Is(%v, ErrModeMismatch) = false", mm)
+	}
+	if errors.Is(th, ErrModeMismatch) || errors.Is(mm, ErrThrottled) {
+		t.Error("a sentinel matches the other error type")
+	}
 }
