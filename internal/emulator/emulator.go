@@ -57,6 +57,7 @@ type Options struct {
 	// Logger receives request and storage logs. Default: a logger that discards everything.
 	Logger *slog.Logger
 	// Now is the clock used for _ts, If-Modified-Since and time-to-live expiry. Default: time.Now.
+	// A request's x-ms-date is checked against the real clock, which its client signs with.
 	Now func() time.Time
 	// Fsync makes every acknowledged write wait for fsync, so it survives a power loss too.
 	// Without it a write is acknowledged once the operating system holds it: it survives the
@@ -67,6 +68,9 @@ type Options struct {
 	// has passed (expired items are hidden from reads at once either way); negative turns the
 	// sweeper off. Default: DefaultTTLSweepInterval.
 	TTLSweepInterval time.Duration
+	// MaxConns is the number of connections Serve keeps open at once; beyond it, the connections
+	// that wait longest without a request in progress are closed. Default: DefaultMaxConns.
+	MaxConns int
 }
 
 // withDefaults returns a copy of o with the documented defaults applied.
@@ -86,6 +90,9 @@ func (o Options) withDefaults() Options {
 	if o.TTLSweepInterval == 0 {
 		o.TTLSweepInterval = DefaultTTLSweepInterval
 	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
 	return o
 }
 
@@ -93,6 +100,9 @@ func (o Options) withDefaults() Options {
 func (o Options) Validate() error {
 	if o.Dir == "" {
 		return errors.New("emulator options: data directory is required")
+	}
+	if o.MaxConns < 0 {
+		return fmt.Errorf("emulator options: max connections must not be negative, got %d", o.MaxConns)
 	}
 	if o.Partitions < 0 || o.Partitions > maxPartitions {
 		return fmt.Errorf("emulator options: partitions must be between 1 and %d, got %d", maxPartitions, o.Partitions)
@@ -137,6 +147,8 @@ type Emulator struct {
 	store  *store
 	log    *slog.Logger
 	faults faultInjector
+	// timeouts are Serve's connection timeouts (tests shorten them).
+	timeouts serveTimeouts
 
 	mu     sync.Mutex
 	addr   string
@@ -180,7 +192,7 @@ func Open(opts Options) (*Emulator, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	e := &Emulator{opts: opts, key: key, db: db, store: st, log: opts.Logger}
+	e := &Emulator{opts: opts, key: key, db: db, store: st, log: opts.Logger, timeouts: defaultServeTimeouts}
 	e.faults.init()
 	if err := e.writeHolder(); err != nil {
 		_ = db.Close()
@@ -277,23 +289,28 @@ func readHolder(dir string) (holderInfo, error) {
 const ShutdownGrace = 5 * time.Second
 
 // Serve serves the gateway on ln until ctx ends, recording ln's address as the serving address
-// (for the data directory's holder file). At shutdown it stops accepting, waits for the requests
-// in flight (at most ShutdownGrace) — not for idle or fresh connections, which http.Server would
-// wait on for up to 5 s — then closes every connection.
+// (for the data directory's holder file). A connection gets 10 s to send a request's headers,
+// a minute to send the whole request, and two minutes between requests;
+// at most Options.MaxConns are kept open, the longest-waiting silent ones closed first (see
+// connLimiter). At shutdown it stops accepting, waits for the requests in flight (at most
+// ShutdownGrace) — not for idle or fresh connections, which http.Server would wait on for up to
+// 5 s — then closes every connection.
 func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
-	var tr connTracker
+	lim := newConnLimiter(e.opts.MaxConns)
 	srv := &http.Server{
 		Handler:           e.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: e.timeouts.readHeader,
+		ReadTimeout:       e.timeouts.read,
+		IdleTimeout:       e.timeouts.idle,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ConnState:         tr.track,
+		ConnState:         lim.track,
 	}
 	e.SetServingAddr(ln.Addr().String())
 	defer e.SetServingAddr("")
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(&limitListener{Listener: ln, lim: lim}) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve emulator: %w", err)
@@ -313,49 +330,17 @@ wait:
 		case err = <-done:
 			break wait
 		case <-tick.C:
-			if !tr.busy() {
+			if !lim.busy() {
 				cancel()
 			}
 		}
 	}
-	if err != nil && tr.busy() {
+	if err != nil && lim.busy() {
 		e.log.Warn("requests still in flight at shutdown were cut off", "grace", ShutdownGrace)
 	}
 	_ = srv.Close()
 	<-errc
 	return nil
-}
-
-// connTracker counts the connections of a server that are serving a request.
-type connTracker struct {
-	mu     sync.Mutex
-	states map[net.Conn]http.ConnState
-	active int
-}
-
-func (t *connTracker) track(c net.Conn, s http.ConnState) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.states == nil {
-		t.states = map[net.Conn]http.ConnState{}
-	}
-	if t.states[c] == http.StateActive {
-		t.active--
-	}
-	if s == http.StateActive {
-		t.active++
-	}
-	if s == http.StateClosed || s == http.StateHijacked {
-		delete(t.states, c)
-	} else {
-		t.states[c] = s
-	}
-}
-
-func (t *connTracker) busy() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.active > 0
 }
 
 // Split replaces the live partition rangeID of container coll in database db by two children

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -111,8 +112,20 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		e.serveAdmin(w, r, segs[1:])
 		return
 	}
+	// An unauthenticated client gets its answer and loses its connection.
 	if err := auth.Verify(r, e.key); err != nil {
+		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
+		return
+	}
+	var de *auth.DateError
+	if err := auth.CheckDate(r.Header.Get("x-ms-date"), time.Now()); errors.As(err, &de) {
+		h.Set("Connection", "close")
+		if de.Malformed {
+			writeError(w, http.StatusUnauthorized, "Unauthorized", de.ServiceMessage(), 0)
+		} else {
+			writeError(w, http.StatusForbidden, "Forbidden", de.ServiceMessage(), 0)
+		}
 		return
 	}
 	if len(segs) > 0 {
@@ -676,6 +689,17 @@ func parseModifiedSince(v string) (time.Time, error) {
 	return http.ParseTime(v)
 }
 
+// parseFeedLSN parses a change-feed continuation (If-None-Match, an LSN, quoted or not). The
+// service's LSNs are signed 64-bit numbers: a negative, overflowing or non-numeric value is a
+// 400, never a number that wraps around to an early LSN.
+func parseFeedLSN(v string) (uint64, error) {
+	n, err := strconv.ParseInt(strings.Trim(v, `"`), 10, 64)
+	if err != nil || n < 0 {
+		return 0, badRequest("invalid change-feed continuation %q in If-None-Match: want an LSN between 0 and %d", v, int64(math.MaxInt64))
+	}
+	return uint64(n), nil
+}
+
 func pageSize(r *http.Request) (int, error) {
 	v := r.Header.Get(hdrMaxItemCount)
 	if v == "" {
@@ -732,9 +756,9 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 	case "*":
 		req.Now = true
 	default:
-		n, err := strconv.ParseUint(strings.Trim(inm, `"`), 10, 64)
+		n, err := parseFeedLSN(inm)
 		if err != nil {
-			e.fail(w, badRequest("invalid change-feed continuation %q in If-None-Match", inm))
+			e.fail(w, err)
 			return
 		}
 		req.Since = n

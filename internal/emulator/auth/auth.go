@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // WellKnownKey is the public account key of the Cosmos DB emulator, which
@@ -62,11 +63,58 @@ var (
 	ErrMismatch = errors.New("signature mismatch")
 )
 
+// Date rules of the service: a signed request is valid from its x-ms-date for DateWindow.
+const (
+	// DateWindow is how long after its x-ms-date a signature is accepted.
+	DateWindow = 15 * time.Minute
+	// DateAhead is how far an x-ms-date may be ahead of the emulator's clock. The service
+	// refuses dates 7 minutes ahead; a few minutes of drift between a client and the emulator
+	// are forgiven.
+	DateAhead = 5 * time.Minute
+)
+
+// DateError is a request whose x-ms-date the service would refuse: not an RFC 1123 date
+// (Malformed; the service answers 401), or outside the window it accepts (403).
+type DateError struct {
+	Malformed bool
+	Start     time.Time // the request's x-ms-date (zero when Malformed)
+	Now       time.Time // the emulator's clock
+}
+
+func (e *DateError) Error() string {
+	if e.Malformed {
+		return "x-ms-date is not an RFC 1123 date"
+	}
+	return fmt.Sprintf("x-ms-date %s is outside the accepted window at %s", e.Start.UTC().Format(http.TimeFormat), e.Now.UTC().Format(http.TimeFormat))
+}
+
+// ServiceMessage is the message the service answers the request with.
+func (e *DateError) ServiceMessage() string {
+	if e.Malformed {
+		return "The input date header is invalid format. Please pass in RFC 1123 style date format."
+	}
+	return fmt.Sprintf("The authorization token is not valid at the current time. Please create another token and retry (token start time: %s, token expiry time: %s, current server time: %s).",
+		e.Start.UTC().Format(http.TimeFormat), e.Start.Add(DateWindow).UTC().Format(http.TimeFormat), e.Now.UTC().Format(http.TimeFormat))
+}
+
+// CheckDate checks a request's x-ms-date against the clock reading now: it must be an RFC 1123
+// date (any zone name: the SDKs send GMT or UTC) no older than DateWindow and no more than
+// DateAhead ahead. Otherwise it returns a *DateError.
+func CheckDate(date string, now time.Time) error {
+	t, err := time.Parse(time.RFC1123, strings.TrimSpace(date))
+	if err != nil {
+		return &DateError{Malformed: true, Now: now}
+	}
+	if now.Before(t.Add(-DateAhead)) || now.After(t.Add(DateWindow)) {
+		return &DateError{Start: t, Now: now}
+	}
+	return nil
+}
+
 // Verify checks r's master-key Authorization header
 // (type=master&ver=1.0&sig=..., URL-encoded) against the request's verb,
 // unescaped path and x-ms-date header, with key the Base64-decoded account
-// key. Only master-key tokens are accepted, and the date is not checked for
-// clock skew (a test emulator should not reject a slow clock). The error wraps ErrMissing,
+// key. Only master-key tokens are accepted; the date's window is CheckDate's. The error wraps ErrMissing,
 // ErrMalformed or ErrMismatch and describes what was signed, never the key or
 // the expected signature.
 func Verify(r *http.Request, key []byte) error {

@@ -1,0 +1,85 @@
+package emulator_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+)
+
+// datedRequest sends GET /dbs signed with the well-known key at the given x-ms-date.
+func datedRequest(t *testing.T, e *emulator.Emulator, date string) (*http.Response, string) {
+	t.Helper()
+	key, _ := base64.StdEncoding.DecodeString(auth.WellKnownKey)
+	req, _ := http.NewRequest(http.MethodGet, "http://raw.test/dbs", nil)
+	req.Header.Set("x-ms-date", date)
+	req.Header.Set("Authorization", url.QueryEscape("type=master&ver=1.0&sig="+auth.Sign(key, "GET", "dbs", "", date)))
+	resp, err := emulator.Transport{Handler: e.Handler()}.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct{ Code, Message string }
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp, body.Message
+}
+
+func TestAuth_DateMustBeRFC1123AndRecent(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{})
+	now := time.Now().UTC()
+	tests := []struct {
+		name       string
+		date       string
+		wantStatus int
+		wantMsg    string
+	}{
+		{"now", now.Format(http.TimeFormat), http.StatusOK, ""},
+		{"now in UTC", now.Format(time.RFC1123), http.StatusOK, ""},
+		{"14 minutes old", now.Add(-14 * time.Minute).Format(http.TimeFormat), http.StatusOK, ""},
+		{"a minute ahead", now.Add(time.Minute).Format(http.TimeFormat), http.StatusOK, ""},
+		{"garbage", "yesterday-ish", http.StatusUnauthorized, "The input date header is invalid format. Please pass in RFC 1123 style date format."},
+		{"RFC 3339", now.Format(time.RFC3339), http.StatusUnauthorized, "The input date header is invalid format."},
+		{"16 minutes old", now.Add(-16 * time.Minute).Format(http.TimeFormat), http.StatusForbidden, "The authorization token is not valid at the current time. Please create another token and retry (token start time: "},
+		{"a day old", now.Add(-24 * time.Hour).Format(http.TimeFormat), http.StatusForbidden, "current server time: "},
+		{"10 minutes ahead", now.Add(10 * time.Minute).Format(http.TimeFormat), http.StatusForbidden, "token expiry time: " + now.Add(25*time.Minute).Format(http.TimeFormat)},
+	}
+	for _, tc := range tests {
+		resp, msg := datedRequest(t, e, tc.date)
+		if resp.StatusCode != tc.wantStatus || !strings.Contains(msg, tc.wantMsg) {
+			t.Errorf("%s (%q): %d %q, want %d with %q", tc.name, tc.date, resp.StatusCode, msg, tc.wantStatus, tc.wantMsg)
+		}
+		if tc.wantStatus != http.StatusOK && resp.Header.Get("Connection") != "close" {
+			t.Errorf("%s: a refused request keeps its connection", tc.name)
+		}
+	}
+}
+
+func TestChangeFeed_OverflowingContinuationIs400(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	for i := range 3 {
+		upsert(t, cc, doc{ID: "d" + string(rune('0'+i)), PK: "p", V: 1})
+	}
+	for _, cont := range []string{`"18446744073709551615"`, "18446744073709551615", `"9223372036854775808"`, `"-1"`, `"1e3"`, `"abc"`, `""x`} {
+		resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/c/docs", map[string]string{
+			"A-IM": "Incremental Feed", "If-None-Match": cont, "x-ms-documentdb-partitionkeyrangeid": "0",
+		}, "")
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "continuation") {
+			t.Errorf("continuation %s: %d %s, want 400 naming the continuation", cont, resp.StatusCode, body)
+		}
+	}
+	// The largest LSN the service can have is read as an LSN in the future: nothing new yet.
+	resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/c/docs", map[string]string{
+		"A-IM": "Incremental Feed", "If-None-Match": `"9223372036854775807"`, "x-ms-documentdb-partitionkeyrangeid": "0",
+	}, "")
+	if resp.StatusCode != http.StatusNotModified {
+		t.Errorf("continuation at the largest LSN: %d %s, want 304", resp.StatusCode, body)
+	}
+}
