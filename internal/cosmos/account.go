@@ -19,7 +19,6 @@ import (
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
@@ -74,6 +73,9 @@ type Account struct {
 	opts     *azcosmos.ClientOptions
 	// leasesOnly: see Config.LeasesOnly.
 	leasesOnly bool
+	// borrowed: the client is the caller's (FromClient): Close leaves it open, and there is no
+	// meta client (partitions are listed through the SDK).
+	borrowed bool
 
 	closeOnce sync.Once
 }
@@ -97,7 +99,7 @@ func Open(ctx context.Context, cfg Config) (*Account, error) {
 	// (azcosmos never sends them); the mode policy turns all-versions reads into Full-Fidelity
 	// Feed requests (azcosmos has no mode option); the feed body policy splits ReadPage's
 	// documents itself (feedbody.go).
-	opts.PerCallPolicies = []policy.Policy{epkPolicy{}, modePolicy{}, feedBodyPolicy{}}
+	opts.PerCallPolicies = PerCallPolicies()
 
 	a := &Account{log: log, leasesOnly: cfg.LeasesOnly}
 	switch {
@@ -225,12 +227,12 @@ func LocalEndpoint(dir string) string {
 	return fmt.Sprintf("http://localhost:%d/", 10000+h.Sum32()%50000)
 }
 
-// Close closes the SDK client (releasing its process-wide caches) and the embedded emulator, if
-// any. It is idempotent.
+// Close closes the SDK client (releasing its process-wide caches), unless the account was opened
+// with FromClient, and the embedded emulator, if any. It is idempotent.
 func (a *Account) Close() error {
 	var err error
 	a.closeOnce.Do(func() {
-		if a.client != nil {
+		if a.client != nil && !a.borrowed {
 			a.client.Close()
 		}
 		if a.emu != nil {

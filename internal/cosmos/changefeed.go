@@ -22,7 +22,13 @@ func (c *Container) Partitions(ctx context.Context) ([]feed.Partition, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	parts, err := c.acct.meta.partitions(ctx, c.db, c.name)
+	var parts []feed.Partition
+	var err error
+	if c.acct.meta == nil {
+		parts, err = c.clientPartitions(ctx)
+	} else {
+		parts, err = c.acct.meta.partitions(ctx, c.db, c.name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -196,9 +202,17 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	}
 	hold := &rawFeed{}
 	ctx = context.WithValue(ctx, rawFeedKey{}, hold)
+	var probe *policyProbe
+	if c.acct.borrowed && (sub || req.Mode == feed.AllVersionsAndDeletes) {
+		probe = &policyProbe{}
+		ctx = context.WithValue(ctx, policyProbeKey{}, probe)
+	}
 	resp, err := c.client.ReadChangeFeed(ctx, opts)
 	if err != nil {
 		return feed.Page{}, translate(err, opInfo{op: op, missing: "container " + c.path(), rbacAction: rbacReadChangeFeed, partitionID: part.ID})
+	}
+	if probe != nil && !probe.applied {
+		return feed.Page{}, fmt.Errorf("%s: %w", op, ErrClientPolicies)
 	}
 	return pageOf(resp, hold, part.ID, rng)
 }
@@ -295,6 +309,7 @@ func (modePolicy) Do(req *policy.Request) (*http.Response, error) {
 		raw.Method == http.MethodGet && raw.Header.Get("A-IM") != "" && strings.HasSuffix(raw.URL.Path, "/docs") {
 		raw.Header.Set("A-IM", "Full-Fidelity Feed")
 		raw.Header.Set("x-ms-cosmos-changefeed-wire-format-version", "2021-09-15")
+		markApplied(raw.Context())
 	}
 	return req.Next()
 }
@@ -314,6 +329,7 @@ func (epkPolicy) Do(req *policy.Request) (*http.Response, error) {
 		raw.Header.Set("x-ms-start-epk", rng.Min)
 		raw.Header.Set("x-ms-end-epk", rng.Max)
 		raw.Header.Set("x-ms-read-key-type", "EffectivePartitionKeyRange")
+		markApplied(raw.Context())
 	}
 	return req.Next()
 }

@@ -25,8 +25,9 @@ type Container struct {
 	client *azcosmos.ContainerClient
 
 	mu    sync.Mutex
-	info  *ContainerInfo   // cached by Info
-	parts []feed.Partition // cached by Partitions
+	info  *ContainerInfo          // cached by Info
+	parts []feed.Partition        // cached by Partitions
+	ids   map[leases.Range]string // partition ids by range, for a borrowed client (clientPartitions)
 }
 
 var _ feed.Source = (*Container)(nil)
