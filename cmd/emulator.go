@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +31,8 @@ type emulatorOptions struct {
 	Addr       string
 	Partitions int
 	Fsync      bool
+	// AllowWellKnownKey lets the gateway serve a non-loopback address with the well-known key.
+	AllowWellKnownKey bool
 
 	// Key is the account key the gateway checks signatures against; "" is the well-known key.
 	Key string
@@ -65,9 +68,13 @@ Output: a table on a terminal; in a pipe one JSON line of type "serving" with th
 endpoint, key, key_source, connection_string, data_dir, partitions and pid.
 
 The key is the well-known Cosmos DB emulator key unless --key-file (or --key) gives another;
-a custom key is never printed, only where it comes from. COSMOS_KEY is ignored here, so that
-the key of a real account in your environment never becomes the emulator's (and is never
-printed). The gateway binds loopback by default; binding another address prints a warning,
+a custom key is never printed, only where it comes from. A custom key must be at least 64
+bytes once decoded, like a Cosmos DB account key (make one with
+'head -c 64 /dev/urandom | base64 -w0'). COSMOS_KEY is ignored here, so that the key of a real
+account in your environment never becomes the emulator's (and is never printed).
+
+The gateway binds loopback by default. Binding another address with the well-known key, which
+is public, is refused unless --allow-well-known-key says so; with any key it prints a warning,
 because anyone who can reach it and knows the key can read and write the data.
 
 While it runs, the data directory is locked: other commands reach the data with
@@ -104,6 +111,9 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 			if err := opts.resolveKey(); err != nil {
 				return err
 			}
+			if err := checkExposure(listenHost(opts.Addr), opts.Key == "", opts.AllowWellKnownKey); err != nil {
+				return err
+			}
 			return runEmulator(contextOf(c), opts)
 		},
 	}
@@ -111,6 +121,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.Data, "data", defaultLocalDir, "data `DIR` to serve (created if missing)")
 	fs.StringVar(&opts.Addr, "addr", defaultEmulatorAddr, "`HOST:PORT` to listen on (port 0: any free port)")
 	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
+	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
 	c.AddCommand(newEmulatorSplitCmd(f), newEmulatorMergeCmd(f), newEmulatorFaultsCmd(f))
 	return c
@@ -142,7 +153,38 @@ func (o *emulatorOptions) resolveKey() error {
 	if err := (emulator.Options{Dir: o.Data, Key: o.Key}).Validate(); err != nil {
 		return briefUsageErrorf("the emulator key must be base64 (like a Cosmos DB account key): %w", err)
 	}
+	if n := decodedLen(o.Key); n < minEmulatorKeyBytes {
+		return withHint(briefUsageErrorf("the emulator key is %d bytes decoded; a key must be at least %d, like a Cosmos DB account key", n, minEmulatorKeyBytes),
+			"make one with: head -c 64 /dev/urandom | base64 -w0")
+	}
 	return nil
+}
+
+// minEmulatorKeyBytes is the decoded length of a Cosmos DB account key, the shortest custom key
+// the gateway serves with.
+const minEmulatorKeyBytes = 64
+
+// decodedLen is the length of a valid base64 key once decoded.
+func decodedLen(key string) int {
+	b, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// checkExposure refuses to serve a non-loopback host with the well-known key, which anyone can
+// look up, unless allowed.
+func checkExposure(host string, wellKnown, allowed bool) error {
+	if !wellKnown || allowed || isLoopbackHost(host) {
+		return nil
+	}
+	shown := host
+	if shown == "" {
+		shown = "every interface"
+	}
+	return withHint(briefUsageErrorf("refusing to serve %s with the well-known emulator key: anyone who reaches it could read and write the data", shown),
+		"give a key of your own with --key-file, bind a loopback address, or pass --allow-well-known-key")
 }
 
 // keySource says where the gateway's key comes from, for the view.

@@ -110,7 +110,7 @@ func (e *inProcessEmulator) view(t *testing.T) emulatorView {
 func TestEmulator_CustomKeyFileIsNeverPrinted(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	const key = "bXktZW11bGF0b3Ita2V5LTAxMjM0NTY3ODk="
+	const key = "bXktZW11bGF0b3Ita2V5LTAxMjM0NTY3ODktbXktZW11bGF0b3Ita2V5LTAxMjM0NTY3ODktYWJjZGVmZ2hpag=="
 	keyFile := filepath.Join(dir, "emu.key")
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestEmulator_CustomKeyFileIsNeverPrinted(t *testing.T) {
 
 func TestEmulator_TableOnATerminalAndNonLoopbackWarning(t *testing.T) {
 	t.Parallel()
-	e := startEmulator(t, true, "emulator", "--addr", "0.0.0.0:0", "--data", t.TempDir(), "--partitions", "2")
+	e := startEmulator(t, true, "emulator", "--addr", "0.0.0.0:0", "--allow-well-known-key", "--data", t.TempDir(), "--partitions", "2")
 	out := e.stdout.String()
 	for _, re := range []string{
 		`(?m)^SETTING\s+VALUE$`,
@@ -317,5 +317,28 @@ func TestEmulator_Process(t *testing.T) {
 	// The directory is free again and holds what was imported, split partitions included.
 	if n := len(countItems(t, dataDir, "shop", "orders")); n != 200 {
 		t.Errorf("after the emulator stopped the directory holds %d orders, want 200", n)
+	}
+}
+
+func TestCheckExposure(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		host               string
+		wellKnown, allowed bool
+		wantErr            bool
+	}{
+		{"localhost", true, false, false},
+		{"127.0.0.1", true, false, false},
+		{"::1", true, false, false},
+		{"0.0.0.0", true, false, true},
+		{"", true, false, true},
+		{"192.168.1.10", true, false, true},
+		{"0.0.0.0", true, true, false},
+		{"0.0.0.0", false, false, false},
+	}
+	for _, tc := range tests {
+		if err := checkExposure(tc.host, tc.wellKnown, tc.allowed); (err != nil) != tc.wantErr {
+			t.Errorf("checkExposure(%q, wellKnown=%v, allowed=%v) = %v, want error %v", tc.host, tc.wellKnown, tc.allowed, err, tc.wantErr)
+		}
 	}
 }
