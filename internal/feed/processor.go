@@ -335,18 +335,36 @@ func (p *Processor) bootstrap(ctx context.Context) (BootstrapResult, error) {
 			}
 			return BootstrapResult{Existed: true}, p.checkMode(existing)
 		}
-		locked, err := p.store.TryLock(ctx, leases.DefaultLockTTL)
+		locked, holder, err := p.store.TryLock(ctx, leases.DefaultLockTTL, p.opts.Instance)
 		if err != nil {
 			return BootstrapResult{}, fmt.Errorf("bootstrap: %w", err)
 		}
 		if locked {
 			return p.createMissing(ctx)
 		}
-		p.log.Debug("waiting for another host to initialize the lease store", "wait", wait)
+		p.logLockWait(holder, wait)
 		if err := sleepCtx(ctx, wait); err != nil {
 			return BootstrapResult{}, err
 		}
 	}
+}
+
+// logLockWait says whose bootstrap lock this host waits on and since when. cfp never deletes
+// a lock it did not write, as .NET and Java never do: the holder may still be creating leases,
+// and its start fails if .info appears meanwhile. Repeats are rate-limited.
+func (p *Processor) logLockWait(h *leases.LockHolder, wait time.Duration) {
+	if ok, _ := p.limit.allow("bootstrap-lock"); !ok {
+		return
+	}
+	holder := "another host (the lock names no owner: a .NET or Java processor)"
+	if h != nil && h.Owner != "" {
+		holder = "cfp host " + h.Owner
+	}
+	attrs := []any{"lock", leases.LockID(p.store.Prefix()), "holder", holder, "retry", wait}
+	if h != nil && !h.Since.IsZero() {
+		attrs = append(attrs, "since", h.Since.UTC().Format(time.RFC3339), "age", p.opts.Now().Sub(h.Since).Round(time.Second))
+	}
+	p.log.Warn("waiting for the bootstrap lock; another host is initializing the lease store", attrs...)
 }
 
 // createMissing runs under the bootstrap lock: one v0 lease per partition not yet covered,

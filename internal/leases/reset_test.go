@@ -143,7 +143,7 @@ func TestExportImport(t *testing.T) {
 	if err := src.MarkInitialized(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := src.TryLock(ctx, 0); !ok || err != nil {
+	if ok, _, err := src.TryLock(ctx, 0, ""); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	exp, err := src.Export(ctx)

@@ -2,6 +2,7 @@ package leases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -388,63 +389,87 @@ func (s *Store) MarkInitialized(ctx context.Context) error {
 	return nil
 }
 
-// TryLock creates the bootstrap lock {"id":"<prefix>.lock","ttl":<ttl s>}. It returns false when
-// another host holds it. A lock older than ttl (a lease container without TTL keeps it forever)
-// is deleted and taken over.
-func (s *Store) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
+// LockHolder describes a bootstrap lock that another host holds.
+type LockHolder struct {
+	// Owner is the instance that wrote the lock: cfp writes its instance name into the lock
+	// document; .NET and Java write none, and Owner is "".
+	Owner string
+	// Since is when the lock was written (its _ts), zero when unknown.
+	Since time.Time
+	// TTL is the lock's ttl field, 0 when it has none.
+	TTL time.Duration
+}
+
+// TryLock creates the bootstrap lock {"id":"<prefix>.lock","ttl":<ttl s>,"owner":<owner>}, as
+// .NET's AcquireInitializationLockAsync does (plus the owner, which no SDK reads). It returns
+// false and the holder when another host holds the lock. It never deletes a lock it did not
+// write, however old: .NET and Java wait for the lock to go (its ttl in a container with time
+// to live, or the holder's delete), and a host whose lock was taken away fails its start when
+// its .info create then conflicts. A lock left behind in a container without time to live is
+// reported by Check (stale-lock) with the command that removes it.
+func (s *Store) TryLock(ctx context.Context, ttl time.Duration, owner string) (bool, *LockHolder, error) {
 	if ttl <= 0 {
 		ttl = DefaultLockTTL
 	}
 	id := LockID(s.prefix)
-	for range 2 {
-		d, err := s.marker(ctx, id, map[string]any{"ttl": int(ttl / time.Second)})
-		if err == nil {
-			s.mu.Lock()
-			s.lockETag = d.ETag
-			s.mu.Unlock()
-			return true, nil
-		}
-		if !errors.Is(err, ErrConflict) {
-			return false, fmt.Errorf("create %s: %w", id, err)
-		}
-		stale, etag, err := s.staleLock(ctx, id, ttl)
-		if err != nil || !stale {
-			return false, err
-		}
-		p, err := s.path(ctx)
-		if err != nil {
-			return false, err
-		}
-		err = s.docs.Delete(ctx, id, pkFor(p, id, id), etag)
-		if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPreconditionFailed) {
-			return false, fmt.Errorf("delete stale %s: %w", id, err)
-		}
+	extra := map[string]any{"ttl": int(ttl / time.Second)}
+	if owner != "" {
+		extra["owner"] = owner
 	}
-	return false, nil
+	d, err := s.marker(ctx, id, extra)
+	if err == nil {
+		s.mu.Lock()
+		s.lockETag = d.ETag
+		s.mu.Unlock()
+		return true, nil, nil
+	}
+	if !errors.Is(err, ErrConflict) {
+		return false, nil, fmt.Errorf("create %s: %w", id, err)
+	}
+	h, err := s.lockHolder(ctx, id)
+	if err != nil {
+		return false, nil, err
+	}
+	return false, h, nil
 }
 
-// staleLock reports whether the lock document is older than ttl by its _ts.
-func (s *Store) staleLock(ctx context.Context, id string, ttl time.Duration) (bool, string, error) {
+// lockHolder reads the lock document: its owner, _ts and ttl (a lock gone meanwhile gives a
+// zero holder).
+func (s *Store) lockHolder(ctx context.Context, id string) (*LockHolder, error) {
 	p, err := s.path(ctx)
 	if err != nil {
-		return false, "", err
+		return nil, err
 	}
 	d, err := s.docs.Read(ctx, id, pkFor(p, id, id))
 	if errors.Is(err, ErrNotFound) {
-		return true, "", nil
+		return &LockHolder{}, nil
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("read %s: %w", id, err)
+		return nil, fmt.Errorf("read %s: %w", id, err)
 	}
-	o, err := parseObject(d.Body)
+	return ParseLock(d.Body), nil
+}
+
+// ParseLock reads a bootstrap lock document: its owner (cfp's), _ts and ttl. Fields it cannot
+// read stay zero.
+func ParseLock(body []byte) *LockHolder {
+	var h LockHolder
+	o, err := parseObject(body)
 	if err != nil {
-		return false, "", nil
+		return &h
 	}
+	h.Owner, _ = o.str("owner")
 	var tsl Lease
-	if err := tsl.decodeTimestamp(o); err != nil || tsl.Timestamp.IsZero() {
-		return false, "", nil
+	if tsl.decodeTimestamp(o) == nil {
+		h.Since = tsl.Timestamp
 	}
-	return tsl.Timestamp.Add(ttl).Before(s.now()), d.ETag, nil
+	if v, ok := o.vals["ttl"]; ok {
+		var n float64
+		if json.Unmarshal(v, &n) == nil && n > 0 {
+			h.TTL = time.Duration(n * float64(time.Second))
+		}
+	}
+	return &h
 }
 
 // Unlock deletes the bootstrap lock taken by TryLock (If-Match on its ETag).

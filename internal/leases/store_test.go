@@ -270,12 +270,13 @@ func TestStore_Markers(t *testing.T) {
 			if ok, err := s.IsInitialized(ctx); ok || err != nil {
 				t.Fatalf("IsInitialized on empty = %v, %v", ok, err)
 			}
-			if ok, err := s.TryLock(ctx, 30*time.Second); !ok || err != nil {
+			if ok, _, err := s.TryLock(ctx, 30*time.Second, "host-a"); !ok || err != nil {
 				t.Fatalf("TryLock = %v, %v; want true", ok, err)
 			}
 			other := leases.NewStore(docs, testPrefix, leases.StoreOptions{Now: clk.Now})
-			if ok, err := other.TryLock(ctx, 30*time.Second); ok || err != nil {
-				t.Fatalf("second TryLock = %v, %v; want false", ok, err)
+			ok, holder, err := other.TryLock(ctx, 30*time.Second, "host-b")
+			if ok || err != nil || holder == nil || holder.Owner != "host-a" || holder.TTL != 30*time.Second || holder.Since.IsZero() {
+				t.Fatalf("second TryLock = %v, %+v, %v; want false, held by host-a", ok, holder, err)
 			}
 			lock, err := docs.Read(ctx, leases.LockID(testPrefix), leases.LockID(testPrefix))
 			if err != nil {
@@ -296,13 +297,17 @@ func TestStore_Markers(t *testing.T) {
 			if err := s.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := other.TryLock(ctx, 30*time.Second); !ok || err != nil {
+			if ok, _, err := other.TryLock(ctx, 30*time.Second, "host-b"); !ok || err != nil {
 				t.Fatalf("TryLock after Unlock = %v, %v; want true", ok, err)
 			}
-			// A lock left behind in a container without TTL is taken over once it is stale.
-			clk.Add(31 * time.Second)
-			if ok, err := s.TryLock(ctx, 30*time.Second); !ok || err != nil {
-				t.Fatalf("TryLock over a stale lock = %v, %v; want true", ok, err)
+			// A lock older than its ttl (a container without time to live) is never taken
+			// over: its holder may still be creating leases.
+			clk.Add(time.Hour)
+			if ok, holder, err := s.TryLock(ctx, 30*time.Second, "host-a"); ok || err != nil || holder.Owner != "host-b" {
+				t.Fatalf("TryLock over an old lock = %v, %+v, %v; want false, held by host-b", ok, holder, err)
+			}
+			if _, err := docs.Read(ctx, leases.LockID(testPrefix), leases.LockID(testPrefix)); err != nil {
+				t.Fatalf("the old lock was removed: %v", err)
 			}
 		})
 	}
