@@ -325,38 +325,24 @@ func feedPosition(ctx context.Context, src feed.Source, l *leases.Lease, parts [
 	return leases.FormatLSN(0), nil
 }
 
-// leaseReadRequest is the read of l's range: its partition, and the sub-range when the lease
-// covers only part of it.
+// leaseReadRequest is the read of l's range (feed.Route), with the reason said for a user
+// when no single live partition serves it.
 func leaseReadRequest(l *leases.Lease, parts []feed.Partition) (feed.ReadRequest, error) {
-	if l.Family == leases.FamilyDotNetV0 || l.Family == leases.FamilyJavaPK || !l.HasRange() {
-		for _, p := range parts {
-			if p.ID == l.Token {
-				return feed.ReadRequest{PartitionID: p.ID}, nil
-			}
-		}
+	rt, err := feed.Route(l, parts)
+	var rerr *feed.RouteError
+	switch {
+	case err == nil:
+		return rt.Request(), nil
+	case !errors.As(err, &rerr):
+		return feed.ReadRequest{}, err
+	case rerr.Gone:
 		return feed.ReadRequest{}, fmt.Errorf("partition %s is gone (split or merged); let a processor split the lease first", l.Token)
-	}
-	var over []feed.Partition
-	for _, p := range parts {
-		if p.Range.Overlaps(l.Range) {
-			over = append(over, p)
-		}
-	}
-	switch len(over) {
-	case 0:
+	case rerr.NoRange:
+		return feed.ReadRequest{}, fmt.Errorf("lease %s has no range", l.Token)
+	case len(rerr.Over) == 0:
 		return feed.ReadRequest{}, fmt.Errorf("no live partition serves range %s", l.Range)
-	case 1:
-		p := over[0]
-		if leases.CompareEPK(p.Range.Min, l.Range.Min) > 0 || leases.CompareEPK(l.Range.Max, p.Range.Max) > 0 {
-			return feed.ReadRequest{}, fmt.Errorf("range %s reaches past partition %s", l.Range, p.ID)
-		}
-		req := feed.ReadRequest{PartitionID: p.ID}
-		if l.Range != p.Range {
-			req.Range = l.Range
-		}
-		return req, nil
 	}
-	return feed.ReadRequest{}, fmt.Errorf("range %s spans %d partitions; let a processor split the lease first", l.Range, len(over))
+	return feed.ReadRequest{}, fmt.Errorf("range %s spans %d partitions; let a processor split the lease first", l.Range, len(rerr.Over))
 }
 
 // itemLSN returns a change's _lsn (0 when missing).

@@ -193,24 +193,12 @@ func (h *windowHandler) CloseLease(ctx context.Context, l feed.LeaseInfo, reason
 // after the window closed. A lease whose range is gone or spans several partitions is not done:
 // the processor splits it first.
 func rangeDone(ctx context.Context, src feed.Source, parts []feed.Partition, l *leases.Lease, pos feed.StartFrom, until time.Time, now func() time.Time) (bool, error) {
-	req := feed.ReadRequest{MaxItems: 1, Start: pos}
-	if l.Family == leases.FamilyDotNetV0 || l.Family == leases.FamilyJavaPK || !l.HasRange() {
-		req.PartitionID = l.Token
-	} else {
-		var over []feed.Partition
-		for _, p := range parts {
-			if p.Range.Overlaps(l.Range) {
-				over = append(over, p)
-			}
-		}
-		if len(over) != 1 {
-			return false, nil
-		}
-		req.PartitionID = over[0].ID
-		if over[0].Range != l.Range {
-			req.Range = l.Range
-		}
+	rt, err := feed.Route(l, parts)
+	if err != nil {
+		return false, nil
 	}
+	req := rt.Request()
+	req.MaxItems, req.Start = 1, pos
 	began := now()
 	page, err := feed.NewReader(src, req, feed.ReaderOptions{Poll: -1, MaxThrottleRetries: 2}).Next(ctx)
 	switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -268,24 +269,13 @@ func parseEPKRange(s string) (feed.Range, error) {
 		}
 	}
 	r := feed.Range{Min: lo, Max: hi}
-	if compareEPK(r.Min, r.Max) >= 0 {
+	if leases.CompareEPK(r.Min, r.Max) >= 0 {
 		return feed.Range{}, errors.New("MIN must be below MAX")
 	}
-	if compareEPK(r.Max, "FF") > 0 {
+	if leases.CompareEPK(r.Max, "FF") > 0 {
 		return feed.Range{}, errors.New("MAX must not be above FF")
 	}
 	return r, nil
-}
-
-// compareEPK compares EPK boundaries like leases.CompareEPK.
-func compareEPK(a, b string) int {
-	for len(a) < len(b) {
-		a += "0"
-	}
-	for len(b) < len(a) {
-		b += "0"
-	}
-	return strings.Compare(a, b)
 }
 
 // partitionKeyJSON turns --partition-key into the JSON array form: a JSON array or JSON string

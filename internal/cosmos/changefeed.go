@@ -152,8 +152,8 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 
 	rng := part.Range
 	sub := false
-	if req.Range != (leases.Range{}) && !sameRange(req.Range, part.Range) {
-		if !within(req.Range, part.Range) {
+	if req.Range != (leases.Range{}) && !req.Range.Equal(part.Range) {
+		if req.Range.Empty() || !req.Range.Within(part.Range) {
 			return feed.Page{}, fmt.Errorf("%s: range %s is not inside partition %s (%s)", op, req.Range, part.ID, part.Range)
 		}
 		rng, sub = req.Range, true
@@ -226,7 +226,7 @@ func pageOf(resp azcosmos.ChangeFeedResponse, hold *rawFeed, id string, rng leas
 	if err := json.Unmarshal([]byte(resp.ContinuationToken), &tok); err != nil {
 		return feed.Page{}, fmt.Errorf("read change feed of partition %s: decode the sdk continuation: %w", id, err)
 	}
-	if len(tok.Ranges) != 1 || !sameRange(leases.Range{Min: tok.Ranges[0].MinInclusive, Max: tok.Ranges[0].MaxExclusive}, rng) {
+	if len(tok.Ranges) != 1 || !rng.Equal(leases.Range{Min: tok.Ranges[0].MinInclusive, Max: tok.Ranges[0].MaxExclusive}) {
 		return feed.Page{}, gone
 	}
 	var page feed.Page
@@ -259,40 +259,28 @@ func pageOf(resp azcosmos.ChangeFeedResponse, hold *rawFeed, id string, rng leas
 	return page, nil
 }
 
-// parseSessionToken splits "<pkRangeId>:<version>#<globalLSN>[#<region>=<lsn>...]".
+// parseSessionToken reads the partition key range id and the global LSN of a session token
+// the way the .NET estimator reads the LSN: the part after the first ':' split on '#', its
+// second field when there are two or more ("<pkRangeId>:<version>#<globalLSN>[#<region>=<lsn>...]",
+// a vector token), else its only field ("<pkRangeId>:<globalLSN>", a simple token). Of several
+// comma-joined tokens the first counts (the change feed of one range returns one). A token
+// without an id, or whose LSN is not a non-negative number, gives ok == false.
 func parseSessionToken(s string) (rangeID string, lsn int64, ok bool) {
-	// Several tokens may be joined with commas; the change feed of one range returns one.
 	s, _, _ = strings.Cut(s, ",")
 	id, rest, found := strings.Cut(s, ":")
 	if !found || id == "" {
 		return "", 0, false
 	}
 	fields := strings.Split(rest, "#")
-	if len(fields) < 2 {
-		return "", 0, false
+	field := fields[0]
+	if len(fields) >= 2 {
+		field = fields[1]
 	}
-	n, err := strconv.ParseInt(fields[1], 10, 64)
-	if err != nil {
+	n, err := strconv.ParseInt(field, 10, 64)
+	if err != nil || n < 0 {
 		return "", 0, false
 	}
 	return id, n, true
-}
-
-func sameRange(a, b leases.Range) bool {
-	return leases.CompareEPK(a.Min, b.Min) == 0 && leases.CompareEPK(normMax(a.Max), normMax(b.Max)) == 0
-}
-
-// within reports whether inner lies inside outer.
-func within(inner, outer leases.Range) bool {
-	return leases.CompareEPK(outer.Min, inner.Min) <= 0 && leases.CompareEPK(normMax(inner.Max), normMax(outer.Max)) <= 0 &&
-		leases.CompareEPK(inner.Min, normMax(inner.Max)) < 0
-}
-
-func normMax(m string) string {
-	if m == "" {
-		return "FF"
-	}
-	return m
 }
 
 // modeKey is the context key of the change-feed mode of one ReadPage call.

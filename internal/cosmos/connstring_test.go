@@ -141,6 +141,12 @@ func TestParseSessionToken(t *testing.T) {
 		{"7:-1#9,8:-1#10", "7", 9, true},
 		{"", "", 0, false},
 		{"0:-1", "", 0, false},
+		{"0:12345", "0", 12345, true}, // a simple (V1) token: the .NET estimator reads 12345
+		{"0:1#12345#3=12000", "0", 12345, true},
+		{"0:", "", 0, false},
+		{"0:-1#", "", 0, false},
+		{"42", "", 0, false},
+		{"0:-1#9223372036854775807", "0", 9223372036854775807, true},
 		{"0:-1#x", "", 0, false},
 	}
 	for _, tc := range tests {
@@ -149,4 +155,25 @@ func TestParseSessionToken(t *testing.T) {
 			t.Errorf("parseSessionToken(%q) = %q, %d, %v; want %q, %d, %v", tc.in, id, lsn, ok, tc.id, tc.lsn, tc.ok)
 		}
 	}
+}
+
+func FuzzParseSessionToken(f *testing.F) {
+	f.Add("0", int64(-1), int64(12), "")
+	f.Add("17", int64(1), int64(5), "#3=4")
+	f.Add("9", int64(0), int64(0), "#2=1#3=9")
+	f.Fuzz(func(t *testing.T, id string, version, lsn int64, regions string) {
+		if id == "" || lsn < 0 || strings.ContainsAny(id, ":#,") || (regions != "" && (regions[0] != '#' || strings.Contains(regions, ","))) {
+			t.Skip()
+		}
+		// The global LSN is the second '#' field after the first ':', whatever follows it.
+		token := fmt.Sprintf("%s:%d#%d%s", id, version, lsn, regions)
+		if gotID, got, ok := parseSessionToken(token); !ok || got != lsn || gotID != id {
+			t.Fatalf("parseSessionToken(%q) = %q, %d, %v; want %q, %d", token, gotID, got, ok, id, lsn)
+		}
+		// Without a '#', the single field is the LSN.
+		token = fmt.Sprintf("%s:%d", id, lsn)
+		if gotID, got, ok := parseSessionToken(token); !ok || got != lsn || gotID != id {
+			t.Fatalf("parseSessionToken(%q) = %q, %d, %v; want %q, %d", token, gotID, got, ok, id, lsn)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -224,33 +225,22 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 	}
 	ll.Checkpoint, ll.HasCheckpoint = l.LSN()
 
-	req := ReadRequest{MaxItems: 1}
-	if isPKRangeLease(l) {
-		req.PartitionID = l.Token
-		for _, p := range parts {
-			if p.ID == l.Token && !l.HasRange() {
-				ll.Range = p.Range
-			}
-		}
-	} else {
-		var over []Partition
-		for _, p := range parts {
-			if _, ok := intersect(p.Range, l.Range); ok {
-				over = append(over, p)
-			}
-		}
-		switch len(over) {
-		case 0:
-			return sentinel(ll, SentinelRangeGone), nil
-		case 1:
-			req.PartitionID = over[0].ID
-			if r, _ := intersect(over[0].Range, l.Range); r != over[0].Range {
-				req.Range = r
-			}
-		default:
-			return sentinel(ll, SentinelSpansPartitions), nil
-		}
+	rt, err := Route(l, parts)
+	var rerr *RouteError
+	switch {
+	case errors.As(err, &rerr) && rerr.Gone:
+		// The partition list may be older than the lease (opts.Partitions): the read says.
+		rt = Routing{Partition: Partition{ID: l.Token, Range: l.Range}}
+	case errors.As(err, &rerr) && len(rerr.Over) > 1:
+		return sentinel(ll, SentinelSpansPartitions), nil
+	case err != nil:
+		return sentinel(ll, SentinelRangeGone), nil
 	}
+	if !l.HasRange() {
+		ll.Range = rt.Partition.Range
+	}
+	req := rt.Request()
+	req.MaxItems = 1
 
 	if opts.Formula == FormulaJava {
 		return estimateJava(ctx, src, req, ll, opts)
@@ -346,16 +336,4 @@ func parseJavaLSN(etag string) (int64, bool) {
 func sentinel(ll LeaseLag, why string) LeaseLag {
 	ll.Lag, ll.Sentinel = 1, why
 	return ll
-}
-
-// isPKRangeLease reports whether the lease names a physical partition by id (.NET v0, Java
-// PK-range) rather than an EPK range.
-func isPKRangeLease(l *leases.Lease) bool {
-	switch l.Family {
-	case leases.FamilyDotNetV0, leases.FamilyJavaPK:
-		return true
-	case leases.FamilyDotNetV1, leases.FamilyJavaEPK:
-		return false
-	}
-	return !l.HasRange()
 }

@@ -90,7 +90,7 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	def(&o.MaxErrorBackoff, DefaultMaxErrorBackoff)
 	if o.Mode == "" {
 		o.Mode = leases.ModeIncremental
-	} else if m := leaseMode(o.Mode); strings.EqualFold(o.Mode, m) || strings.EqualFold(o.Mode, "FULL_FIDELITY") {
+	} else if m, ok := leases.ParseMode(o.Mode); ok {
 		o.Mode = m // .NET's spelling for the leases this processor creates
 	}
 	if o.Now == nil {
@@ -147,19 +147,10 @@ func (o ProcessorOptions) Validate() error {
 // FeedMode returns the change feed mode the processor reads: AllVersionsAndDeletes for
 // leases.ModeFullFidelity (or Java's "FULL_FIDELITY"), LatestVersion otherwise.
 func (o ProcessorOptions) FeedMode() FeedMode {
-	if leaseMode(o.Mode) == leases.ModeFullFidelity {
+	if leases.DotNetMode(o.Mode) == leases.ModeFullFidelity {
 		return AllVersionsAndDeletes
 	}
 	return LatestVersion
-}
-
-// leaseMode maps a lease's Mode, as either SDK writes it, to .NET's name; "" and unknown
-// values are incremental.
-func leaseMode(m string) string {
-	if strings.EqualFold(m, leases.ModeFullFidelity) || strings.EqualFold(m, "FULL_FIDELITY") {
-		return leases.ModeFullFidelity
-	}
-	return leases.ModeIncremental
 }
 
 // ModeMismatchError is returned by Bootstrap (and Run) when the lease store holds a lease
@@ -425,7 +416,7 @@ func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err
 // it, or an EPK lease sharing its min or max.
 func covered(existing []*leases.Lease, part Partition) bool {
 	for _, l := range existing {
-		if pkRangeLease(l) {
+		if l.NamesPartition() {
 			if l.Token == part.ID {
 				return true
 			}
@@ -438,17 +429,12 @@ func covered(existing []*leases.Lease, part Partition) bool {
 	return false
 }
 
-// pkRangeLease reports whether l is named after a partition id (not an EPK range).
-func pkRangeLease(l *leases.Lease) bool {
-	return l.Family == leases.FamilyDotNetV0 || l.Family == leases.FamilyJavaPK
-}
-
 // checkMode refuses leases of another change feed mode (missing Mode = incremental). .NET
 // checks the first lease only; cfp checks them all, so that a mixed set is refused too.
 func (p *Processor) checkMode(ls []*leases.Lease) error {
-	want := leaseMode(p.opts.Mode)
+	want := leases.DotNetMode(p.opts.Mode)
 	for _, l := range ls {
-		if mode := leaseMode(l.Mode); mode != want {
+		if mode := leases.DotNetMode(l.Mode); mode != want {
 			return &ModeMismatchError{Lease: l.Token, LeaseMode: mode, ProcessorMode: want}
 		}
 	}

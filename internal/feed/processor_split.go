@@ -69,7 +69,7 @@ func (w *worker) split() (CloseReason, error) {
 
 	var children []*leases.Lease
 	switch {
-	case len(over) == 1 && !pkRangeLease(parent):
+	case len(over) == 1 && !parent.NamesPartition():
 		// An EPK lease inside one partition again: keep it, read from that partition.
 		if err := w.route(ctx); err != nil {
 			return retry("route lease", err)
@@ -86,8 +86,8 @@ func (w *worker) split() (CloseReason, error) {
 	default:
 		for _, part := range over {
 			rng := part.Range
-			if !pkRangeLease(parent) {
-				rng = subRange(parent.Range, part.Range)
+			if !parent.NamesPartition() {
+				rng, _ = parent.Range.Intersect(part.Range)
 			}
 			children = append(children, parent.Child(part.ID, rng))
 		}
@@ -159,16 +159,4 @@ func (w *worker) releaseChildren(ctx context.Context) {
 		}
 	}
 	w.splitHeld = nil
-}
-
-// subRange returns the common part of two overlapping ranges.
-func subRange(a, b Range) Range {
-	r := a
-	if leases.CompareEPK(b.Min, r.Min) > 0 {
-		r.Min = b.Min
-	}
-	if leases.CompareEPK(b.Max, r.Max) < 0 {
-		r.Max = b.Max
-	}
-	return r
 }

@@ -489,36 +489,15 @@ func (w *worker) route(ctx context.Context) error {
 	if w.reader != nil {
 		req.Start = w.reader.Position()
 	}
-	if pkRangeLease(l) {
-		req.PartitionID = l.Token
-	} else {
-		parts, err := p.src.Partitions(ctx)
-		if err != nil {
-			return fmt.Errorf("route lease %s: %w", l.Token, err)
-		}
-		over := overlapping(parts, l.Range)
-		switch len(over) {
-		case 0:
-			return fmt.Errorf("route lease %s: no partition holds range %s", l.Token, l.Range)
-		case 1:
-		default:
-			return &RangeGoneError{PartitionID: l.Token}
-		}
-		req.PartitionID = over[0].ID
-		if over[0].Range != l.Range {
-			req.Range = l.Range
-		}
+	parts, err := p.src.Partitions(ctx)
+	if err != nil {
+		return fmt.Errorf("route lease %s: %w", l.Token, err)
 	}
+	rt, err := Route(l, parts)
+	if err != nil {
+		return fmt.Errorf("route lease: %w", err)
+	}
+	req.PartitionID, req.Range = rt.Partition.ID, rt.Range
 	w.reader = NewReader(p.src, req, ReaderOptions{Poll: p.opts.PollInterval, Logger: p.log})
 	return nil
-}
-
-func overlapping(parts []Partition, r Range) []Partition {
-	var out []Partition
-	for _, part := range parts {
-		if part.Range.Overlaps(r) {
-			out = append(out, part)
-		}
-	}
-	return out
 }

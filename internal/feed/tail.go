@@ -359,7 +359,7 @@ func (t *tailRun) initialRanges(ctx context.Context) ([]*tailRange, error) {
 	}
 	var out []*tailRange
 	for _, p := range parts {
-		r, ok := intersect(p.Range, want)
+		r, ok := p.Range.Intersect(want)
 		if !ok {
 			continue
 		}
@@ -542,7 +542,7 @@ func (t *tailRun) split(ctx context.Context, g *errgroup.Group, tr *tailRange) e
 		if p.ID == tr.partition {
 			continue
 		}
-		if r, ok := intersect(p.Range, tr.rng); ok {
+		if r, ok := p.Range.Intersect(tr.rng); ok {
 			children = append(children, &tailRange{partition: p.ID, rng: r, whole: r == p.Range, pos: tr.pos})
 		}
 	}
@@ -624,31 +624,8 @@ func (t *tailRun) snapshot() TailState {
 		}
 		st.Ranges = append(st.Ranges, rs)
 	}
-	slices.SortFunc(st.Ranges, func(a, b RangeState) int {
-		if c := leases.CompareEPK(a.Range.Min, b.Range.Min); c != 0 {
-			return c
-		}
-		return leases.CompareEPK(a.Range.Max, b.Range.Max)
-	})
+	slices.SortFunc(st.Ranges, func(a, b RangeState) int { return a.Range.Compare(b.Range) })
 	return st
-}
-
-// intersect returns the overlap of two EPK ranges ("" as Max means the top).
-func intersect(a, b Range) (Range, bool) {
-	top := func(s string) string {
-		if s == "" {
-			return "FF"
-		}
-		return s
-	}
-	r := Range{Min: a.Min, Max: top(a.Max)}
-	if leases.CompareEPK(b.Min, r.Min) > 0 {
-		r.Min = b.Min
-	}
-	if leases.CompareEPK(top(b.Max), r.Max) < 0 {
-		r.Max = top(b.Max)
-	}
-	return r, leases.CompareEPK(r.Min, r.Max) < 0
 }
 
 func jsonInt(raw json.RawMessage) int64 {

@@ -126,7 +126,7 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 	for _, t := range tokens {
 		l := byToken[t][0]
 		r, ok := l.Range, l.HasRange()
-		if !ok && (l.Family == FamilyDotNetV0 || l.Family == FamilyJavaPK) {
+		if !ok && l.NamesPartition() {
 			if p, found := partByID[l.Token]; found {
 				r, ok = p.Range, true
 			}
@@ -185,8 +185,8 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 	if cfg.partitions != nil {
 		for _, k := range known {
 			gone := false
-			switch k.l.Family {
-			case FamilyDotNetV0, FamilyJavaPK:
+			switch {
+			case k.l.NamesPartition():
 				_, live := partByID[k.l.Token]
 				gone = !live
 			default:
@@ -203,7 +203,7 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 			}
 			var children []string
 			for _, o := range known {
-				if o.l != k.l && o.l.Token != k.l.Token && within(o.r, k.r) {
+				if o.l != k.l && o.l.Token != k.l.Token && o.r.Within(k.r) {
 					children = append(children, o.l.Token)
 				}
 			}
@@ -243,7 +243,7 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 	modes := map[string][]string{}
 	for _, l := range ls {
 		families[l.Family] = append(families[l.Family], l.Token)
-		modes[normalMode(l.Mode)] = append(modes[normalMode(l.Mode)], l.Token)
+		modes[DotNetMode(l.Mode)] = append(modes[DotNetMode(l.Mode)], l.Token)
 	}
 	_, hasJava := families[FamilyJavaEPK]
 	if hasJava && (len(families[FamilyDotNetV0]) > 0 || len(families[FamilyDotNetV1]) > 0) {
@@ -258,19 +258,6 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 	rank := map[Severity]int{SeverityError: 0, SeverityWarning: 1, SeverityInfo: 2}
 	slices.SortStableFunc(out, func(a, b Finding) int { return rank[a.Severity] - rank[b.Severity] })
 	return out
-}
-
-// normalMode maps both SDKs' mode names to .NET's, "" to incremental.
-func normalMode(m string) string {
-	if strings.EqualFold(m, ModeFullFidelity) || strings.EqualFold(m, "FULL_FIDELITY") {
-		return ModeFullFidelity
-	}
-	return ModeIncremental
-}
-
-// within reports whether a lies inside b.
-func within(a, b Range) bool {
-	return CompareEPK(b.Min, a.Min) <= 0 && CompareEPK(a.Max, b.Max) <= 0
 }
 
 func minEPK(a, b string) string {

@@ -292,7 +292,7 @@ func EncodeJavaState(st *JavaState) (string, error) {
 // token, in mode ("INCREMENTAL" when empty), started from NOW.
 func NewJavaState(rid, mode string, rng Range, token string) *JavaState {
 	if mode == "" {
-		mode = "INCREMENTAL"
+		mode = JavaModeIncremental
 	}
 	st := &JavaState{V: 1, Rid: rid, Mode: mode, StartFrom: JavaStartFrom{Type: "NOW"}, Range: rng}
 	return st.WithToken(token, rng)

@@ -27,12 +27,6 @@ const (
 	FamilyJavaEPK Family = "java-epk"
 )
 
-// Lease modes as .NET writes them in Mode; Java keeps INCREMENTAL / FULL_FIDELITY in its state.
-const (
-	ModeIncremental  = "Incremental Feed"
-	ModeFullFidelity = "Full-Fidelity Feed"
-)
-
 // Lease document field names.
 const (
 	fID           = "id"
@@ -136,6 +130,14 @@ func (l *Lease) State(now time.Time, expiration time.Duration) string {
 
 // HasRange reports whether the lease's EPK range is known.
 func (l *Lease) HasRange() bool { return l.Range.Max != "" }
+
+// NamesPartition reports whether the lease is a PK-range lease: one named after a physical
+// partition (its Token is a partition key range id), as .NET v0 leases (including V2
+// PartitionId leases) and Java PK-range leases are, rather than after an EPK range. It depends
+// on the family only: an EPK (v1) lease whose document gave no range is not a PK-range lease.
+func (l *Lease) NamesPartition() bool {
+	return l.Family == FamilyDotNetV0 || l.Family == FamilyJavaPK
+}
 
 // JavaState returns the decoded Java state of a Java EPK lease, nil for other leases or a null
 // continuation.
@@ -485,7 +487,7 @@ func (l *Lease) javaContinuation() (any, error) {
 		if l.Continuation == "" {
 			return nil, nil
 		}
-		st = NewJavaState(containerRid(l.ID), javaMode(l.Mode), l.Range, "")
+		st = NewJavaState(containerRid(l.ID), JavaMode(l.Mode), l.Range, "")
 	}
 	if st.Token() == l.Continuation && l.raw != nil {
 		if orig, ok := l.raw.str(fContinuation); ok && orig != "" {
@@ -511,13 +513,6 @@ func containerRid(id string) string {
 		return ""
 	}
 	return prefix[i+1:]
-}
-
-func javaMode(m string) string {
-	if strings.EqualFold(m, ModeFullFidelity) || strings.EqualFold(m, "FULL_FIDELITY") {
-		return "FULL_FIDELITY"
-	}
-	return "INCREMENTAL"
 }
 
 // setFeedRange writes {"Range":{"min","max"}} under key, keeping the original object (and its
@@ -567,7 +562,7 @@ func NewDotNetV1(prefix string, rng Range, continuation, mode string) *Lease {
 func (l *Lease) Child(partitionID string, rng Range) *Lease {
 	prefix, _, _ := SplitID(l.ID)
 	token := rng.String()
-	if l.Family == FamilyDotNetV0 || l.Family == FamilyJavaPK {
+	if l.NamesPartition() {
 		token = partitionID
 	}
 	c := &Lease{

@@ -4,6 +4,12 @@ import "strings"
 
 // Range is an effective-partition-key (EPK) range [Min, Max): upper-case hex strings, "" is the
 // lowest key and "FF" the exclusive top of the key space.
+//
+// The methods below are the one home of range arithmetic for cfp: every package compares,
+// intersects and nests ranges through them. They read a Max of "" as the top of the key space
+// ("FF"), the way a read request's range is written; a lease whose document gave no range has
+// Max == "" too, so callers that must tell an unknown range from the whole key space ask
+// Lease.HasRange first.
 type Range struct {
 	Min string `json:"min"`
 	Max string `json:"max"`
@@ -15,14 +21,55 @@ var FullRange = Range{Min: "", Max: "FF"}
 // String renders the range as "min-max", the form of a .NET v1 lease token.
 func (r Range) String() string { return r.Min + "-" + r.Max }
 
+// top is r.Max, with "" read as the top of the key space.
+func (r Range) top() string {
+	if r.Max == "" {
+		return FullRange.Max
+	}
+	return r.Max
+}
+
 // Contains reports whether epk lies in [Min, Max).
 func (r Range) Contains(epk string) bool {
 	return CompareEPK(r.Min, epk) <= 0 && (r.Max == "" || CompareEPK(epk, r.Max) < 0)
 }
 
+// Empty reports whether the range holds no key (Min at or above Max).
+func (r Range) Empty() bool { return CompareEPK(r.Min, r.top()) >= 0 }
+
 // Overlaps reports whether r and o share at least one key.
 func (r Range) Overlaps(o Range) bool {
-	return CompareEPK(r.Min, o.Max) < 0 && CompareEPK(o.Min, r.Max) < 0
+	_, ok := r.Intersect(o)
+	return ok
+}
+
+// Intersect returns the keys r and o share; ok is false when they share none.
+func (r Range) Intersect(o Range) (common Range, ok bool) {
+	common = Range{Min: r.Min, Max: r.top()}
+	if CompareEPK(o.Min, common.Min) > 0 {
+		common.Min = o.Min
+	}
+	if CompareEPK(o.top(), common.Max) < 0 {
+		common.Max = o.top()
+	}
+	return common, !common.Empty()
+}
+
+// Within reports whether every key of r lies in o (an empty r lies in any range).
+func (r Range) Within(o Range) bool {
+	return r.Empty() || CompareEPK(o.Min, r.Min) <= 0 && CompareEPK(r.top(), o.top()) <= 0
+}
+
+// Equal reports whether r and o hold the same keys: boundaries compare as CompareEPK does
+// ("05" equals "050"), and a Max of "" equals "FF".
+func (r Range) Equal(o Range) bool { return r.Compare(o) == 0 }
+
+// Compare orders ranges by Min, then by Max (-1, 0 or +1), for sorting ranges in key order.
+func (r Range) Compare(o Range) int {
+	if c := CompareEPK(r.Min, o.Min); c != 0 {
+		return c
+	}
+	return CompareEPK(r.top(), o.top())
 }
 
 // CompareEPK compares two EPK boundaries the way the Go SDK does: upper-case hex, a shorter

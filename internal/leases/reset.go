@@ -110,23 +110,6 @@ func ResetToLSN(lsn int64) func(*Lease) (string, error) {
 	return func(*Lease) (string, error) { return FormatLSN(lsn), nil }
 }
 
-// ResetToNone is a reset target: no continuation, so the processors' start options decide (for
-// Java EPK leases, the state's StartFrom).
-func ResetToNone() func(*Lease) (string, error) {
-	return func(*Lease) (string, error) { return "", nil }
-}
-
-// ResetShift is a reset target: move each lease's LSN by delta (negative: replay), not below 0.
-func ResetShift(delta int64) func(*Lease) (string, error) {
-	return func(l *Lease) (string, error) {
-		n, ok := l.LSN()
-		if !ok {
-			return "", errors.New("lease has no LSN to shift")
-		}
-		return FormatLSN(max(0, n+delta)), nil
-	}
-}
-
 // FormatLSN writes an LSN as a raw change-feed ETag: the number in double quotes.
 func FormatLSN(lsn int64) string { return `"` + strconv.FormatInt(lsn, 10) + `"` }
 
