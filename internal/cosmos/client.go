@@ -99,7 +99,7 @@ func (c *Container) clientPartitions(ctx context.Context) ([]feed.Partition, err
 		ranges := make([]pkRange, 0, len(frs))
 		stale := false
 		for _, fr := range frs {
-			rng := leases.Range{Min: fr.MinInclusive, Max: normMax(fr.MaxExclusive)}
+			rng := leases.Range{Min: fr.MinInclusive, Max: fr.MaxExclusive}.Normal()
 			id, err := c.rangeID(ctx, rng)
 			if errors.Is(err, errStaleRanges) && attempt < 3 {
 				stale = true
@@ -147,7 +147,7 @@ func (c *Container) rangeID(ctx context.Context, rng leases.Range) (string, erro
 	if err := json.Unmarshal([]byte(resp.ContinuationToken), &got); err != nil {
 		return "", fmt.Errorf("decode the sdk continuation: %w", err)
 	}
-	if len(got.Ranges) != 1 || !sameRange(leases.Range{Min: got.Ranges[0].MinInclusive, Max: got.Ranges[0].MaxExclusive}, rng) {
+	if len(got.Ranges) != 1 || !rng.Equal(leases.Range{Min: got.Ranges[0].MinInclusive, Max: got.Ranges[0].MaxExclusive}) {
 		return "", errStaleRanges
 	}
 	if resp.RawResponse == nil {

@@ -29,6 +29,10 @@ func (r Range) top() string {
 	return r.Max
 }
 
+// Normal returns r with a Max of "" written as "FF", the form in which ranges compare as
+// equal map keys.
+func (r Range) Normal() Range { return Range{Min: r.Min, Max: r.top()} }
+
 // Contains reports whether epk lies in [Min, Max).
 func (r Range) Contains(epk string) bool {
 	return CompareEPK(r.Min, epk) <= 0 && (r.Max == "" || CompareEPK(epk, r.Max) < 0)

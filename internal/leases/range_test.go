@@ -72,6 +72,9 @@ func TestRange_WithinEqualCompare(t *testing.T) {
 		if got := tt.a.Compare(tt.b); got != tt.compare || tt.b.Compare(tt.a) != -tt.compare {
 			t.Errorf("%s: %v.Compare(%v) = %d, want %d", tt.name, tt.a, tt.b, got, tt.compare)
 		}
+		if n := tt.a.Normal(); !n.Equal(tt.a) || n.Max == "" {
+			t.Errorf("%s: %v.Normal() = %v", tt.name, tt.a, n)
+		}
 		if got := tt.a.Empty(); got != tt.emptyInner {
 			t.Errorf("%s: %v.Empty() = %v, want %v", tt.name, tt.a, got, tt.emptyInner)
 		}
