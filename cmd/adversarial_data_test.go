@@ -16,6 +16,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/lineio"
 	"github.com/cfp-dev/cfp/internal/render"
 )
@@ -213,3 +214,69 @@ func TestAdversarial_ImportServerErrorStopsAtOnce(t *testing.T) {
 }
 
 var _ io.Reader = (*endlessZeros)(nil)
+
+// bootstrapLeases creates shop/orders (4 partitions) and the leases of processor proc in
+// shop/leases, as a processor's first start does, and returns the lease prefix.
+func bootstrapLeases(t *testing.T, dir, proc string) string {
+	t.Helper()
+	ctx := context.Background()
+	acct := openLocal(t, dir, 4)
+	defer acct.Close()
+	c := createContainer(t, acct, "shop", "orders", "/id")
+	createContainer(t, acct, "shop", "leases", "/id")
+	store := processorStore(t, acct, c, proc)
+	p, err := feed.NewProcessor(c, store, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }),
+		feed.ProcessorOptions{Instance: "host-1", StartFrom: feed.StartFrom{Kind: feed.StartBeginning}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return store.Prefix()
+}
+
+func TestAdversarial_ProcessorWithoutLeases(t *testing.T) {
+	t.Parallel()
+	withLeases := func(t *testing.T, dir string) []string { bootstrapLeases(t, dir, "orders-proj"); return nil }
+	noLeases := func(t *testing.T, dir string) []string {
+		acct := openLocal(t, dir, 4)
+		defer acct.Close()
+		createContainer(t, acct, "shop", "orders", "/id")
+		createContainer(t, acct, "shop", "leases", "/id")
+		return nil
+	}
+	typo := `(?m)^cfp: no leases for processor "orders-prj" in lease container shop/leases; found: orders-proj$`
+	hint := `(?m)^Try: check -p/--processor`
+	target := []string{"-d", "shop", "-c", "orders", "-p", "orders-prj"}
+	stillThere := func(t *testing.T, dir string) {
+		acct := openLocal(t, dir, 4)
+		defer acct.Close()
+		ls, err := processorStore(t, acct, acct.Container("shop", "orders"), "orders-proj").List(context.Background())
+		if err != nil || len(ls) != 4 {
+			t.Errorf("the real processor's leases: %d, %v; want 4", len(ls), err)
+		}
+	}
+	runAdversarial(t, []adversarialCase{
+		{name: "estimate with a typo", args: append([]string{"estimate", "--max-lag", "1000"}, target...), setup: withLeases,
+			code: 5, stderr: []string{typo, hint}},
+		{name: "estimate --allow-empty reports the .NET estimator's 1", setup: withLeases,
+			args: append([]string{"estimate", "--allow-empty", "--jq", ".summary.total_lag"}, target...),
+			code: 0, stdout: []string{`^1\n$`}},
+		{name: "estimate in a lease container without leases", args: append([]string{"estimate"}, target...), setup: noLeases,
+			code: 5, stderr: []string{`(?m)^cfp: no leases for processor "orders-prj" in lease container shop/leases \(it holds no other lease sets\)$`}},
+		{name: "leases export with a typo", args: append([]string{"leases", "export"}, target...), setup: withLeases,
+			code: 5, stderr: []string{typo}, stdout: []string{`^$`}},
+		{name: "leases list with a typo", args: append([]string{"leases", "list"}, target...), setup: withLeases,
+			code: 5, stderr: []string{typo}},
+		{name: "leases reset with a typo", args: append([]string{"leases", "reset", "--to-lsn", "5", "--execute"}, target...), setup: withLeases,
+			code: 5, stderr: []string{typo}, check: stillThere},
+		{name: "leases delete with a typo", args: append([]string{"leases", "delete", "--execute"}, target...), setup: withLeases,
+			code: 5, stderr: []string{typo}, check: stillThere},
+		{name: "leases release with a typo", args: append([]string{"leases", "release", "--owner", "host-1", "--execute"}, target...), setup: withLeases,
+			code: 5, stderr: []string{typo}},
+		{name: "a lease prefix with a typo names the prefixes found", setup: withLeases,
+			args: []string{"estimate", "-d", "shop", "-c", "orders", "--lease-id-prefix", "orders-prjlocalhost_x_y"},
+			code: 5, stderr: []string{`(?m)^cfp: no leases for lease prefix "orders-prjlocalhost_x_y" in lease container shop/leases; found: orders-projlocalhost_`}},
+	})
+}

@@ -20,6 +20,7 @@ const (
 	exitUsage       = 2
 	exitThreshold   = 3
 	exitAuth        = 4
+	exitNoLeases    = 5
 	exitInterrupted = 130
 )
 

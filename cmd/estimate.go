@@ -23,6 +23,7 @@ const defaultWatchInterval = 5 * time.Second
 
 type estimateOptions struct {
 	f                 *factory
+	AllowEmpty        bool
 	Watch             time.Duration
 	watching          bool
 	Count             int
@@ -97,7 +98,10 @@ read with java, so TIME-LAG is known only for a caught-up lease.
 
 cfp adds TIME-LAG (the age of the oldest pending change), AGE (since the lease was last
 written), OWNER and STATE (owned, expired or unowned), and a summary: total lag (1 when
-there are no leases, like the .NET push estimator), leases and live owners. Reads run in
+there are no leases, like the .NET push estimator, with --allow-empty), leases and live
+owners. A processor without leases (a typo in -p) is an error: cfp exits 5 naming the
+processors it found in the lease container, nearest first; --allow-empty reports the empty
+lease set instead, total lag 1, for a script that expects the .NET estimator's answer. Reads run in
 parallel, at most --concurrency at a time.
 
 --watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it redraws
@@ -169,6 +173,7 @@ numbers for Prometheus at /metrics and implies --watch.`,
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at `ADDR` (e.g. :9464), implies --watch")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
 	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	fs.BoolVar(&opts.AllowEmpty, "allow-empty", false, "report a processor without leases (total lag 1, like the .NET estimator) instead of exiting 5")
 	fs.BoolVar(&opts.ReadFromBeginning, "read-from-beginning", false, "read leases without a continuation from the beginning instead of reporting 1")
 	enumFlag(fs, &opts.Formula, "formula", "", feed.FormulaDotNet.String(),
 		"whose lag number: dotnet (.NET estimator, KEDA) or java (Java EPK getCurrentState)",
@@ -238,6 +243,15 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 		return err
 	}
 	store := t.store()
+	if !opts.AllowEmpty {
+		ls, err := store.List(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ls) == 0 {
+			return t.noLeases(ctx, f)
+		}
+	}
 	formula, err := feed.ParseFormula(cmp.Or(opts.Formula, feed.FormulaDotNet.String()))
 	if err != nil {
 		return usageErrorf("--formula: %v", err)

@@ -29,6 +29,9 @@ const helpExitCodes = `cfp exits with one of these codes, so scripts and health 
        'cfp leases list --check' found problems, or some of many operations failed
   4    authentication or authorization: the key, token or RBAC role was refused
        (401/403), or no credential could be obtained
+  5    no such lease set: the processor (-p) or --lease-id-prefix has no leases in the
+       lease container ('cfp estimate', 'cfp leases list/export/reset/delete/release');
+       the message names the processors that are there, nearest first
   130  interrupted by SIGINT (Ctrl-C) or SIGTERM ('cfp tail', 'cfp estimate --watch', ...);
        'cfp process' exits 0 instead once it has stopped gracefully
 

@@ -180,6 +180,63 @@ func (f *factory) openLeaseCommand(ctx context.Context) (*render.Printer, *lease
 	return p, t, err
 }
 
+// noLeases is the error of a command given a processor (or --lease-id-prefix) that has no
+// leases in the lease container: it exits 5 and names the processors that are there, nearest
+// to the one given first, so a typo never looks like a healthy, empty lease set.
+func (t *leaseTarget) noLeases(ctx context.Context, f *factory) error {
+	given, what := f.Global.Processor, "processor"
+	if f.Global.LeaseIDPrefix != "" {
+		given, what = f.Global.LeaseIDPrefix, "lease prefix"
+	}
+	where := f.leaseDatabase() + "/" + f.Global.LeaseContainer
+	msg := fmt.Sprintf("no leases for %s %q in lease container %s", what, given, where)
+	var names []string
+	labels := map[string]string{}
+	if docs, err := t.docs.QueryPrefix(ctx, ""); err == nil {
+		host, _ := t.monitoredHost(ctx, f)
+		for _, in := range leases.Discover(docs) {
+			if in.Prefix == t.prefix || in.Leases == 0 {
+				continue
+			}
+			name, ok := processorName(in, host)
+			if !ok || f.Global.LeaseIDPrefix != "" {
+				name = in.Prefix
+			}
+			if _, seen := labels[name]; !seen {
+				labels[name] = name
+				if name == given {
+					labels[name] = name + " (of another container, prefix " + in.Prefix + ")"
+				}
+			}
+			names = append(names, name)
+		}
+	}
+	var found []string
+	for _, name := range leases.Nearest(given, names) {
+		found = append(found, labels[name])
+	}
+	var hint string
+	switch {
+	case len(found) == 0:
+		msg += " (it holds no other lease sets)"
+	default:
+		msg += "; found: " + strings.Join(found, ", ")
+		hint = "check -p/--processor, or 'cfp leases list' to see every processor of the lease container"
+	}
+	return &ExitError{Code: exitNoLeases, Err: withHint(errors.New(msg), hint)}
+}
+
+// processorName returns the processor name of a discovered prefix, given the monitored
+// account's host ("" when unknown).
+func processorName(in leases.ProcessorInfo, host string) (string, bool) {
+	if host != "" {
+		if name, ok := leases.ProcessorName(in.Prefix, host); ok {
+			return name, true
+		}
+	}
+	return in.Processor, in.Processor != ""
+}
+
 // store returns the lease store of the target's prefix; documents under the prefix that are not
 // leases are skipped with a warning.
 func (t *leaseTarget) store() *leases.Store {

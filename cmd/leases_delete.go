@@ -77,6 +77,9 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 	if err != nil {
 		return err
 	}
+	if len(set.docs) == 0 {
+		return t.noLeases(ctx, f)
+	}
 	now := f.Now()
 	byID := map[string]*leases.Lease{}
 	for _, l := range set.leases {
@@ -197,6 +200,9 @@ func runLeasesRelease(ctx context.Context, opts *leasesReleaseOptions) error {
 	all, err := store.List(ctx)
 	if err != nil {
 		return err
+	}
+	if len(all) == 0 {
+		return t.noLeases(ctx, f)
 	}
 	var sel []*leases.Lease
 	if opts.Owner != "" {

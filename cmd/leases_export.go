@@ -56,6 +56,9 @@ func runLeasesExport(ctx context.Context, opts *leasesExportOptions) error {
 	if err != nil {
 		return err
 	}
+	if len(e.Leases) == 0 {
+		return t.noLeases(ctx, f)
+	}
 	e.ExportedAt = f.Now().UTC()
 	if opts.File == "" {
 		return p.JSON(ctx, e)

@@ -105,7 +105,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	resolveRanges(set.leases, parts)
 	sortLeases(set.leases)
 	if len(set.leases) == 0 {
-		fmt.Fprintf(f.IO.ErrOut, "No leases under prefix %s.\n", t.prefix)
+		return t.noLeases(ctx, f)
 	}
 
 	views := make([]leaseView, 0, len(set.leases))
@@ -338,15 +338,7 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		if v.Owners == nil {
 			v.Owners = []string{}
 		}
-		var name string
-		var ok bool
-		if host != "" {
-			name, ok = leases.ProcessorName(in.Prefix, host)
-		}
-		if !ok && in.Processor != "" {
-			name, ok = in.Processor, true
-		}
-		if ok {
+		if name, ok := processorName(in, host); ok {
 			v.Processor = &name
 		}
 		views = append(views, v)

@@ -152,7 +152,7 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 		return err
 	}
 	if len(all) == 0 {
-		return fmt.Errorf("reset: no leases under prefix %s", t.prefix)
+		return t.noLeases(ctx, f)
 	}
 	sel, err := selectLeases(all, opts.Leases)
 	if err != nil {

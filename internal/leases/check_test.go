@@ -154,3 +154,21 @@ func TestDiscover(t *testing.T) {
 		t.Errorf("ProcessorName = %q, %v", name, ok)
 	}
 }
+
+func TestNearest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		names []string
+		want  []string
+	}{
+		{"ordrs-proj", []string{"billing", "orders-proj", "orders-projection", "orders-proj"}, []string{"orders-proj", "orders-projection", "billing"}},
+		{"ORDERS", []string{"zz", "orders"}, []string{"orders", "zz"}},
+		{"x", nil, []string{}},
+	}
+	for _, tt := range tests {
+		if got := leases.Nearest(tt.name, tt.names); !slices.Equal(got, tt.want) {
+			t.Errorf("Nearest(%q, %q) = %q, want %q", tt.name, tt.names, got, tt.want)
+		}
+	}
+}

@@ -157,3 +157,47 @@ func looksLikeRid(s string) bool {
 	}
 	return true
 }
+
+// Nearest orders the names by their edit distance to name, nearest first (ties in the order
+// given), without duplicates. A command given a processor that has no leases names the
+// processors it found this way, so a typo shows its correction first.
+func Nearest(name string, names []string) []string {
+	type cand struct {
+		s string
+		d int
+	}
+	var cs []cand
+	for _, s := range names {
+		if !slices.ContainsFunc(cs, func(c cand) bool { return c.s == s }) {
+			cs = append(cs, cand{s, editDistance(strings.ToLower(name), strings.ToLower(s))})
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int { return a.d - b.d })
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.s
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
