@@ -49,6 +49,8 @@ type emulatorOptions struct {
 type emulatorView struct {
 	Type             string `json:"type"`
 	Endpoint         string `json:"endpoint"`
+	TLSEndpoint      string `json:"tls_endpoint"`
+	CertFile         string `json:"cert_file"`
 	Key              string `json:"key,omitempty"`
 	KeySource        string `json:"key_source"`
 	ConnectionString string `json:"connection_string,omitempty"`
@@ -64,8 +66,14 @@ cfp emulator opens DIR (--data, default .cfp), binds --addr (default localhost:8
 127.0.0.1:0 for any free port), prints the endpoint, the key and a connection string, and
 serves until interrupted (Ctrl-C or SIGTERM), then shuts down cleanly and exits 0.
 
+The port answers both http:// and https:// (a connection that starts with a TLS handshake gets
+TLS), so the official emulator's connection string works unchanged. The TLS certificate is
+self-signed for localhost, 127.0.0.1 and ::1, generated once and kept in DIR as emulator.pem;
+trust it in your client ('cfp emulator cert' prints it; GET /_explorer/emulator.pem serves it).
+
 Output: a table on a terminal; in a pipe one JSON line of type "serving" with the fields
-endpoint, key, key_source, connection_string, data_dir, partitions and pid.
+endpoint, tls_endpoint, cert_file, key, key_source, connection_string, data_dir, partitions
+and pid.
 
 The key is the well-known Cosmos DB emulator key unless --key-file (or --key) gives another;
 a custom key is never printed, only where it comes from. A custom key must be at least 64
@@ -123,7 +131,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
 	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
-	c.AddCommand(newEmulatorSplitCmd(f), newEmulatorMergeCmd(f), newEmulatorFaultsCmd(f))
+	c.AddCommand(newEmulatorCertCmd(f), newEmulatorSplitCmd(f), newEmulatorMergeCmd(f), newEmulatorFaultsCmd(f))
 	return c
 }
 
@@ -219,19 +227,28 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 		return withHint(fmt.Errorf("listen: %w", err), "choose another address with --addr (127.0.0.1:0 picks a free port)")
 	}
 	defer ln.Close()
+	tlsCfg, err := emu.TLSConfig()
+	if err != nil {
+		return err
+	}
+	// One port answers https:// and http:// alike, as the official emulator's clients expect TLS.
+	ln = emulator.NewTLSOrPlainListener(ln, tlsCfg)
 	host := listenHost(opts.Addr)
 	if !isLoopbackHost(host) {
 		f.warnf("serving on %s, which is not a loopback address: anyone who reaches it and knows the key can read and write the data", ln.Addr())
 	}
 
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	hostPort := net.JoinHostPort(endpointHost(host), port)
 	v := emulatorView{
-		Type:       "serving",
-		Endpoint:   "http://" + net.JoinHostPort(endpointHost(host), port) + "/",
-		KeySource:  opts.keySource(),
-		DataDir:    dir,
-		Partitions: opts.Partitions,
-		PID:        os.Getpid(),
+		Type:        "serving",
+		Endpoint:    "http://" + hostPort + "/",
+		TLSEndpoint: "https://" + hostPort + "/",
+		CertFile:    emulator.CertPath(dir),
+		KeySource:   opts.keySource(),
+		DataDir:     dir,
+		Partitions:  opts.Partitions,
+		PID:         os.Getpid(),
 	}
 	if opts.Key == "" {
 		v.Key = auth.WellKnownKey
@@ -262,6 +279,7 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 func fillEmulatorTable(t *render.Table, ios *render.IOStreams, v emulatorView, opts *emulatorOptions) {
 	*t = *render.NewTable(ios, "setting", "value")
 	t.Row("endpoint", v.Endpoint)
+	t.Row("tls endpoint", v.TLSEndpoint+" (trust "+v.CertFile+")")
 	switch {
 	case v.Key != "":
 		t.Row("key", v.Key)

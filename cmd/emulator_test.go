@@ -3,9 +3,12 @@ package cmd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -340,5 +343,55 @@ func TestCheckExposure(t *testing.T) {
 		if err := checkExposure(tc.host, tc.wellKnown, tc.allowed); (err != nil) != tc.wantErr {
 			t.Errorf("checkExposure(%q, wellKnown=%v, allowed=%v) = %v, want error %v", tc.host, tc.wellKnown, tc.allowed, err, tc.wantErr)
 		}
+	}
+}
+
+// TestEmulator_TLSAndPlainOnOnePort: the port answers https:// (with the certificate exported in
+// the data directory) and http:// alike, cfp trusts the certificate with --ca-file, and
+// `cfp emulator cert` prints the same certificate the gateway serves.
+func TestEmulator_TLSAndPlainOnOnePort(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	e := startEmulator(t, false, "emulator", "--addr", "127.0.0.1:0", "--data", data)
+	v := e.view(t)
+	if want := strings.Replace(v.Endpoint, "http://", "https://", 1); v.TLSEndpoint != want {
+		t.Errorf("tls_endpoint = %q, want %q", v.TLSEndpoint, want)
+	}
+	if v.CertFile != filepath.Join(data, "emulator.pem") {
+		t.Errorf("cert_file = %q, want emulator.pem in the data directory", v.CertFile)
+	}
+	code, stdout, stderr := runCLI(t, context.Background(), "", "emulator", "cert", "--data", data, "--path")
+	if code != 0 || strings.TrimSpace(stdout) != v.CertFile {
+		t.Fatalf("emulator cert --path: exit %d, %q\n%s", code, stdout, stderr)
+	}
+	code, pemOut, stderr := runCLI(t, context.Background(), "", "emulator", "cert", "--data", data)
+	if code != 0 || !strings.HasPrefix(pemOut, "-----BEGIN CERTIFICATE-----") {
+		t.Fatalf("emulator cert: exit %d, %q\n%s", code, pemOut, stderr)
+	}
+
+	code, _, stderr = runCLI(t, context.Background(), `{"id":"a"}`+"\n", "--endpoint", v.Endpoint, "import", "-d", "db", "-c", "c", "--create")
+	if code != 0 {
+		t.Fatalf("import over http: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, context.Background(), `{"id":"b"}`+"\n", "--endpoint", v.TLSEndpoint, "--ca-file", v.CertFile, "import", "-d", "db", "-c", "c")
+	if code != 0 || !strings.Contains(stderr, "imported 1, rejected 0,") {
+		t.Fatalf("import over https with --ca-file: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, context.Background(), `{"id":"c"}`+"\n", "--endpoint", v.TLSEndpoint, "import", "-d", "db", "-c", "c")
+	if code == 0 || !strings.Contains(stderr, "certificate") {
+		t.Errorf("import over https without trusting the certificate: exit %d, want a certificate error\n%s", code, stderr)
+	}
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(pemOut))
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get(v.TLSEndpoint + "_explorer/emulator.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(served) != pemOut {
+		t.Errorf("GET /_explorer/emulator.pem: %d %q, want the exported certificate", resp.StatusCode, served)
 	}
 }

@@ -81,6 +81,7 @@ type globalOptions struct {
 	LogFormat             string
 	NoColor               bool
 	PreferredRegions      []string
+	CAFile                string
 
 	// sources says where each global flag's value came from: "flag", the environment
 	// variable's name, or "" for the default.
@@ -109,6 +110,7 @@ var globalEnv = []struct{ flag, env string }{
 	{"lease-connection-string", "CFP_LEASE_CONNECTION_STRING"},
 	{"processor", "CFP_PROCESSOR"},
 	{"log-level", "CFP_LOG_LEVEL"},
+	{"ca-file", "CFP_CA_FILE"},
 }
 
 const defaultLocalDir = ".cfp"
@@ -136,6 +138,7 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	enumFlag(fs, &g.LogLevel, "log-level", "", "warn", "log `LEVEL` on stderr (env CFP_LOG_LEVEL)", "debug", "info", "warn", "error")
 	enumFlag(fs, &g.LogFormat, "log-format", "", "text", "log `FORMAT` on stderr", "text", "json")
 	fs.BoolVar(&g.NoColor, "no-color", false, "disable colour (env NO_COLOR)")
+	fs.StringVar(&g.CAFile, "ca-file", "", "also trust the PEM certificates in `FILE` for https endpoints (e.g. cfp emulator's emulator.pem; env CFP_CA_FILE)")
 	fs.StringSliceVar(&g.PreferredRegions, "preferred-regions", nil, "`REGIONS` to read from, in order (e.g. \"West Europe,North Europe\")")
 }
 
@@ -215,6 +218,8 @@ type accountConfig struct {
 	Auth             string
 	LocalDir         string
 	PreferredRegions []string
+	// CAFile holds extra PEM certificates to trust ("" for the system's only).
+	CAFile string
 }
 
 // openAccount is the default factory.Account: it resolves the configuration and opens the
@@ -283,6 +288,7 @@ func (f *factory) open(ctx context.Context, cfg accountConfig, leasesOnly bool) 
 		Auth:             cfg.Auth,
 		LocalDir:         cfg.LocalDir,
 		PreferredRegions: cfg.PreferredRegions,
+		CAFile:           cfg.CAFile,
 		Logger:           f.Log,
 	})
 	if err != nil {
@@ -332,6 +338,7 @@ func (f *factory) accountConfig() (accountConfig, error) {
 	g := f.Global
 	var cfg accountConfig
 	cfg.PreferredRegions = g.PreferredRegions
+	cfg.CAFile = g.CAFile
 
 	// Which source: the first of local, connection string, endpoint that is set (flags were
 	// already checked for exclusivity by cobra; env values were applied for unset flags).

@@ -55,6 +55,8 @@ environment instead. A flag on the command line wins over its variable.
   CFP_LEASE_CONNECTION_STRING  its connection string (--lease-connection-string)
   CFP_PROCESSOR              processor name, the lease prefix (-p, --processor)
   CFP_LOG_LEVEL              debug, info, warn (default) or error (--log-level)
+  CFP_CA_FILE                extra PEM certificates to trust for https endpoints, e.g.
+                             cfp emulator's emulator.pem (--ca-file)
   NO_COLOR                   any value turns colour off (--no-color)
   CLICOLOR=0                 turns colour off
   CLICOLOR_FORCE=1           turns colour on, even in a pipe

@@ -7,6 +7,8 @@ package cosmos
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,6 +55,10 @@ type Config struct {
 	LocalPartitions int
 	// PreferredRegions orders the regions reads go to ("West US 2", ...).
 	PreferredRegions []string
+	// CAFile names a PEM file of certificates to trust beside the system's, for an https
+	// endpoint with a self-signed certificate (cfp emulator's emulator.pem). "" trusts the
+	// system's roots only (on Linux SSL_CERT_FILE replaces them).
+	CAFile string
 	// LeasesOnly says the account holds only lease containers (a separate lease account): lease
 	// ids embed the monitored account's host, not this one's, so a regional endpoint is fine.
 	LeasesOnly bool
@@ -101,6 +108,13 @@ func Open(ctx context.Context, cfg Config) (*Account, error) {
 	// documents itself (feedbody.go).
 	opts.PerCallPolicies = PerCallPolicies()
 
+	if cfg.CAFile != "" && cfg.LocalDir == "" {
+		t, err := caTransport(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("open account: %w", err)
+		}
+		opts.Transport = t
+	}
 	a := &Account{log: log, leasesOnly: cfg.LeasesOnly}
 	switch {
 	case cfg.LocalDir != "":
@@ -299,4 +313,22 @@ type metaAuth struct {
 // statusOK reports whether resp is a 2xx or 304.
 func statusOK(resp *http.Response) bool {
 	return (resp.StatusCode >= 200 && resp.StatusCode < 300) || resp.StatusCode == http.StatusNotModified
+}
+
+// caTransport is an HTTP client that trusts the system's roots and the PEM certificates in file.
+func caTransport(file string) (*http.Client, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read --ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", file)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }

@@ -9,6 +9,7 @@ package emulator
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -153,6 +154,9 @@ type Emulator struct {
 	mu     sync.Mutex
 	addr   string
 	closed bool
+
+	certMu sync.Mutex
+	cert   *tls.Certificate // the TLS certificate, loaded on first use
 
 	stopSweep context.CancelFunc // nil when the sweeper is off
 	sweeping  sync.WaitGroup
@@ -305,6 +309,7 @@ func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnState:         lim.track,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
 	e.SetServingAddr(ln.Addr().String())
 	defer e.SetServingAddr("")

@@ -112,6 +112,10 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		e.serveAdmin(w, r, segs[1:])
 		return
 	}
+	if len(segs) == 2 && segs[0] == "_explorer" && segs[1] == CertFileName && r.Method == http.MethodGet {
+		e.serveCertPEM(w)
+		return
+	}
 	// An unauthenticated client gets its answer and loses its connection.
 	if err := auth.Verify(r, e.key); err != nil {
 		h.Set("Connection", "close")
@@ -360,7 +364,7 @@ func (e *Emulator) getAccount(w http.ResponseWriter, r *http.Request) {
 		host = r.URL.Host
 	}
 	scheme := "http"
-	if r.TLS != nil {
+	if requestIsTLS(r) {
 		scheme = "https"
 	}
 	loc := []map[string]string{{"name": "South Central US", "databaseAccountEndpoint": scheme + "://" + host + "/"}}

@@ -1,0 +1,267 @@
+package emulator
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// File names of the emulator's TLS certificate inside a data directory. CertFileName is the one
+// clients trust (the official emulator serves the same file as /_explorer/emulator.pem).
+const (
+	CertFileName = "emulator.pem"
+	keyFileName  = "emulator-key.pem"
+)
+
+// certValidity is how long a generated certificate is valid.
+const certValidity = 10 * 365 * 24 * time.Hour
+
+// CertPath returns the path of the emulator's certificate in the data directory dir.
+func CertPath(dir string) string { return filepath.Join(dir, CertFileName) }
+
+// LoadOrCreateCert returns the TLS certificate kept in the data directory dir, generating it on
+// first use: a self-signed ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1, written as
+// CertFileName (the certificate, PEM) and a private key file readable only by its owner. The
+// directory need not be held: `cfp emulator cert` calls it beside a running emulator.
+func LoadOrCreateCert(dir string) (tls.Certificate, error) {
+	certPath, keyPath := CertPath(dir), filepath.Join(dir, keyFileName)
+	if c, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil {
+		return c, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return tls.Certificate{}, fmt.Errorf("load emulator certificate %s: %w", certPath, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return tls.Certificate{}, fmt.Errorf("create data directory: %w", err)
+	}
+	certPEM, keyPEM, err := newSelfSignedCert(time.Now())
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	// The key goes first and the certificate last, each by rename, so that a reader that finds
+	// the certificate finds its key too.
+	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err == nil {
+		_, err = tmp.Write(b)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// newSelfSignedCert returns a PEM certificate and PEM private key for the loopback names.
+func newSelfSignedCert(now time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate emulator key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate emulator certificate serial: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "localhost", Organization: []string{"cfp emulator"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(certValidity),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create emulator certificate: %w", err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode emulator key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+}
+
+// NewTLSOrPlainListener wraps ln so that each accepted connection is served as TLS (with cfg)
+// when its first byte is a TLS handshake record (0x16), and as plain HTTP otherwise: one port
+// answers both https:// and http://. The protocol is chosen on the connection's first Read, inside
+// the server's own read deadlines, so a silent client is handled (and counted, and timed out) like
+// any other new connection and holds no one else up. Serve tells the handler which connections
+// speak TLS (the account's endpoints are then https).
+func NewTLSOrPlainListener(ln net.Listener, cfg *tls.Config) net.Listener {
+	return &sniffListener{Listener: ln, cfg: cfg}
+}
+
+type sniffListener struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+// Accept returns the next connection, its protocol still to be told by its first byte.
+func (l *sniffListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: c, cfg: l.cfg}, nil
+}
+
+// sniffConn is an accepted connection that becomes TLS or stays plain on its first Read. Reads
+// and writes may then run concurrently, as on a *tls.Conn.
+type sniffConn struct {
+	net.Conn
+	cfg *tls.Config
+
+	mu      sync.Mutex // guards the decision; held only while it is made
+	decided bool
+	rw      net.Conn // the TLS conn or the peeked plain conn, once decided
+	isTLS   bool
+}
+
+// decide reads the first byte (blocking, under the caller's deadline) and picks the protocol.
+func (c *sniffConn) decide() (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.decided {
+		return c.rw, nil
+	}
+	br := bufio.NewReaderSize(c.Conn, 16)
+	first, err := br.Peek(1)
+	if err != nil {
+		return nil, err
+	}
+	var rw net.Conn = &peekedConn{Conn: c.Conn, r: br}
+	if first[0] == 0x16 {
+		rw, c.isTLS = tls.Server(rw, c.cfg), true
+	}
+	c.rw, c.decided = rw, true
+	return rw, nil
+}
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	rw, err := c.decide()
+	if err != nil {
+		return 0, err
+	}
+	return rw.Read(p)
+}
+
+func (c *sniffConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	rw := c.rw
+	c.mu.Unlock()
+	if rw == nil {
+		// Nothing was read yet (a server writes only after reading): answer in plain text.
+		return c.Conn.Write(p)
+	}
+	return rw.Write(p)
+}
+
+func (c *sniffConn) Close() error {
+	c.mu.Lock()
+	rw := c.rw
+	c.mu.Unlock()
+	if rw != nil {
+		return rw.Close()
+	}
+	return c.Conn.Close()
+}
+
+// IsTLS reports whether the connection turned out to speak TLS.
+func (c *sniffConn) IsTLS() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.isTLS
+}
+
+// peekedConn is a connection whose first bytes were read into r.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// connKey is the request context key of the served connection (Serve's ConnContext).
+type connKey struct{}
+
+// requestIsTLS reports whether r arrived over TLS, directly or through NewTLSOrPlainListener.
+func requestIsTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	c, ok := r.Context().Value(connKey{}).(interface{ IsTLS() bool })
+	return ok && c.IsTLS()
+}
+
+// TLSConfig returns the server TLS configuration for the data directory's certificate
+// (LoadOrCreateCert), for NewTLSOrPlainListener.
+func (e *Emulator) TLSConfig() (*tls.Config, error) {
+	c, err := e.certificate()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+}
+
+// certificate loads (once) the data directory's certificate.
+func (e *Emulator) certificate() (tls.Certificate, error) {
+	e.certMu.Lock()
+	defer e.certMu.Unlock()
+	if e.cert == nil {
+		c, err := LoadOrCreateCert(e.opts.Dir)
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		e.cert = &c
+	}
+	return *e.cert, nil
+}
+
+// serveCertPEM answers GET /_explorer/emulator.pem, unauthenticated as on the official
+// emulator: the certificate clients should trust, PEM encoded.
+func (e *Emulator) serveCertPEM(w http.ResponseWriter) {
+	c, err := e.certificate()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "InternalServerError", err.Error(), 0)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	w.Header().Del(hdrCharge)
+	_, _ = w.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}))
+}
