@@ -258,3 +258,77 @@ func TestProcessor_MergeLosesNothingAndLeavesEPKLeases(t *testing.T) {
 		t.Errorf("total lag = %d, want %d", sum.TotalLag, lags[0].Lag)
 	}
 }
+
+// TestProcessor_MergeOfLeasesWithoutFeedRange: .NET v0 leases without a FeedRange (written by a
+// pre-FeedRange v3 library) over two partitions that merge while a processor runs. The acquire
+// fills the range in from the partition key ranges and writes it with the same replace, as .NET
+// does, so the merge replaces both leases by EPK leases and every change is delivered; the
+// estimator then measures the backlog on the merged partition. Before, the split handler
+// retried "lease 0 has no range to merge" forever: 92 of 200 changes were delivered and the
+// estimator reported a lag of 1 per lease.
+func TestProcessor_MergeOfLeasesWithoutFeedRange(t *testing.T) {
+	t.Parallel()
+	fx := newMergeFixture(t)
+	ctx := context.Background()
+	before := partitions(t, fx.orders)
+	for _, p := range before {
+		l := leases.NewDotNetV0(fx.store.Prefix(), p.ID, leases.Range{}, "")
+		if _, err := fx.store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fx.store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := upsert(t, fx.orders, somePKs, 0, 200)
+	var mergeErr error
+	mergedOnce := false
+	seen, replaced := fx.process(t, want, func(handled int) {
+		if handled >= 60 && !mergedOnce {
+			mergedOnce = true
+			_, mergeErr = fx.acct.Emulator().Merge("db", "orders", []string{"0", "1"})
+		}
+	})
+	if mergeErr != nil {
+		t.Fatalf("Merge() error = %v", mergeErr)
+	}
+	n := 0
+	for _, id := range want {
+		if seen[id] > 0 {
+			n++
+		}
+	}
+	if n != len(want) {
+		t.Errorf("%d of %d changes delivered", n, len(want))
+	}
+	slices.Sort(replaced)
+	if !slices.Equal(replaced, []string{"0", "1"}) {
+		t.Errorf("leases replaced: %v, want both range-less v0 leases 0 and 1", replaced)
+	}
+	ls, err := fx.store.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 2 {
+		t.Fatalf("%d leases after the merge, want 2", len(ls))
+	}
+	for i, l := range ls {
+		if l.Family != leases.FamilyDotNetV1 || l.Range != before[i].Range {
+			t.Errorf("lease %d: %s %s over %s, want a v1 lease over %s", i, l.Family, l.Token, l.Range, before[i].Range)
+		}
+	}
+	// A backlog written while no host runs is measured, not hidden behind the sentinel 1.
+	upsert(t, fx.orders, somePKs, 300, 10)
+	lags, sum, err := feed.Estimate(ctx, fx.orders, ls, feed.EstimateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lags {
+		if l.Sentinel != "" {
+			t.Errorf("lease %s: sentinel %q, want a measured lag", l.Token, l.Sentinel)
+		}
+	}
+	if sum.TotalLag < 10 {
+		t.Errorf("total lag %d after 10 pending changes, want at least 10", sum.TotalLag)
+	}
+}

@@ -131,6 +131,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		plan = append(mine, plan...)
 	}
 	tried := map[string]bool{}
+	fill := p.rangeFiller(ctx)
 	for _, l := range plan {
 		if ctx.Err() != nil {
 			return
@@ -150,7 +151,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		// Under a fresh deadline: a write cut off by shutdown could land with its answer lost,
 		// leaving the lease owned here until it expired; start releases it when stopping.
 		actx, cancel := p.fresh(ctx)
-		acquired, err := p.acquire(actx, l)
+		acquired, err := p.acquire(actx, l, fill(l))
 		cancel()
 		if errors.Is(err, leases.ErrLeaseLost) {
 			p.log.Debug("lease taken by another host first", "lease", l.Token, "err", err)
@@ -173,18 +174,52 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 }
 
 // acquire takes l (free, expired, or stolen) if its owner has not changed since it was
-// listed, and clears any handoff request on it.
-func (p *Processor) acquire(ctx context.Context, l *leases.Lease) (*leases.Lease, error) {
+// listed, and clears any handoff request on it. A lease without a range gets rng (when not
+// zero) in the same replace, as .NET's acquire fills in a missing FeedRange
+// (LeaseManagement/DocumentServiceLeaseManagerCosmos.cs, AcquireAsync, lines 60-84).
+func (p *Processor) acquire(ctx context.Context, l *leases.Lease, rng Range) (*leases.Lease, error) {
 	seen := l.Owner
 	return p.store.Update(ctx, l, func(n *leases.Lease) error {
 		if n.Owner != seen {
 			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if !n.HasRange() && rng != (Range{}) {
+			n.Range = rng
 		}
 		n.Owner = p.opts.Instance
 		delete(n.Properties, handoffKey)
 		delete(n.Properties, handoffAcceptedKey)
 		return nil
 	})
+}
+
+// rangeFiller returns the range an acquire writes on a lease that has none: a .NET v0 lease
+// without FeedRange (pre-FeedRange v3 leases, V2 PartitionId leases) gets the range of the live
+// partition its token names, as .NET's acquire looks it up in the partition key range cache,
+// so that a later merge can replace it by an EPK lease over that range. The partitions are
+// listed once per cycle, and only when a lease needs them; a partition that is already gone
+// (or a listing that fails) leaves the lease as it is, as in .NET. Java PK-range documents have
+// no range field, so nothing is written on them.
+func (p *Processor) rangeFiller(ctx context.Context) func(*leases.Lease) Range {
+	var parts []Partition
+	listed := false
+	return func(l *leases.Lease) Range {
+		if l.HasRange() || l.Family != leases.FamilyDotNetV0 {
+			return Range{}
+		}
+		if !listed {
+			listed = true
+			var err error
+			if parts, err = p.src.Partitions(ctx); err != nil && ctx.Err() == nil {
+				p.infraError(ctx, "list partitions", l.Token, err)
+			}
+		}
+		rt, err := Route(l, parts)
+		if err != nil {
+			return Range{}
+		}
+		return rt.Partition.Range
+	}
 }
 
 // askFirst reports whether a steal of the live lease l should be a handoff request: yes,
