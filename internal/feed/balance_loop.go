@@ -93,6 +93,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 	if err != nil {
 		if ctx.Err() == nil {
 			p.infraError(ctx, "list leases", "", err)
+			p.cycleDone(err)
 		}
 		return
 	}
@@ -170,7 +171,15 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		p.log.Info("lease acquired", "lease", l.Token, "range", l.Range.String(), "from", from)
 		p.start(acquired)
 	}
+	p.cycleDone(nil)
 	return donor
+}
+
+// cycleDone tells ProcessorOptions.OnAcquireCycle that an acquire cycle ended.
+func (p *Processor) cycleDone(err error) {
+	if p.opts.OnAcquireCycle != nil {
+		p.opts.OnAcquireCycle(err)
+	}
 }
 
 // acquire takes l (free, expired, or stolen) if its owner has not changed since it was

@@ -138,6 +138,12 @@ type LeaseLag struct {
 	Age time.Duration
 	// RequestCharge is the RU cost of the read.
 	RequestCharge float64
+	// Progress says whether the lease's changes are being worked off (ProgressIdle,
+	// ProgressActive, ProgressStuck, ProgressWaiting). One estimate sees no movement, so
+	// Estimate never reports ProgressStuck: a ProgressTracker over successive estimates does,
+	// and sets StuckFor, how long the continuation has not moved.
+	Progress string
+	StuckFor time.Duration
 }
 
 // EstimateSummary totals an estimate.
@@ -150,6 +156,10 @@ type EstimateSummary struct {
 	Leases, Owned, LiveOwners int
 	// MaxTimeLag is the largest TimeLag.
 	MaxTimeLag time.Duration
+	// Stuck counts the leases whose Progress is ProgressStuck, MaxStuckFor is the largest
+	// StuckFor (Summarize recounts both after a ProgressTracker observed the leases).
+	Stuck       int
+	MaxStuckFor time.Duration
 	// RequestCharge is the RU cost of every read.
 	RequestCharge float64
 }
@@ -193,10 +203,14 @@ func Estimate(ctx context.Context, src Source, ls []*leases.Lease, opts Estimate
 	if err := g.Wait(); err != nil {
 		return nil, EstimateSummary{}, err
 	}
-	return out, summarize(out), nil
+	for i := range out {
+		out[i].Progress, _, _ = TrackProgress(LeaseTrack{}, out[i].sighting(now), DefaultStuckAfter)
+	}
+	return out, Summarize(out), nil
 }
 
-func summarize(lags []LeaseLag) EstimateSummary {
+// Summarize totals the leases of an estimate.
+func Summarize(lags []LeaseLag) EstimateSummary {
 	s := EstimateSummary{Leases: len(lags)}
 	owners := map[string]bool{}
 	for _, l := range lags {
@@ -205,6 +219,10 @@ func summarize(lags []LeaseLag) EstimateSummary {
 		}
 		s.RequestCharge += l.RequestCharge
 		s.MaxTimeLag = max(s.MaxTimeLag, l.TimeLag)
+		if l.Progress == ProgressStuck {
+			s.Stuck++
+			s.MaxStuckFor = max(s.MaxStuckFor, l.StuckFor)
+		}
 		if l.State == leases.StateOwned {
 			s.Owned++
 			owners[l.Owner] = true

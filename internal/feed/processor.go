@@ -71,6 +71,11 @@ type ProcessorOptions struct {
 	// ErrorBackoff is the first wait after a failed read, handler or lease operation; it
 	// doubles per consecutive failure up to MaxErrorBackoff (defaults 1s and 30s).
 	ErrorBackoff, MaxErrorBackoff time.Duration
+	// OnAcquireCycle, when set, is called at the end of every acquire cycle that was not cut
+	// off by shutdown, with nil when the cycle listed the leases or the listing's error (the
+	// lease store did not answer). It is called from the balancing goroutine and must be quick.
+	// Health checks use it: the first call says the host finished its first cycle.
+	OnAcquireCycle func(err error)
 }
 
 // WithDefaults returns o with every zero field set to its default.
