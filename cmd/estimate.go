@@ -3,9 +3,11 @@ package cmd
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +31,9 @@ type estimateOptions struct {
 	Count             int
 	MaxLag            int64
 	maxLagSet         bool
+	MaxStuck          time.Duration
+	maxStuckSet       bool
+	StuckAfter        int
 	MetricsAddr       string
 	Concurrency       int
 	Expiration        time.Duration
@@ -59,6 +64,8 @@ type estimateLeaseView struct {
 	Sentinel       *string       `json:"sentinel"`
 	TimeLagSeconds *float64      `json:"time_lag_seconds"`
 	AgeSeconds     *float64      `json:"age_seconds"`
+	Progress       string        `json:"progress"`
+	StuckSeconds   *float64      `json:"stuck_seconds"`
 }
 
 type estimateSummaryView struct {
@@ -68,6 +75,8 @@ type estimateSummaryView struct {
 	LiveOwners        int     `json:"live_owners"`
 	MaxTimeLagSeconds float64 `json:"max_time_lag_seconds"`
 	RequestCharge     float64 `json:"request_charge"`
+	Stuck             int     `json:"stuck"`
+	MaxStuckSeconds   float64 `json:"max_stuck_seconds"`
 }
 
 func newEstimateCmd(f *factory) *cobra.Command {
@@ -97,17 +106,23 @@ while Java counts every write to the partition since the checkpoint. Nothing pen
 read with java, so TIME-LAG is known only for a caught-up lease.
 
 cfp adds TIME-LAG (the age of the oldest pending change), AGE (since the lease was last
-written), OWNER and STATE (owned, expired or unowned), and a summary: total lag (1 when
-there are no leases, like the .NET push estimator, with --allow-empty), leases and live
-owners. A processor without leases (a typo in -p) is an error: cfp exits 5 naming the
+written), OWNER and STATE (owned, expired or unowned), PROGRESS, and a summary: total lag
+(1 when there are no leases, like the .NET push estimator, with --allow-empty), leases and
+live owners. A processor without leases (a typo in -p) is an error: cfp exits 5 naming the
 processors it found in the lease container, nearest first; --allow-empty reports the empty
-lease set instead, total lag 1, for a script that expects the .NET estimator's answer. Reads run in
-parallel, at most --concurrency at a time.
+lease set instead, total lag 1, for a script that expects the .NET estimator's answer. Reads
+run in parallel, at most --concurrency at a time.
+
+PROGRESS tells a stuck lease from a late one: idle (nothing to read), active (something to
+read and a live owner), waiting (something to read and no live owner), and, with --watch,
+stuck: its owner keeps renewing it but its continuation has not moved for --stuck-after
+estimates (3 by default) while its lag is above 0. A sentinel lag is never stuck.
 
 --watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it redraws
 the table, in a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
-total lag exceeds N (with --watch, when the last estimate did). --metrics-addr serves the
-numbers for Prometheus at /metrics and implies --watch.`,
+total lag exceeds N (with --watch, when the last estimate did); --max-stuck D exits 3 when
+a lease has been stuck for longer than D. --metrics-addr serves the numbers for Prometheus
+at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 		Example: `  # Lag per lease, as a table
   cfp estimate -d shop -c orders -p orders-proj
 
@@ -119,6 +134,9 @@ numbers for Prometheus at /metrics and implies --watch.`,
 
   # The lag Java's getCurrentState reports for a Java processor's leases
   cfp estimate -d shop -c orders -p orders-proj --formula java
+
+  # Exit 3 once a lease has been stuck (owner renewing, not checkpointing) for over a minute
+  cfp estimate -d shop -c orders -p orders-proj --watch 10s --max-stuck 1m
 
   # Prometheus gauges per lease on :9464
   cfp estimate -d shop -c orders -p orders-proj --metrics-addr :9464`,
@@ -144,6 +162,16 @@ numbers for Prometheus at /metrics and implies --watch.`,
 				opts.Watch = defaultWatchInterval
 			}
 			opts.maxLagSet = c.Flags().Changed("max-lag")
+			opts.maxStuckSet = c.Flags().Changed("max-stuck")
+			if opts.maxStuckSet && !opts.watching {
+				return usageErrorf("--max-stuck needs --watch (one estimate cannot see a lease that does not move)")
+			}
+			if opts.maxStuckSet && opts.MaxStuck < 0 {
+				return usageErrorf("--max-stuck must not be negative")
+			}
+			if opts.StuckAfter < 1 {
+				return usageErrorf("--stuck-after must be at least 1")
+			}
 			if opts.watching && opts.Watch <= 0 {
 				return usageErrorf("--watch interval must be positive")
 			}
@@ -170,7 +198,9 @@ numbers for Prometheus at /metrics and implies --watch.`,
 	fs.Lookup("watch").NoOptDefVal = defaultWatchInterval.String()
 	fs.IntVar(&opts.Count, "count", 0, "with --watch, stop after `N` estimates (0: until interrupted)")
 	fs.Int64Var(&opts.MaxLag, "max-lag", 0, "exit 3 when the total lag exceeds `N` (LSNs)")
-	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at `ADDR` (e.g. :9464), implies --watch")
+	fs.DurationVar(&opts.MaxStuck, "max-stuck", 0, "with --watch, exit 3 when a lease has been stuck for longer than `D`")
+	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "a lease whose owner renews but whose continuation has not moved for `N` estimates, with lag > 0, is stuck")
+	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz, /readyz at `ADDR` (e.g. :9464), implies --watch")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
 	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	fs.BoolVar(&opts.AllowEmpty, "allow-empty", false, "report a processor without leases (total lag 1, like the .NET estimator) instead of exiting 5")
@@ -181,17 +211,29 @@ numbers for Prometheus at /metrics and implies --watch.`,
 	return c
 }
 
+// estimateStates are the values of the state label of cfp_estimate_lease_state: the ownership
+// states, then the progress states.
+var estimateStates = append([]string{leases.StateOwned, leases.StateExpired, leases.StateUnowned}, feed.Progresses...)
+
 // estimateGauges are the Prometheus metrics of `cfp estimate --metrics-addr` (names and labels
 // are a public contract, documented in docs/scripting.md).
 type estimateGauges struct {
-	lag      *prometheus.GaugeVec
-	timeLag  *prometheus.GaugeVec
-	totalLag prometheus.Gauge
-	leases   prometheus.Gauge
+	lag        *prometheus.GaugeVec
+	timeLag    *prometheus.GaugeVec
+	stuck      *prometheus.GaugeVec
+	state      *prometheus.GaugeVec
+	moves      *prometheus.CounterVec
+	totalLag   prometheus.Gauge
+	leases     prometheus.Gauge
+	liveOwners prometheus.Gauge
+	charge     prometheus.Counter
+	errors     prometheus.Counter
+
+	owners map[string]string // by lease, as of the last estimate
 }
 
-func newEstimateGauges(reg *prometheus.Registry, prefix string) *estimateGauges {
-	labels := prometheus.Labels{"prefix": prefix}
+func newEstimateGauges(reg *prometheus.Registry, processor, database, container string) *estimateGauges {
+	labels := metricLabels(processor, database, container)
 	g := &estimateGauges{
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cfp_estimate_lease_lag", Help: "Estimated lag of a lease in LSNs (the .NET estimator's number, or Java's with --formula java).", ConstLabels: labels,
@@ -199,15 +241,38 @@ func newEstimateGauges(reg *prometheus.Registry, prefix string) *estimateGauges 
 		timeLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cfp_estimate_lease_time_lag_seconds", Help: "Age of the oldest change a lease has not processed (0 when none).", ConstLabels: labels,
 		}, []string{"lease"}),
+		stuck: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cfp_estimate_lease_stuck_seconds", Help: "How long a stuck lease's continuation has not moved (0 unless stuck).", ConstLabels: labels,
+		}, []string{"lease"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cfp_estimate_lease_state", Help: "1 for a lease's ownership state (owned, expired, unowned) and progress state (idle, active, stuck, waiting), 0 for the others.", ConstLabels: labels,
+		}, []string{"lease", "state"}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cfp_estimate_lease_moves_total", Help: "Owner changes of a lease seen between two estimates.", ConstLabels: labels,
+		}, []string{"lease"}),
 		totalLag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cfp_estimate_total_lag", Help: "Sum of the leases' estimated lag in LSNs (1 when there are no leases).", ConstLabels: labels,
 		}),
 		leases: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cfp_estimate_leases", Help: "Number of leases estimated.", ConstLabels: labels,
 		}),
+		liveOwners: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cfp_estimate_live_owners", Help: "Distinct live owners of the leases.", ConstLabels: labels,
+		}),
+		charge: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cfp_estimate_request_charge_total", Help: "Request units the estimates cost.", ConstLabels: labels,
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cfp_estimate_errors_total", Help: "Estimates that failed (the account or lease container did not answer).", ConstLabels: labels,
+		}),
 	}
-	reg.MustRegister(g.lag, g.timeLag, g.totalLag, g.leases)
+	reg.MustRegister(g.collectors()...)
 	return g
+}
+
+// collectors are the metrics registered.
+func (g *estimateGauges) collectors() []prometheus.Collector {
+	return []prometheus.Collector{g.lag, g.timeLag, g.stuck, g.state, g.moves, g.totalLag, g.leases, g.liveOwners, g.charge, g.errors}
 }
 
 func (g *estimateGauges) set(v estimateView) {
@@ -216,6 +281,9 @@ func (g *estimateGauges) set(v estimateView) {
 	}
 	g.lag.Reset()
 	g.timeLag.Reset()
+	g.stuck.Reset()
+	g.state.Reset()
+	owners := make(map[string]string, len(v.Leases))
 	for _, l := range v.Leases {
 		g.lag.WithLabelValues(l.Lease).Set(float64(l.Lag))
 		tl := 0.0
@@ -223,9 +291,41 @@ func (g *estimateGauges) set(v estimateView) {
 			tl = *l.TimeLagSeconds
 		}
 		g.timeLag.WithLabelValues(l.Lease).Set(tl)
+		st := 0.0
+		if l.StuckSeconds != nil {
+			st = *l.StuckSeconds
+		}
+		g.stuck.WithLabelValues(l.Lease).Set(st)
+		for _, s := range estimateStates {
+			on := 0.0
+			if s == l.State || s == l.Progress {
+				on = 1
+			}
+			g.state.WithLabelValues(l.Lease, s).Set(on)
+		}
+		owner := ""
+		if l.Owner != nil {
+			owner = *l.Owner
+		}
+		owners[l.Lease] = owner
+		if prev, ok := g.owners[l.Lease]; ok && !strings.EqualFold(prev, owner) {
+			g.moves.WithLabelValues(l.Lease).Inc()
+		} else {
+			g.moves.WithLabelValues(l.Lease)
+		}
 	}
+	g.owners = owners
 	g.totalLag.Set(float64(v.Summary.TotalLag))
 	g.leases.Set(float64(v.Summary.Leases))
+	g.liveOwners.Set(float64(v.Summary.LiveOwners))
+	g.charge.Add(v.Summary.RequestCharge)
+}
+
+// failed counts a failed estimate.
+func (g *estimateGauges) failed() {
+	if g != nil {
+		g.errors.Inc()
+	}
 }
 
 func runEstimate(ctx context.Context, opts *estimateOptions) error {
@@ -264,17 +364,20 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 		Now:               f.Now,
 		Logger:            f.Log,
 	}
+	tracker := &feed.ProgressTracker{StuckAfter: opts.StuckAfter}
 	estimate := func() (estimateView, error) {
 		ls, err := store.List(ctx)
 		if err != nil {
 			return estimateView{}, err
 		}
 		eopts.Partitions = nil
-		lags, sum, err := feed.Estimate(ctx, t.monitored, ls, eopts)
+		lags, _, err := feed.Estimate(ctx, t.monitored, ls, eopts)
 		if err != nil {
 			return estimateView{}, err
 		}
-		return newEstimateView(t.prefix, lags, sum, f.Now()), nil
+		now := f.Now()
+		tracker.Observe(lags, now)
+		return newEstimateView(t.prefix, lags, feed.Summarize(lags), now), nil
 	}
 
 	if !opts.watching {
@@ -289,10 +392,13 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	}
 
 	var gauges *estimateGauges
+	var hl *health
 	if opts.MetricsAddr != "" {
 		reg := newMetricsRegistry()
-		gauges = newEstimateGauges(reg, t.prefix)
-		addr, stop, err := serveMetrics(ctx, opts.MetricsAddr, reg, f.Log)
+		gauges = newEstimateGauges(reg, f.Global.Processor, f.Global.Database, f.Global.Container)
+		// Wedged when no estimate ended for ten intervals plus two minutes of SDK retries.
+		hl = newHealth(f.Now, 10*opts.Watch+2*time.Minute)
+		addr, stop, err := serveMetrics(ctx, opts.MetricsAddr, reg, hl, f.Log)
 		if err != nil {
 			return err
 		}
@@ -314,8 +420,11 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 		case err != nil:
 			// One failed round does not end a watch; the next may succeed.
 			f.warnf("estimate: %v", err)
+			gauges.failed()
+			hl.round(errors.New(f.redact(err.Error())))
 		default:
 			gauges.set(v)
+			hl.round(nil)
 			if redraw {
 				fmt.Fprint(f.IO.Out, "\x1b[H\x1b[2J")
 			}
@@ -327,7 +436,7 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 			} else if p.Format == render.FormatTable {
 				fmt.Fprintln(f.IO.Out)
 			}
-			last = opts.checkMaxLag(v)
+			last = errors.Join(opts.checkMaxLag(v), opts.checkMaxStuck(v))
 			if last != nil {
 				f.warnf("%v", last)
 			}
@@ -346,6 +455,20 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	}
 }
 
+// checkMaxStuck fails with exit code 3 when a lease has been stuck for longer than --max-stuck.
+func (o *estimateOptions) checkMaxStuck(v estimateView) error {
+	if !o.maxStuckSet {
+		return nil
+	}
+	for _, l := range v.Leases {
+		if l.StuckSeconds != nil && *l.StuckSeconds > o.MaxStuck.Seconds() {
+			return &ExitError{Code: exitThreshold, Err: fmt.Errorf("lease %s stuck for %s exceeds --max-stuck %s",
+				l.Lease, secondsCell(l.StuckSeconds), o.MaxStuck)}
+		}
+	}
+	return nil
+}
+
 func (o *estimateOptions) checkMaxLag(v estimateView) error {
 	if o.maxLagSet && v.Summary.TotalLag > o.MaxLag {
 		return &ExitError{Code: exitThreshold, Err: fmt.Errorf("total lag %d exceeds --max-lag %d", v.Summary.TotalLag, o.MaxLag)}
@@ -361,12 +484,16 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 		Summary: estimateSummaryView{
 			TotalLag: sum.TotalLag, Leases: sum.Leases, Owned: sum.Owned, LiveOwners: sum.LiveOwners,
 			MaxTimeLagSeconds: sum.MaxTimeLag.Seconds(), RequestCharge: sum.RequestCharge,
+			Stuck: sum.Stuck, MaxStuckSeconds: sum.MaxStuckFor.Seconds(),
 		},
 	}
 	lags = slices.Clone(lags)
 	slices.SortStableFunc(lags, func(a, b feed.LeaseLag) int { return compareLeases(a.Lease, b.Lease) })
 	for _, l := range lags {
-		lv := estimateLeaseView{Lease: l.Token, Owner: nonZero(l.Owner), State: l.State, Lag: l.Lag, Sentinel: nonZero(l.Sentinel)}
+		lv := estimateLeaseView{Lease: l.Token, Owner: nonZero(l.Owner), State: l.State, Lag: l.Lag, Sentinel: nonZero(l.Sentinel), Progress: l.Progress}
+		if l.Progress == feed.ProgressStuck {
+			lv.StuckSeconds = new(l.StuckFor.Seconds())
+		}
 		if l.Range.Max != "" {
 			lv.Range = new(l.Range)
 		}
@@ -393,14 +520,18 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimateView) error {
 	table := p.Format == render.FormatTable && p.Query == nil
 	err := p.Print(ctx, v, func(tb *render.Table) {
-		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"latest", "lag", "time-lag", "age"})...)
+		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"latest", "lag", "time-lag", "age", "progress"})...)
 		for _, l := range v.Leases {
 			lag := strconv.FormatInt(l.Lag, 10)
 			if l.Sentinel != nil {
 				lag += "*"
 			}
 			cells := leaseCells(f.IO, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
-			tb.Row(append(cells, lsnCell(l.LatestLSN), lag, secondsCell(l.TimeLagSeconds), secondsCell(l.AgeSeconds))...)
+			progress := l.Progress
+			if l.StuckSeconds != nil {
+				progress += " " + secondsCell(l.StuckSeconds)
+			}
+			tb.Row(append(cells, lsnCell(l.LatestLSN), lag, secondsCell(l.TimeLagSeconds), secondsCell(l.AgeSeconds), progress)...)
 		}
 	})
 	if err != nil || !table {
@@ -409,6 +540,10 @@ func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimat
 	s := v.Summary
 	_, err = fmt.Fprintf(f.IO.Out, "\nTotal lag %d (LSNs) over %d lease(s); %d owned by %d live owner(s).\n",
 		s.TotalLag, s.Leases, s.Owned, s.LiveOwners)
+	if err == nil && s.Stuck > 0 {
+		_, err = fmt.Fprintf(f.IO.Out, "%d lease(s) stuck: the owner renews but the continuation has not moved (longest %s).\n",
+			s.Stuck, secondsCell(&s.MaxStuckSeconds))
+	}
 	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Lag >= 0 && l.Sentinel != nil }) {
 		_, err = fmt.Fprintln(f.IO.Out, "* the estimator's sentinel 1: no continuation yet, or the lease's partition split or merged.")
 	}

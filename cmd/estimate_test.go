@@ -91,11 +91,11 @@ func TestEstimate_MetricsEndpoint(t *testing.T) {
 	var lines []string
 	for tok, n := range want {
 		total += n
-		lines = append(lines, fmt.Sprintf(`cfp_estimate_lease_lag{lease=%q,prefix=%q} %d`, tok, prefix, n))
+		lines = append(lines, fmt.Sprintf(`cfp_estimate_lease_lag{container="orders",database="shop",lease=%q,processor=""} %d`, tok, n))
 	}
 	lines = append(lines,
-		fmt.Sprintf(`cfp_estimate_total_lag{prefix=%q} %d`, prefix, total),
-		fmt.Sprintf(`cfp_estimate_leases{prefix=%q} %d`, prefix, len(want)))
+		fmt.Sprintf(`cfp_estimate_total_lag{container="orders",database="shop",processor=""} %d`, total),
+		fmt.Sprintf(`cfp_estimate_leases{container="orders",database="shop",processor=""} %d`, len(want)))
 	var body string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -110,7 +110,7 @@ func TestEstimate_MetricsEndpoint(t *testing.T) {
 			t.Errorf("metrics lack %q", l)
 		}
 	}
-	if !strings.Contains(body, `cfp_estimate_lease_time_lag_seconds{lease="0"`) {
+	if !strings.Contains(body, `cfp_estimate_lease_time_lag_seconds{container="orders",database="shop",lease="0"`) {
 		t.Errorf("metrics lack the time lag of lease 0:\n%s", body)
 	}
 	if total != 20 {
@@ -135,12 +135,12 @@ func TestEstimate_MetricsEndpoint(t *testing.T) {
 func TestServeMetrics_PortInUse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr, stop, err := serveMetrics(ctx, "127.0.0.1:0", newMetricsRegistry(), nil)
+	addr, stop, err := serveMetrics(ctx, "127.0.0.1:0", newMetricsRegistry(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	_, _, err = serveMetrics(ctx, addr, newMetricsRegistry(), nil)
+	_, _, err = serveMetrics(ctx, addr, newMetricsRegistry(), nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "serve metrics on "+addr) || hintOf(err) == "" {
 		t.Fatalf("second server on %s: %v (hint %q), want an error with a hint", addr, err, hintOf(err))
 	}

@@ -18,12 +18,12 @@ import (
 // runtime metrics: the endpoint shows what the command measures).
 func newMetricsRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
 
-// serveMetrics serves reg at http://<addr>/metrics for a command's lifetime (`cfp estimate
-// --metrics-addr`, `cfp process --metrics-addr`). It returns once the listener is open, so a port
+// serveMetrics serves reg at http://<addr>/metrics, and h at /healthz and /readyz, for a
+// command's lifetime (`cfp estimate --metrics-addr`, `cfp process --metrics-addr`). It returns once the listener is open, so a port
 // already in use is reported at once, with the address actually listened on (the port is chosen
 // when addr ends in ":0"). The server stops when ctx ends or stop is called; stop waits for it
 // and may be called more than once. Serving errors after the start are logged to log.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (listening string, stop func(), err error) {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, h *health, log *slog.Logger) (listening string, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, withHint(fmt.Errorf("serve metrics on %s: %w", addr, err), "pick a free address with --metrics-addr, e.g. localhost:9464")
@@ -33,6 +33,8 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", h.serveLive)
+	mux.HandleFunc("/readyz", h.serveReady)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() {

@@ -48,6 +48,7 @@ type processOptions struct {
 	Events               string
 	CreateLeaseContainer bool
 	MetricsAddr          string
+	StuckAfter           int
 	ShutdownTimeout      time.Duration
 
 	// started, when set, is called once the processor bootstrapped, before it runs (tests).
@@ -105,6 +106,11 @@ Lifecycle notifications go to stderr (--events): acquired, released, lost, split
 (with cause user for the delegate, infra for the service), as text or as JSON lines that
 also include batch and checkpoint events and a final summary.
 
+--metrics-addr serves Prometheus metrics at /metrics, and /healthz (the balancing loop
+runs) and /readyz (the first acquire cycle finished and the lease container answers) for
+probes; a held lease whose batch has not finished for --stuck-after acquire intervals is
+reported stuck (docs/scripting.md lists the metrics).
+
 SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
 --shutdown-timeout), are checkpointed, every lease is released so other hosts take over
 at once, and cfp exits 0. A second signal ends cfp at once.`
@@ -160,7 +166,8 @@ func newProcessCmd(f *factory) *cobra.Command {
 	opts.delegate.addFlags(c, processDelegateUsage)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr (jsonl also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
-	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on `HOST:PORT` (e.g. :9464)")
+	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
+	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
 	return c
 }
@@ -178,6 +185,9 @@ func (o *processOptions) validate(c *cobra.Command) error {
 	}
 	if o.MaxItems < 0 {
 		return usageErrorf("--max-items must not be negative, got %d", o.MaxItems)
+	}
+	if o.StuckAfter < 1 {
+		return usageErrorf("--stuck-after must be at least 1, got %d", o.StuckAfter)
 	}
 	start, err := feed.ParseStart(o.StartFrom, o.f.Now())
 	if err != nil {
@@ -253,6 +263,26 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	}
 	// "now" is this host's start, as in .NET (see feed.AnchorNow).
 	start = feed.AnchorNow(start, o.mode, f.Now())
+	eopts := o.engineOptions(start)
+	var metrics *processMetrics
+	var hl *health
+	if o.MetricsAddr != "" {
+		// Served from the start, so /readyz answers 503 until the first acquire cycle ended.
+		metrics = newProcessMetrics(f.Global.Processor, f.Global.Database, f.Global.Container, eopts.Instance, o.StuckAfter)
+		hl = newHealth(f.Now, processStallAfter(eopts.WithDefaults().AcquireInterval))
+		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, hl, f.Log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		eopts.OnAcquireCycle = func(err error) {
+			if err != nil {
+				err = errors.New(f.redact(err.Error()))
+			}
+			hl.round(err)
+			metrics.cycle(f.Now())
+		}
+	}
 	acct, err := f.Account(ctx)
 	if err != nil {
 		return err
@@ -267,17 +297,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		return err
 	}
 
-	eopts := o.engineOptions(start)
 	events := newProcessEvents(f.IO.ErrOut, o.Events, f.redact, f.Now)
-	var metrics *processMetrics
-	if o.MetricsAddr != "" {
-		metrics = newProcessMetrics(f.Global.Processor, eopts.Instance)
-		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, f.Log)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	eopts.Logger = f.Log
 	eopts.Notify = func(e feed.Event) {
 		events.notify(e)
@@ -321,6 +341,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	}
 
 	runErr := proc.Run(ctx)
+	hl.stop()
 	events.summary(eopts.Instance, runErr)
 	if runErr != nil {
 		var stop *feed.StopError
@@ -334,6 +355,13 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		return &ExitError{Code: exitOK}
 	}
 	return nil
+}
+
+// processStallAfter is how long /healthz of `cfp process` waits for an acquire cycle before it
+// calls the host wedged: five acquire intervals, plus two minutes for the SDK's retries of an
+// unreachable account (a cycle that fails still reports, so this is a hang, not an outage).
+func processStallAfter(acquire time.Duration) time.Duration {
+	return 5*acquire + 2*time.Minute
 }
 
 // leaseStore opens (or creates) the lease container in the lease account and returns the store
@@ -421,6 +449,7 @@ type failures struct {
 var _ feed.LeaseHandler = (*observedHandler)(nil)
 
 func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
+	o.metrics.batchStarted(b)
 	err := o.h.Handle(ctx, b)
 	var stop *feed.StopError
 	switch {

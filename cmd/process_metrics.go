@@ -1,10 +1,22 @@
 package cmd
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
 )
+
+// metricLabels are the labels every lag and processor metric of `cfp process` and `cfp
+// estimate` carries, with the same names in both: the processor name and the monitored
+// database and container, never resource ids (docs/scripting.md). Per-lease metrics add
+// "lease" (the lease token).
+func metricLabels(processor, database, container string) prometheus.Labels {
+	return prometheus.Labels{"processor": processor, "database": database, "container": container}
+}
 
 // processMetrics are the Prometheus metrics of `cfp process --metrics-addr`: their names and
 // labels are a public contract (docs/scripting.md). A nil *processMetrics records nothing.
@@ -14,11 +26,29 @@ type processMetrics struct {
 	items    *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 	owned    prometheus.Gauge
+	moves    *prometheus.CounterVec
 	lag      *prometheus.GaugeVec
+	state    *prometheus.GaugeVec
+
+	instance   string
+	stuckAfter int
+
+	// mu guards progress, the stuck detection's view of the leases this host holds.
+	mu       sync.Mutex
+	progress map[string]*ownedProgress
 }
 
-func newProcessMetrics(processor, instance string) *processMetrics {
-	labels := prometheus.Labels{"processor": processor, "instance": instance}
+// ownedProgress is what the host knows of the progress of a lease it holds.
+type ownedProgress struct {
+	continuation string
+	lag          int64
+	measured     bool
+	track        feed.LeaseTrack
+}
+
+func newProcessMetrics(processor, database, container, instance string, stuckAfter int) *processMetrics {
+	labels := metricLabels(processor, database, container)
+	labels["owner"] = instance
 	m := &processMetrics{
 		registry: newMetricsRegistry(),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -33,18 +63,41 @@ func newProcessMetrics(processor, instance string) *processMetrics {
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cfp_process_owned_leases", Help: "Leases this host holds.", ConstLabels: labels,
 		}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cfp_process_lease_moves_total", Help: "Leases this host acquired, released or lost, by event.", ConstLabels: labels,
+		}, []string{"event"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name:        "cfp_process_lease_lag",
 			Help:        "Changes (LSNs) between a lease's last processed batch and its partition's latest LSN when the batch was read.",
 			ConstLabels: labels,
 		}, []string{"lease"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name:        "cfp_process_lease_state",
+			Help:        "1 for the progress state (idle, active, stuck) of each lease this host holds, 0 for the others; updated every acquire cycle.",
+			ConstLabels: labels,
+		}, []string{"lease", "state"}),
+		instance:   instance,
+		stuckAfter: stuckAfter,
+		progress:   map[string]*ownedProgress{},
 	}
-	m.registry.MustRegister(m.batches, m.items, m.errors, m.owned, m.lag)
-	// Both causes exist from the start, so rate() works before the first error.
+	m.registry.MustRegister(m.collectors()...)
+	// Both causes and every move exist from the start, so rate() works before the first one.
 	m.errors.WithLabelValues(string(feed.CauseUser))
 	m.errors.WithLabelValues(string(feed.CauseInfra))
+	for _, e := range []feed.EventType{feed.EventAcquired, feed.EventReleased, feed.EventLost} {
+		m.moves.WithLabelValues(string(e))
+	}
 	return m
 }
+
+// collectors are the metrics registered.
+func (m *processMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.batches, m.items, m.errors, m.owned, m.moves, m.lag, m.state}
+}
+
+// processStates are the progress states a host reports for its own leases (it holds them, so
+// never waiting).
+var processStates = []string{feed.ProgressIdle, feed.ProgressActive, feed.ProgressStuck}
 
 // observe records one engine event.
 func (m *processMetrics) observe(e feed.Event) {
@@ -57,13 +110,41 @@ func (m *processMetrics) observe(e feed.Event) {
 		m.items.WithLabelValues(e.Lease).Add(float64(e.Items))
 	case feed.EventAcquired:
 		m.owned.Inc()
+		m.moves.WithLabelValues(string(e.Type)).Inc()
+		m.mu.Lock()
+		m.progress[e.Lease] = &ownedProgress{}
+		m.mu.Unlock()
 	case feed.EventReleased, feed.EventLost:
 		m.owned.Dec()
+		m.moves.WithLabelValues(string(e.Type)).Inc()
 		m.lag.DeleteLabelValues(e.Lease)
+		for _, s := range processStates {
+			m.state.DeleteLabelValues(e.Lease, s)
+		}
+		m.mu.Lock()
+		delete(m.progress, e.Lease)
+		m.mu.Unlock()
 	case feed.EventError:
 		if e.Cause != "" {
 			m.errors.WithLabelValues(string(e.Cause)).Inc()
 		}
+	}
+}
+
+// batchStarted records that a batch of b's lease is pending: its lease has changes to read
+// from b.Checkpoint on, at least the batch's.
+func (m *processMetrics) batchStarted(b feed.Batch) {
+	if m == nil {
+		return
+	}
+	lag := int64(len(b.Items))
+	if lsn, ok := feed.ContinuationLSN(b.Checkpoint); ok && b.LatestLSN > lsn {
+		lag = max(lag, b.LatestLSN-lsn)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.progress[b.LeaseToken]; p != nil {
+		p.continuation, p.lag, p.measured = b.Checkpoint, lag, lag > 0
 	}
 }
 
@@ -76,5 +157,36 @@ func (m *processMetrics) batchDone(b feed.Batch) {
 	if !ok {
 		return
 	}
-	m.lag.WithLabelValues(b.LeaseToken).Set(float64(max(0, b.LatestLSN-lsn)))
+	lag := max(0, b.LatestLSN-lsn)
+	m.lag.WithLabelValues(b.LeaseToken).Set(float64(lag))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.progress[b.LeaseToken]; p != nil {
+		p.continuation, p.lag, p.measured = b.Continuation, lag, true
+	}
+}
+
+// cycle updates the progress state of every lease this host holds (at the end of each
+// acquire cycle, the host's estimate interval): a lease whose batch has been pending with the
+// same checkpoint for stuckAfter cycles is stuck.
+func (m *processMetrics) cycle(now time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for token, p := range m.progress {
+		var state string
+		state, _, p.track = feed.TrackProgress(p.track, feed.LeaseSighting{
+			State: leases.StateOwned, Owner: m.instance, Continuation: p.continuation,
+			Lag: p.lag, Measured: p.measured, At: now,
+		}, m.stuckAfter)
+		for _, s := range processStates {
+			v := 0.0
+			if s == state {
+				v = 1
+			}
+			m.state.WithLabelValues(token, s).Set(v)
+		}
+	}
 }

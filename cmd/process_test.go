@@ -488,7 +488,7 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 	if got := procMetricSum(body, "cfp_process_lease_lag"); got != 0 {
 		t.Errorf("cfp_process_lease_lag sums to %v after everything was processed, want 0\n%s", got, body)
 	}
-	for _, want := range []string{`cfp_process_errors_total{cause="user",instance="m1",processor="metp"} 0`, `cfp_process_lease_lag{`} {
+	for _, want := range []string{`cfp_process_errors_total{cause="user",container="orders",database="shop",owner="m1",processor="metp"} 0`, `cfp_process_lease_lag{`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}

@@ -1,0 +1,120 @@
+package cmd
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// health is what /healthz and /readyz answer for a long-running command (`cfp process`, `cfp
+// estimate --metrics-addr`); docs/scripting.md documents both.
+//
+//   - /healthz (liveness) answers 200 while the command's loop runs: from the start until it
+//     stops, unless the loop has not reported a round (an acquire cycle, an estimate) for
+//     longer than stallAfter, which means it is wedged and the process should be restarted.
+//   - /readyz (readiness) answers 200 once the first round finished and while the last round
+//     reached the account; 503 with the reason before that, while the account is unreachable,
+//     and once the command stops.
+//
+// Its methods are safe for concurrent use; the zero value is not: use newHealth.
+type health struct {
+	now        func() time.Time
+	stallAfter time.Duration
+
+	mu       sync.Mutex
+	rounds   int       // rounds reported
+	lastAt   time.Time // when the last round ended (or the loop started)
+	lastErr  string    // the last round's failure, "" when it reached the account
+	stopping bool
+}
+
+// newHealth returns the health of a loop that starts now; a loop that reports no round for
+// stallAfter (0: never) is not live.
+func newHealth(now func() time.Time, stallAfter time.Duration) *health {
+	if now == nil {
+		now = time.Now
+	}
+	return &health{now: now, stallAfter: stallAfter, lastAt: now()}
+}
+
+// round records the end of one round of the loop: err is nil when it reached the account. The
+// message of err must not contain secrets (it is served to anyone who can reach the port).
+func (h *health) round(err error) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rounds++
+	h.lastAt = h.now()
+	h.lastErr = ""
+	if err != nil {
+		h.lastErr = err.Error()
+	}
+}
+
+// stop records that the loop ended: neither live nor ready from now on.
+func (h *health) stop() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.stopping = true
+	h.mu.Unlock()
+}
+
+// live reports whether the loop runs, and why not.
+func (h *health) live() (bool, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.stopping:
+		return false, "stopping"
+	case h.stallAfter > 0 && h.now().Sub(h.lastAt) > h.stallAfter:
+		return false, "no round finished for " + h.now().Sub(h.lastAt).Round(time.Second).String()
+	}
+	return true, "ok"
+}
+
+// ready reports whether the command serves its purpose, and why not.
+func (h *health) ready() (bool, string) {
+	if ok, why := h.live(); !ok {
+		return false, why
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.rounds == 0:
+		return false, "starting: the first round has not finished"
+	case h.lastErr != "":
+		return false, "account unreachable: " + h.lastErr
+	}
+	return true, "ok"
+}
+
+func (h *health) serveLive(w http.ResponseWriter, _ *http.Request) {
+	if h == nil {
+		writeHealth(w, true, "ok")
+		return
+	}
+	ok, why := h.live()
+	writeHealth(w, ok, why)
+}
+
+func (h *health) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if h == nil {
+		writeHealth(w, true, "ok")
+		return
+	}
+	ok, why := h.ready()
+	writeHealth(w, ok, why)
+}
+
+func writeHealth(w http.ResponseWriter, ok bool, why string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_, _ = w.Write([]byte(why + "\n"))
+}
