@@ -345,8 +345,13 @@ func (e *heldDirError) Hint() string {
 }
 
 // explainLocked turns a data directory held by a serving emulator into a one-line error with
-// a Try: hint to connect to it. Other errors pass unchanged.
+// a Try: hint to connect to it, and a corrupt one into its own one-line error. Other errors
+// pass unchanged.
 func explainLocked(err error) error {
+	var ce *emulator.CorruptError
+	if errors.As(err, &ce) {
+		return ce // "data directory X is corrupt: ...", nothing to add
+	}
 	var le *emulator.LockedError
 	if errors.As(err, &le) && le.Addr != "" {
 		return &heldDirError{LockedError: le}

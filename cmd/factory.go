@@ -295,6 +295,10 @@ func (f *factory) open(ctx context.Context, cfg accountConfig, leasesOnly bool) 
 		if errors.Is(err, cosmos.ErrNoAccount) {
 			return nil, &UsageError{Err: errNoAccount, Brief: true}
 		}
+		var corrupt *emulator.CorruptError
+		if errors.As(err, &corrupt) {
+			return nil, corrupt
+		}
 		var locked *emulator.LockedError
 		if errors.As(err, &locked) {
 			if locked.Addr != "" {

@@ -15,7 +15,8 @@ import (
 // they must reset their own results on entry and report domain errors through their closure,
 // returning only storage errors.
 type committer struct {
-	db *bolt.DB
+	db  *bolt.DB
+	dir string // the data directory, for errors
 
 	mu      sync.Mutex
 	pending []*commitOp
@@ -65,7 +66,7 @@ func (c *committer) do(fn func(*bolt.Tx) error) error {
 
 // run commits group in one transaction, or each alone when the shared one fails.
 func (c *committer) run(group []*commitOp) {
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.update(func(tx *bolt.Tx) error {
 		for _, op := range group {
 			if err := op.fn(tx); err != nil {
 				return err
@@ -80,6 +81,13 @@ func (c *committer) run(group []*commitOp) {
 		return
 	}
 	for _, op := range group {
-		op.done <- commitResult{err: c.db.Update(op.fn)}
+		op.done <- commitResult{err: c.update(op.fn)}
 	}
+}
+
+// update runs fn in a write transaction. A panic or fault on a corrupt data file becomes a
+// *CorruptError, so that the writers waiting on the group are answered and the next group runs.
+func (c *committer) update(fn func(*bolt.Tx) error) (err error) {
+	defer catchCorrupt(c.dir, &err)()
+	return c.db.Update(fn)
 }

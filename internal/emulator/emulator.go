@@ -176,24 +176,12 @@ func Open(opts Options) (*Emulator, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	db, err := bolt.Open(filepath.Join(opts.Dir, dbFileName), 0o600, &bolt.Options{
-		Timeout:      lockTimeout,
-		FreelistType: bolt.FreelistMapType,
-		NoSync:       !opts.Fsync,
-	})
-	if errors.Is(err, berrors.ErrTimeout) {
-		le := &LockedError{Dir: opts.Dir}
-		if h, herr := readHolder(opts.Dir); herr == nil {
-			le.PID, le.Addr = h.PID, h.Addr
-		}
-		return nil, le
+	path := filepath.Join(opts.Dir, dbFileName)
+	if err := checkDataFile(opts.Dir, path); err != nil {
+		return nil, err
 	}
+	db, st, err := openStore(opts, path)
 	if err != nil {
-		return nil, fmt.Errorf("open emulator data %s: %w", opts.Dir, err)
-	}
-	st, err := newStore(db, opts.Now, opts.Partitions)
-	if err != nil {
-		_ = db.Close()
 		return nil, err
 	}
 	e := &Emulator{opts: opts, key: key, db: db, store: st, log: opts.Logger, timeouts: defaultServeTimeouts}
@@ -208,6 +196,37 @@ func Open(opts Options) (*Emulator, error) {
 		e.sweeping.Go(func() { e.sweep(ctx, opts.TTLSweepInterval) })
 	}
 	return e, nil
+}
+
+// openStore opens the bbolt file at path and its store. A file bbolt cannot read gives a
+// *CorruptError, never a panic.
+func openStore(opts Options, path string) (db *bolt.DB, st *store, err error) {
+	defer func() {
+		if err != nil && db != nil {
+			_ = db.Close()
+		}
+	}()
+	defer catchCorrupt(opts.Dir, &err)()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      lockTimeout,
+		FreelistType: bolt.FreelistMapType,
+		NoSync:       !opts.Fsync,
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		le := &LockedError{Dir: opts.Dir}
+		if h, herr := readHolder(opts.Dir); herr == nil {
+			le.PID, le.Addr = h.PID, h.Addr
+		}
+		return nil, nil, le
+	}
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		return nil, nil, &CorruptError{Dir: opts.Dir, Reason: fmt.Sprintf("%s: %v", path, err)}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("open emulator data %s: %w", opts.Dir, err)
+	}
+	st, err = newStore(db, opts.Dir, opts.Now, opts.Partitions)
+	return db, st, err
 }
 
 // Dir returns the data directory.

@@ -104,6 +104,19 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer func() {
 		e.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "ms", time.Since(start).Milliseconds())
 	}()
+	// A data file that bbolt cannot read panics (or faults) in the middle of a request: answer
+	// 500 with what is wrong instead of taking the process down.
+	var corrupt error
+	defer func() {
+		if corrupt == nil {
+			return
+		}
+		e.log.Error("request failed on a corrupt data file", "method", r.Method, "path", r.URL.Path, "err", corrupt)
+		if w.status == 0 {
+			writeError(w, http.StatusInternalServerError, "InternalServerError", corrupt.Error(), 0)
+		}
+	}()
+	defer catchCorrupt(e.opts.Dir, &corrupt)()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "BadRequest", err.Error(), 0)
 		return

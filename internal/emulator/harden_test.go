@@ -3,8 +3,11 @@ package emulator_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +84,55 @@ func TestChangeFeed_OverflowingContinuationIs400(t *testing.T) {
 	}, "")
 	if resp.StatusCode != http.StatusNotModified {
 		t.Errorf("continuation at the largest LSN: %d %s, want 304", resp.StatusCode, body)
+	}
+}
+
+// TestHandler_DataFileDamagedWhileOpenIs500 truncates, then overwrites, the data file under a
+// running emulator: reads then fault (SIGBUS) or panic inside bbolt, and each must be answered
+// with a 500 that says the data directory is corrupt, not take the process down.
+func TestHandler_DataFileDamagedWhileOpenIs500(t *testing.T) {
+	t.Parallel()
+	for _, damage := range []string{"truncate", "overwrite"} {
+		t.Run(damage, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			e := openEmu(t, emulator.Options{Dir: dir, Partitions: 1, TTLSweepInterval: -1})
+			cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+			for i := range 100 {
+				upsert(t, cc, doc{ID: fmt.Sprintf("d%03d-%s", i, strings.Repeat("x", 200)), PK: "p", V: i})
+			}
+			path := filepath.Join(dir, "cfp-emulator.db")
+			switch damage {
+			case "truncate":
+				if err := os.Truncate(path, 2*4096); err != nil {
+					t.Fatal(err)
+				}
+			case "overwrite":
+				fi, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				junk := make([]byte, fi.Size()-2*4096)
+				for i := range junk {
+					junk[i] = byte(i*7 + 3)
+				}
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteAt(junk, 2*4096); err != nil {
+					t.Fatal(err)
+				}
+				_ = f.Close()
+			}
+			resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/c/docs/d007-"+strings.Repeat("x", 200), map[string]string{"x-ms-documentdb-partitionkey": `["p"]`}, "")
+			if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), "data directory "+dir+" is corrupt: ") {
+				t.Errorf("read after the damage: %d %s, want 500 naming the corrupt directory", resp.StatusCode, body)
+			}
+			resp, body = rawRequest(t, e, http.MethodPost, "/dbs/db/colls/c/docs", map[string]string{"x-ms-documentdb-partitionkey": `["p"]`}, `{"id":"new","pk":"p"}`)
+			if resp.StatusCode != http.StatusInternalServerError {
+				t.Errorf("write after the damage: %d %s, want 500", resp.StatusCode, body)
+			}
+		})
 	}
 }

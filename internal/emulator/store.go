@@ -172,7 +172,7 @@ type store struct {
 	partitions int
 }
 
-func newStore(db *bolt.DB, now func() time.Time, partitions int) (*store, error) {
+func newStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketDBs, bucketColls, bucketData} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -190,7 +190,7 @@ func newStore(db *bolt.DB, now func() time.Time, partitions int) (*store, error)
 	if err != nil {
 		return nil, fmt.Errorf("initialise emulator data: %w", err)
 	}
-	return &store{db: db, commits: &committer{db: db}, now: now, partitions: partitions}, nil
+	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, partitions: partitions}, nil
 }
 
 func u32(n uint32) []byte {

@@ -237,7 +237,7 @@ func (e *Emulator) sweep(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		n, err := e.store.sweepExpired()
+		n, err := e.sweepOnce()
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("delete expired items", "err", err)
@@ -248,6 +248,12 @@ func (e *Emulator) sweep(ctx context.Context, interval time.Duration) {
 			e.log.Debug("deleted expired items", "count", n)
 		}
 	}
+}
+
+// sweepOnce is one pass of the sweeper; a corrupt data file is an error, not a crash.
+func (e *Emulator) sweepOnce() (n int, err error) {
+	defer catchCorrupt(e.opts.Dir, &err)()
+	return e.store.sweepExpired()
 }
 
 // SweepExpired deletes every item whose time to live has passed now, as the background sweeper
