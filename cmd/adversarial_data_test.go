@@ -280,3 +280,29 @@ func TestAdversarial_ProcessorWithoutLeases(t *testing.T) {
 			code: 5, stderr: []string{`(?m)^cfp: no leases for lease prefix "orders-prjlocalhost_x_y" in lease container shop/leases; found: orders-projlocalhost_`}},
 	})
 }
+
+func TestAdversarial_TailPartitionKey(t *testing.T) {
+	t.Parallel()
+	seeded := func(t *testing.T, dir string) []string {
+		acct := openLocal(t, dir, 0)
+		defer acct.Close()
+		seed(t, acct, 0, 12)
+		if err := acct.Container("db", "c").UpsertItem(context.Background(), "", []byte(`{"id":"empty-key","pk":""}`)); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	tail := []string{"tail", "-d", "db", "-c", "c", "-e", "--from", "beginning"}
+	runAdversarial(t, []adversarialCase{
+		{name: "two components for a container with one path", setup: seeded, args: append(tail, "--partition-key", `["p1","x"]`),
+			code: 2, stderr: []string{`(?m)^cfp: invalid --partition-key \["p1","x"\]: 2 component\(s\), but db/c is partitioned on /pk \(1\)$`}, stdout: []string{`^$`}},
+		{name: "an object", setup: seeded, args: append(tail, "--partition-key", `{"pk":"p1"}`),
+			code: 2, stderr: []string{`(?m)^cfp: invalid --partition-key .*not an object$`}},
+		{name: "an object inside the array", setup: seeded, args: append(tail, "--partition-key", `[{"pk":"p1"}]`),
+			code: 2, stderr: []string{`(?m)^cfp: invalid --partition-key .*component 1 is an array or object`}},
+		{name: `"" is the empty-string key, not every partition`, setup: seeded, args: append(tail, "--partition-key", ""),
+			code: 0, stdout: []string{`^\{[^\n]*"id":"empty-key","pk":""\}\n$`}},
+		{name: "the right key still works", setup: seeded, args: append(tail, "--partition-key", "p1", "--jq", ".id"),
+			code: 0, stdout: []string{`^(d(1|4|7|10)\n){4}$`}},
+	})
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -52,6 +53,8 @@ type tailOptions struct {
 	PageSize     int
 	Concurrency  int
 
+	// pkSet is whether --partition-key was given (--partition-key "" is the empty string key).
+	pkSet bool
 	// modeSet is whether --mode was given (a state file's mode applies otherwise).
 	modeSet bool
 
@@ -124,6 +127,7 @@ func newTailCmd(f *factory) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.modeSet = c.Flags().Changed("mode")
+			opts.pkSet = c.Flags().Changed("partition-key")
 			if err := opts.validate(); err != nil {
 				return err
 			}
@@ -135,7 +139,7 @@ func newTailCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.Until, "until", "", "stop each range at its first change after `TIME` (RFC 3339, -<duration>, +<duration> or now)")
 	fs.BoolVarP(&opts.ExitAtEnd, "exit-at-end", "e", false, "stop once every range is caught up")
 	fs.Int64VarP(&opts.MaxItems, "max-items", "n", 0, "stop after `N` changes (0: no limit)")
-	fs.StringVar(&opts.PartitionKey, "partition-key", "", "only the changes of the logical partition `VALUE` (a string, or JSON such as [5] or [\"a\",\"b\"])")
+	fs.StringVar(&opts.PartitionKey, "partition-key", "", "only the changes of the logical partition `VALUE` (a string, \"\" included, or JSON such as [5] or [\"a\",\"b\"], one component per partition key path)")
 	fs.StringVar(&opts.Range, "range", "", "only the changes in the EPK `RANGE` MIN-MAX (hex, e.g. -3F or 3F-7F)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode", "latest", "all-versions")
 	fs.DurationVar(&opts.Poll, "poll", feed.DefaultTailPoll, "wait this `DURATION` before reading a caught-up range again")
@@ -186,7 +190,7 @@ func (o *tailOptions) validate() error {
 		}
 		o.rng = &r
 	}
-	if o.PartitionKey != "" {
+	if o.pkSet || o.PartitionKey != "" {
 		pk, err := partitionKeyJSON(o.PartitionKey)
 		if err != nil {
 			return briefUsageErrorf("invalid --partition-key %q: %w", o.PartitionKey, err)
@@ -282,6 +286,9 @@ func parseEPKRange(s string) (feed.Range, error) {
 // literal is taken as JSON, anything else as a plain string.
 func partitionKeyJSON(v string) (json.RawMessage, error) {
 	t := strings.TrimSpace(v)
+	if strings.HasPrefix(t, "{") {
+		return nil, errors.New("a partition key value is a string, number, bool or null, not an object")
+	}
 	if strings.HasPrefix(t, "[") || strings.HasPrefix(t, `"`) {
 		var x any
 		if err := json.Unmarshal([]byte(t), &x); err != nil {
@@ -290,6 +297,12 @@ func partitionKeyJSON(v string) (json.RawMessage, error) {
 		if arr, ok := x.([]any); ok {
 			if len(arr) == 0 {
 				return nil, errors.New("empty partition key")
+			}
+			for i, c := range arr {
+				switch c.(type) {
+				case []any, map[string]any:
+					return nil, fmt.Errorf("component %d is an array or object, not a string, number, bool or null", i+1)
+				}
 			}
 			var b bytes.Buffer
 			if err := json.Compact(&b, []byte(t)); err != nil {
@@ -302,6 +315,25 @@ func partitionKeyJSON(v string) (json.RawMessage, error) {
 	}
 	b, err := json.Marshal([]string{v})
 	return b, err
+}
+
+// checkPartitionKeyComponents refuses a --partition-key whose number of components is not the
+// container's number of partition key paths: such a key names no logical partition, and the
+// tail would match nothing without a word.
+func checkPartitionKeyComponents(ctx context.Context, c *cosmos.Container, pk json.RawMessage) error {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	var comps []json.RawMessage
+	if err := json.Unmarshal(pk, &comps); err != nil {
+		return fmt.Errorf("partition key %s: %w", pk, err)
+	}
+	if n := len(info.PartitionKeyPaths); n > 0 && len(comps) != n {
+		return briefUsageErrorf("invalid --partition-key %s: %d component(s), but %s/%s is partitioned on %s (%d)",
+			pk, len(comps), info.Database, info.Container, strings.Join(info.PartitionKeyPaths, ", "), n)
+	}
+	return nil
 }
 
 // tailEnvelope is one change with --envelope: a public contract (docs/scripting.md).
@@ -342,6 +374,11 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		return err
 	}
 	src := acct.Container(f.Global.Database, f.Global.Container)
+	if o.pk != nil {
+		if err := checkPartitionKeyComponents(ctx, src, o.pk); err != nil {
+			return err
+		}
+	}
 
 	out := newTailWriter(f.IO, o)
 	status := render.NewStatus(f.IO)
