@@ -85,9 +85,22 @@ func (w *worker) split() (CloseReason, error) {
 		children = []*leases.Lease{m}
 	default:
 		for _, part := range over {
-			rng := part.Range
-			if !parent.NamesPartition() {
-				rng, _ = parent.Range.Intersect(part.Range)
+			if parent.NamesPartition() && !parent.HasRange() {
+				children = append(children, parent.Child(part.ID, part.Range))
+				continue
+			}
+			rng, _ := parent.Range.Intersect(part.Range)
+			if parent.Family == leases.FamilyDotNetV0 && !rng.Equal(part.Range) {
+				// The child partition reaches past the parent's range: it was merged with a
+				// neighbour before the split was handled. Its lease covers the parent's part
+				// only, as an EPK lease (the merge path's rule), or it would overlap the
+				// neighbour's. .NET makes a v0 lease over the whole partition here
+				// (PartitionSynchronizerCore.cs, HandlePartitionGoneAsync, lines 100-116).
+				children = append(children, parent.EPKChild(rng))
+				continue
+			}
+			if parent.NamesPartition() {
+				rng = part.Range
 			}
 			children = append(children, parent.Child(part.ID, rng))
 		}

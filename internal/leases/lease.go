@@ -590,8 +590,17 @@ func (l *Lease) Merged() *Lease {
 	if l.Family != FamilyDotNetV0 || !l.HasRange() {
 		return l
 	}
+	return l.EPKChild(l.Range)
+}
+
+// EPKChild builds the .NET v1 (EPK) lease that takes over rng, a part of this .NET v0 lease's
+// range that now lies in a partition reaching past it (a merge, or a split child that was
+// merged with a neighbour before anyone handled the split): the parent's continuation,
+// properties and mode, no owner. A v0 child over the whole partition would overlap the
+// neighbour's lease.
+func (l *Lease) EPKChild(rng Range) *Lease {
 	prefix, _, _ := SplitID(l.ID)
-	c := NewDotNetV1(prefix, l.Range, l.Continuation, l.Mode)
+	c := NewDotNetV1(prefix, rng, l.Continuation, l.Mode)
 	c.Properties = maps.Clone(l.Properties)
 	c.pkField = l.pkField
 	return c
