@@ -105,9 +105,8 @@ func TestEstimate_StuckLeaseAndHealth(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- runEstimate(ctx, opts) }()
-	var addr string
 	select {
-	case addr = <-ready:
+	case <-ready:
 	case err := <-done:
 		t.Fatalf("estimate ended before serving metrics: %v\n%s", err, errOut)
 	}
@@ -164,7 +163,7 @@ func TestEstimate_StuckLeaseAndHealth(t *testing.T) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go func() { done <- runEstimate(wctx, opts) }()
-	addr = <-ready
+	addr := <-ready
 	base := "http://" + addr
 	waitProbe(t, "after an estimate", base+"/readyz", http.StatusOK, done)
 	line := `cfp_estimate_lease_state{container="orders",database="shop",lease="0",processor="stuckp",state="stuck"} 1`

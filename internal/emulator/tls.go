@@ -68,7 +68,8 @@ func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err == nil {
+	err = tmp.Chmod(perm)
+	if err == nil {
 		_, err = tmp.Write(b)
 	}
 	if cerr := tmp.Close(); err == nil {

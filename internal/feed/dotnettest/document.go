@@ -48,14 +48,6 @@ func (l *lease) owner() string {
 	return *l.Owner
 }
 
-// continuation returns ContinuationToken, "" for null.
-func (l *lease) continuation() string {
-	if l.Continuation == nil {
-		return ""
-	}
-	return *l.Continuation
-}
-
 // timestamp is DocumentServiceLeaseCore.Timestamp: ExplicitTimestamp ?? UnixStartTime + _ts
 // (DocumentServiceLeaseCore.cs:80-84).
 func (l *lease) timestamp() time.Time {
