@@ -10,9 +10,9 @@ import (
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
-// split handles a lease whose range is gone (spec/leases.md §7): the partitions now covering
-// its range get child leases in the parent's family, each resuming from the parent's last
-// checkpoint (never the worker's read position) with the parent's properties, acquired by this
+// split handles a lease whose range is gone (a split or a merge): the partitions now covering
+// its range get child leases in the parent's family, each resuming from the parent's last read
+// position (see readPosition) with the parent's properties, acquired by this
 // host; then the parent is deleted. A PK-range lease whose range now lies in one partition
 // (a merge) becomes one EPK lease over its range, as in .NET; an EPK lease in that case is
 // kept and only read from its new partition.
@@ -67,6 +67,15 @@ func (w *worker) split() (CloseReason, error) {
 		return retry("split lease", fmt.Errorf("no partition covers the range of lease %s", parent.Token))
 	}
 
+	// Children resume from where the parent last read, 304s included, not from its last
+	// checkpoint: .NET hands the continuation of the last response to the split handler
+	// (FeedProcessing/FeedProcessorCore.cs lines 69, 83, 116; PartitionControllerCore.cs
+	// line 188; Bootstrapping/PartitionSynchronizerCore.cs lines 110, 158, 169). So children of an
+	// idle parent that never checkpointed carry its position instead of null. Batches held
+	// with ErrNoCheckpoint are not done yet: then the children resume from the checkpoint.
+	if pos := w.readPosition(); pos != "" {
+		parent.Continuation = pos
+	}
 	var children []*leases.Lease
 	switch {
 	case len(over) == 1 && !parent.NamesPartition():
@@ -152,6 +161,15 @@ func (w *worker) split() (CloseReason, error) {
 		p.start(c)
 	}
 	return CloseSplit, nil
+}
+
+// readPosition is the continuation of the worker's last read when every batch read was
+// delivered and not held back (ErrNoCheckpoint), else "".
+func (w *worker) readPosition() string {
+	if w.reader == nil || w.deferred {
+		return ""
+	}
+	return w.reader.Continuation()
 }
 
 // holdChild records a child lease this worker's unfinished split owns.

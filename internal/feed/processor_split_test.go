@@ -248,3 +248,41 @@ func TestProcessor_SplitHalfDoneReleasesChildren(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessor_SplitChildrenStartFromTheLastReadPosition: the children of an idle lease that
+// never checkpointed (started from now, only empty pages read) carry the parent's last read
+// position, as .NET's do, not a null continuation: the .NET estimator would report lag 1 per
+// child, and whoever started such a child would apply its own start setting (history replayed,
+// or changes written while no host read skipped).
+func TestProcessor_SplitChildrenStartFromTheLastReadPosition(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	writeDocs(t, src, 0, 30)
+	lsn, err := src.LSN("0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := leases.NewMemDocuments("/id")
+	opts := fastOptions("host-1")
+	opts.StartFrom = feed.StartFrom{Kind: feed.StartNow}
+	rec := newRecorder(0)
+	h := startHost(t, src, docs, rec.handler("host-1"), opts)
+	reads := src.Reads()
+	waitFor(t, 5*time.Second, "a few empty reads", func() bool { return src.Reads() > reads+3 })
+	if _, err := src.Split("0"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the split", func() bool { return len(h.ev.of(feed.EventSplit)) == 1 })
+	ls := listLeases(t, docs)
+	if len(ls) != 2 {
+		t.Fatalf("%d leases after the split, want 2", len(ls))
+	}
+	for _, l := range ls {
+		if got, ok := l.LSN(); !ok || got != lsn {
+			t.Errorf("child %s continuation %q, want the parent's read position %q", l.Token, l.Continuation, leases.FormatLSN(lsn))
+		}
+	}
+	// Changes written after the split are delivered from there, and the old ones are not.
+	writeDocs(t, src, 30, 40)
+	waitFor(t, 5*time.Second, "the new changes", func() bool { return rec.distinct() == 10 })
+}
