@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -46,8 +47,8 @@ type ClientConfig struct {
 //
 // Such an account lists partitions through the SDK alone (ReadFeedRanges, and one change-feed
 // read from now of each range it has not seen, whose session token names the partition), since
-// cfp cannot sign its own requests without the client's credential; the partitions it returns
-// have no Parents. Reads that need PerCallPolicies fail with ErrClientPolicies when the client
+// cfp cannot sign its own requests without the client's credential; the Parents of the
+// partitions it returns are only those this Container listed before. Reads that need PerCallPolicies fail with ErrClientPolicies when the client
 // was built without them.
 func FromClient(client *azcosmos.Client, cfg ClientConfig) (*Account, error) {
 	if client == nil {
@@ -111,13 +112,36 @@ func (c *Container) clientPartitions(ctx context.Context) ([]feed.Partition, err
 			ranges = append(ranges, pkRange{ID: id, MinInclusive: rng.Min, MaxExclusive: rng.Max})
 		}
 		if !stale {
-			return livePartitions(ranges)
+			return livePartitions(c.withSeenParents(ranges))
 		}
 	}
 }
 
 // errStaleRanges: a feed range no longer is one partition.
 var errStaleRanges = errors.New("the partition key ranges changed while they were listed")
+
+// withSeenParents fills in the Parents of each range from the partitions this Container saw
+// before (the cache of rangeID): a partition seen earlier that is no longer live and overlaps
+// the range is its parent (a split parent, or one of the partitions merged into it). A parent
+// this process never saw stays unknown.
+func (c *Container) withSeenParents(live []pkRange) []pkRange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	isLive := map[string]bool{}
+	for _, r := range live {
+		isLive[r.ID] = true
+	}
+	for i, r := range live {
+		rng := leases.Range{Min: r.MinInclusive, Max: r.MaxExclusive}
+		for seen, id := range c.ids {
+			if !isLive[id] && seen.Overlaps(rng) && !slices.Contains(live[i].Parents, id) {
+				live[i].Parents = append(live[i].Parents, id)
+			}
+		}
+		slices.Sort(live[i].Parents)
+	}
+	return live
+}
 
 // rangeID returns the id of the partition whose range is rng, from the cache or from the session
 // token of a one-item change-feed read of rng from now.
