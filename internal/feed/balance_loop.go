@@ -21,9 +21,10 @@ import (
 // requester (or any host below its share) then takes it as a free lease. While the batch in
 // flight finishes, the owner renews the lease with properties["cfpHandoffAccepted"] = "<owner>"
 // on it: no cfp host asks for or steals a live lease whose owner accepted its handoff, it
-// waits for the release (or the expiration, if the owner dies). An owner that does not answer
-// within the lease expiration (a .NET host, which ignores the property, or a host that cannot
-// write) has the lease stolen the .NET way: a cfp host that could not write its lease since
+// waits for the release (or the expiration, if the owner dies). An owner without a presence
+// record is no cfp host (a .NET or Java host ignores the property): it is never asked, its
+// leases are stolen the .NET way, one per acquire cycle. A cfp owner that does not answer
+// within the lease expiration (a host that cannot write) has the lease stolen the same way: a cfp host that could not write its lease since
 // the request has stopped processing it by then (see ownedLease.valid). Java leases do not
 // persist properties: they are stolen directly. Taking a lease always removes both properties.
 const (
@@ -133,6 +134,11 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 	}
 	tried := map[string]bool{}
 	fill := p.rangeFiller(ctx)
+	cfp := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		cfp[strings.ToLower(h.Instance)] = true
+	}
+	stoleForeign := false
 	for _, l := range plan {
 		if ctx.Err() != nil {
 			return
@@ -145,7 +151,17 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		if live && handoffAccepted(l) {
 			continue // its owner finishes the batch in flight, then releases it
 		}
-		if live && p.askFirst(l, now) {
+		switch {
+		case live && !cfp[strings.ToLower(l.Owner)]:
+			// An owner without a presence record is not a cfp host (a .NET or Java host):
+			// it never answers a handoff request, so steal the .NET way, at once and one
+			// lease per cycle (FeedManagement/EqualPartitionsBalancingStrategy.cs lines 77-78,
+			// 87-93).
+			if stoleForeign {
+				continue
+			}
+			stoleForeign = true
+		case live && p.askFirst(l, now):
 			p.askHandoff(ctx, l, now)
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,20 +17,25 @@ import (
 	"github.com/cfp-dev/cfp/internal/sink"
 )
 
-// TestProcessor_StealsFromAHostThatIgnoresHandoffAfterExpiration plays a .NET host that owns
-// every lease and renews them but knows nothing of cfp's handoff request: cfp asks, waits one
-// lease expiration, then steals its share the .NET way.
-func TestProcessor_StealsFromAHostThatIgnoresHandoffAfterExpiration(t *testing.T) {
+// TestProcessor_StealsFromANonCfpOwnerTheDotNetWay plays a .NET host that owns every lease and
+// renews them but writes no presence record: cfp steals from it the .NET way, at once and one
+// lease per acquire cycle, without a handoff request (which a .NET host ignores). So a cfp host
+// joining a .NET-owned set takes its first lease in its first acquire cycle. Before, it asked
+// first and waited a lease expiration (here 2 s, a hundred cycles), then took its share in one
+// cycle.
+func TestProcessor_StealsFromANonCfpOwnerTheDotNetWay(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	src := feedtest.NewMemSource(4)
-	docs := leases.NewMemDocuments("/id")
-	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	mem := leases.NewMemDocuments("/id")
+	docs := &cycleDocs{Documents: mem}
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
 	parts, err := src.Partitions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var heldMu sync.Mutex
 	held := map[string]*leases.Lease{}
 	for _, part := range parts {
 		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
@@ -46,6 +52,7 @@ func TestProcessor_StealsFromAHostThatIgnoresHandoffAfterExpiration(t *testing.T
 	defer cancel()
 	wg.Go(func() { // the .NET host's renewer: renews what it still owns, ignores properties
 		for ctx.Err() == nil {
+			heldMu.Lock()
 			for tok, l := range held {
 				if l == nil {
 					continue
@@ -57,6 +64,7 @@ func TestProcessor_StealsFromAHostThatIgnoresHandoffAfterExpiration(t *testing.T
 				}
 				held[tok] = n
 			}
+			heldMu.Unlock()
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
@@ -64,26 +72,36 @@ func TestProcessor_StealsFromAHostThatIgnoresHandoffAfterExpiration(t *testing.T
 	opts := fastOptions("cfp")
 	// Long enough that the fake .NET renewer (every 20ms) never misses it on a loaded machine.
 	opts.Expiration = 2 * time.Second
-	started := time.Now()
-	h := startHost(t, src, docs, newRecorder(0).handler("cfp"), opts)
-	waitFor(t, 10*time.Second, "a handoff request", func() bool {
-		for _, l := range listLeases(t, docs) {
-			if strings.HasPrefix(l.Properties["cfpHandoff"], "dotnet-host>cfp") {
-				return true
-			}
+	var mu sync.Mutex
+	var acquiredIn []int64 // the acquire cycle of each lease cfp took
+	opts.Notify = func(e feed.Event) {
+		if e.Type == feed.EventAcquired {
+			mu.Lock()
+			acquiredIn = append(acquiredIn, docs.cycles.Load())
+			mu.Unlock()
 		}
-		return false
-	})
-	waitFor(t, 10*time.Second, "cfp to hold 2 leases", func() bool { return len(h.p.Owned()) == 2 })
-	if d := time.Since(started); d < opts.Expiration {
-		t.Fatalf("stole after %s, before the request had been ignored for an expiration", d)
 	}
-	if c := ownerCounts(listLeases(t, docs)); c["cfp"] != 2 || c["dotnet-host"] != 2 {
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("cfp"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, 10*time.Second, "cfp to hold 2 leases", func() bool { return len(p.Owned()) == 2 })
+	mu.Lock()
+	got := slices.Clone(acquiredIn)
+	mu.Unlock()
+	if len(got) != 2 || got[0] != 1 || got[1] <= got[0] {
+		t.Errorf("leases taken in acquire cycles %v, want the first in cycle 1 and one per cycle", got)
+	}
+	if c := ownerCounts(listLeases(t, mem)); c["cfp"] != 2 || c["dotnet-host"] != 2 {
 		t.Fatalf("owners %v, want 2 and 2", c)
 	}
-	for _, l := range listLeases(t, docs) {
-		if l.Owner == "cfp" && l.Properties["cfpHandoff"] != "" {
-			t.Errorf("lease %s taken with its handoff request left on it", l.Token)
+	for _, l := range listLeases(t, mem) {
+		if l.Properties["cfpHandoff"] != "" {
+			t.Errorf("lease %s carries a handoff request %q; a .NET owner never answers one", l.Token, l.Properties["cfpHandoff"])
 		}
 	}
 }
