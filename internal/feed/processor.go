@@ -360,7 +360,14 @@ func (p *Processor) logLockWait(h *leases.LockHolder, wait time.Duration) {
 	if h != nil && !h.Since.IsZero() {
 		attrs = append(attrs, "since", h.Since.UTC().Format(time.RFC3339), "age", p.opts.Now().Sub(h.Since).Round(time.Second))
 	}
-	p.log.Warn("waiting for the bootstrap lock; another host is initializing the lease store", attrs...)
+	// A cfp peer that started at the same moment holds a young lock as a matter of course: that
+	// is news, not a warning. A lock of a .NET or Java host, or one older than its time to live
+	// (a container without time to live keeps a dead host's lock), is worth a warning.
+	level := slog.LevelWarn
+	if h != nil && h.Owner != "" && !h.Since.IsZero() && p.opts.Now().Sub(h.Since) < leases.DefaultLockTTL {
+		level = slog.LevelInfo
+	}
+	p.log.Log(context.Background(), level, "waiting for the bootstrap lock; another host is initializing the lease store", attrs...)
 }
 
 // createMissing runs under the bootstrap lock: one v0 lease per partition not yet covered,
