@@ -2,11 +2,15 @@ package emulator
 
 import (
 	"bytes"
+	"container/heap"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
 	"github.com/cfp-dev/cfp/internal/emulator/query"
@@ -57,13 +61,37 @@ func parseQuery(r *http.Request) (*query.Query, map[string]any, error) {
 	return q, params, nil
 }
 
-// queryCont is the opaque query continuation: the last key of a key-order scan, or the offset
-// into an ORDER BY result, plus the number of documents returned so far (for TOP).
+// queryCont is the opaque query continuation: the document sequence number (the counter in
+// its _rid) of the last result of an unordered query, or the offset into an ORDER BY result,
+// plus the number of results returned so far (for TOP).
 type queryCont struct {
-	Key      []byte `json:"k,omitempty"`
+	Seq      uint64 `json:"s,omitempty"`
 	Offset   int    `json:"o,omitempty"`
 	Returned int    `json:"n,omitempty"`
 }
+
+// Errors of the query rules the service's gateway applies; SDKs match on these texts.
+const (
+	msgCrossPartitionDisabled = "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true, specify x-ms-documentdb-partitionkey, or revise your query to avoid this exception."
+	msgNeedsQueryPlan         = "The provided cross partition query can not be directly served by the gateway. This is a first chance (internal) exception that all newer clients will know how to handle gracefully. This exception is traced, but unless you see it bubble up as an exception (which only happens on older SDK clients), then you can safely ignore this message."
+	msgInvalidContinuation    = "Invalid Continuation Token"
+)
+
+// substatusCrossPartitionQueryNotServable is the 400 substatus of msgNeedsQueryPlan.
+const substatusCrossPartitionQueryNotServable = 1004
+
+// Query headers.
+const (
+	hdrEnableCrossPartition = "x-ms-documentdb-query-enablecrosspartition"
+	hdrPopulateQueryMetrics = "x-ms-documentdb-populatequerymetrics"
+	hdrPopulateIndexMetrics = "x-ms-cosmos-populateindexmetrics"
+	hdrQueryMetrics         = "x-ms-documentdb-query-metrics"
+	hdrIndexUtilization     = "x-ms-cosmos-index-utilization"
+)
+
+// indexUtilization is the x-ms-cosmos-index-utilization answer: base64 JSON saying which
+// indexes a query used. The emulator indexes nothing, so every list is empty.
+var indexUtilization = base64.StdEncoding.EncodeToString([]byte(`{"UtilizedSingleIndexes":[],"PotentialSingleIndexes":[],"UtilizedCompositeIndexes":[],"PotentialCompositeIndexes":[]}`))
 
 func decodeCont(v string) (queryCont, error) {
 	var c queryCont
@@ -72,10 +100,10 @@ func decodeCont(v string) (queryCont, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil {
-		return c, badRequest("invalid continuation token")
+		return c, badRequest(msgInvalidContinuation)
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return c, badRequest("invalid continuation token")
+		return c, badRequest(msgInvalidContinuation)
 	}
 	return c, nil
 }
@@ -83,6 +111,35 @@ func decodeCont(v string) (queryCont, error) {
 func (c queryCont) encode() string {
 	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ridSeq is the document counter inside an item's _rid (its last 8 bytes, little endian): the
+// order in which the container's documents were created.
+func ridSeq(rid string) uint64 {
+	b, err := decodeRID(rid)
+	if err != nil || len(b) < 8 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[len(b)-8:])
+}
+
+// seqHeap is a max-heap of results by sequence number: it keeps the smallest n seen.
+type seqHeap []seqDoc
+
+type seqDoc struct {
+	seq  uint64
+	body []byte
+}
+
+func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Less(i, j int) bool { return h[i].seq > h[j].seq }
+func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *seqHeap) Push(x any)        { *h = append(*h, x.(seqDoc)) }
+func (h *seqHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll string) {
@@ -101,22 +158,39 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		e.fail(w, err)
 		return
 	}
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
 	scope := scanScope{RangeID: r.Header.Get(hdrRangeID)}
 	if comps, ok, err := headerPK(r); err != nil {
 		e.fail(w, err)
 		return
 	} else if ok {
 		scope.PK = epk.Canonical(comps)
-		if len(comps) > 0 {
+		if len(comps) > 0 && len(comps) < len(st.Paths) {
 			// A prefix of a hierarchical key scopes the query to every logical partition
 			// under it: their EPKs start with the prefix's EPK (one hash per component).
-			st, err := e.store.getContainer(db, coll)
-			if err != nil {
-				e.fail(w, err)
+			scope.PK, scope.EPKPrefix = "", epk.HashV2(comps)
+		}
+	}
+	if scope.PK == "" && scope.EPKPrefix == "" && scope.RangeID == "" {
+		// The gateway serves a query without a partition key only when told it may fan out,
+		// and only when it needs no client-side plan — unless the WHERE pins the partition key.
+		if len(st.Paths) == 1 {
+			if v, ok := q.Equality(pathSegments(st.Paths[0]), params); ok {
+				scope.PK = epk.Canonical([]any{v})
+			}
+		}
+		if scope.PK == "" {
+			if !strings.EqualFold(r.Header.Get(hdrEnableCrossPartition), "true") {
+				writeError(w, http.StatusBadRequest, "BadRequest", msgCrossPartitionDisabled, 0)
 				return
 			}
-			if len(comps) < len(st.Paths) {
-				scope.PK, scope.EPKPrefix = "", epk.HashV2(comps)
+			if q.NeedsQueryPlan() {
+				writeError(w, http.StatusBadRequest, "BadRequest", msgNeedsQueryPlan, substatusCrossPartitionQueryNotServable)
+				return
 			}
 		}
 	}
@@ -125,61 +199,120 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 	}
 
 	var docs [][]byte
-	var lastKey []byte
 	var next *queryCont
-	scanned := 0
+	scanned, scannedBytes := 0, 0
 	var rid string
-	if q.OrderBy == nil {
-		rid, err = e.store.scanItems(db, coll, scope, cont.Key, func(key []byte, it item) (bool, error) {
-			scanned++
-			var doc map[string]any
-			if err := json.Unmarshal(it.Body, &doc); err != nil {
-				return false, err
+	match := func(it item) (map[string]any, bool, error) {
+		scanned++
+		scannedBytes += len(it.Body)
+		var doc map[string]any
+		if err := json.Unmarshal(it.Body, &doc); err != nil {
+			return nil, false, err
+		}
+		ok, err := q.Match(doc, params)
+		if err != nil {
+			return nil, false, badRequest("%v", err)
+		}
+		return doc, ok, nil
+	}
+	project := func(doc map[string]any, body []byte) ([]byte, bool, error) {
+		if !q.Projects() {
+			return body, true, nil
+		}
+		v, ok, err := q.Project(doc, params)
+		if err != nil || !ok {
+			return nil, ok, err
+		}
+		b, err := json.Marshal(v)
+		return b, true, err
+	}
+	switch {
+	case q.Aggregate != "":
+		agg := q.NewAggregator(params)
+		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
+			doc, ok, err := match(it)
+			if err != nil || !ok {
+				return err == nil, err
 			}
-			ok, err := q.Match(doc, params)
-			if err != nil {
-				return false, badRequest("%v", err)
+			return true, agg.Add(doc)
+		})
+		if v, ok := agg.Result(); ok && cont.Returned == 0 && size > 0 {
+			b, _ := json.Marshal(v)
+			docs = append(docs, b)
+		}
+	case q.OrderBy == nil:
+		// Unordered results come in creation order (_rid order), as from one partition of
+		// the service; the page keeps the size smallest sequence numbers after the cursor.
+		h := &seqHeap{}
+		more := false
+		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
+			seq := ridSeq(it.RID)
+			if seq <= cont.Seq {
+				return true, nil
 			}
-			if ok {
-				if len(docs) >= size {
-					// A further match exists: the next page resumes after the last returned key.
-					if len(docs) > 0 {
-						next = &queryCont{Key: lastKey, Returned: cont.Returned + len(docs)}
-					}
-					return false, nil
-				}
-				docs = append(docs, bytes.Clone(it.Body))
-				lastKey = bytes.Clone(key)
+			doc, ok, err := match(it)
+			if err != nil || !ok {
+				return err == nil, err
+			}
+			body, ok, err := project(doc, it.Body)
+			if err != nil || !ok {
+				return err == nil, err
+			}
+			if size <= 0 {
+				more = true
+				return true, nil
+			}
+			if h.Len() < size {
+				heap.Push(h, seqDoc{seq, bytes.Clone(body)})
+			} else if seq < (*h)[0].seq {
+				(*h)[0] = seqDoc{seq, bytes.Clone(body)}
+				heap.Fix(h, 0)
+				more = true
+			} else {
+				more = true
 			}
 			return true, nil
 		})
-	} else {
-		type match struct {
+		res := make([]seqDoc, h.Len())
+		for i := len(res) - 1; i >= 0; i-- {
+			res[i] = heap.Pop(h).(seqDoc)
+		}
+		for _, d := range res {
+			docs = append(docs, d.body)
+		}
+		// A full page carries a continuation even when nothing follows (the next page is
+		// empty), as the service's does.
+		if len(res) > 0 && (more || len(res) == size) {
+			next = &queryCont{Seq: res[len(res)-1].seq, Returned: cont.Returned + len(docs)}
+		}
+	default:
+		type sorted struct {
 			doc  map[string]any
 			body []byte
 		}
-		var all []match
+		var all []sorted
 		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
-			scanned++
-			var doc map[string]any
-			if err := json.Unmarshal(it.Body, &doc); err != nil {
-				return false, err
+			doc, ok, err := match(it)
+			if err != nil || !ok {
+				return err == nil, err
 			}
-			ok, err := q.Match(doc, params)
-			if err != nil {
-				return false, badRequest("%v", err)
-			}
-			if ok {
-				all = append(all, match{doc, bytes.Clone(it.Body)})
-			}
+			all = append(all, sorted{doc, bytes.Clone(it.Body)})
 			return true, nil
 		})
 		sort.SliceStable(all, func(i, j int) bool { return q.Compare(all[i].doc, all[j].doc) < 0 })
-		for i := cont.Offset; i < len(all) && len(docs) < size; i++ {
-			docs = append(docs, all[i].body)
+		i := cont.Offset
+		for ; i < len(all) && len(docs) < size; i++ {
+			body, ok, perr := project(all[i].doc, all[i].body)
+			if perr != nil {
+				err = perr
+				break
+			}
+			if ok {
+				docs = append(docs, body)
+			}
 		}
-		if end := cont.Offset + len(docs); end < len(all) && len(docs) == size {
-			next = &queryCont{Offset: end, Returned: cont.Returned + len(docs)}
+		if i < len(all) && len(docs) == size {
+			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
 		}
 	}
 	if err != nil {
@@ -194,7 +327,26 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		h.Set(hdrContinuation, next.encode())
 	}
 	h.Set(hdrItemCount, strconv.Itoa(len(docs)))
+	if strings.EqualFold(r.Header.Get(hdrPopulateQueryMetrics), "true") {
+		out := 0
+		for _, d := range docs {
+			out += len(d)
+		}
+		h.Set(hdrQueryMetrics, fmt.Sprintf("totalExecutionTimeInMs=0.00;queryCompileTimeInMs=0.00;queryLogicalPlanBuildTimeInMs=0.00;"+
+			"queryPhysicalPlanBuildTimeInMs=0.00;queryOptimizationTimeInMs=0.00;VMExecutionTimeInMs=0.00;indexLookupTimeInMs=0.00;"+
+			"instructionCount=0;documentLoadTimeInMs=0.00;systemFunctionExecuteTimeInMs=0.00;userFunctionExecuteTimeInMs=0.00;"+
+			"retrievedDocumentCount=%d;retrievedDocumentSize=%d;outputDocumentCount=%d;outputDocumentSize=%d;writeOutputTimeInMs=0.00;indexUtilizationRatio=1.00",
+			scanned, scannedBytes, len(docs), out))
+	}
+	if strings.EqualFold(r.Header.Get(hdrPopulateIndexMetrics), "true") {
+		h.Set(hdrIndexUtilization, indexUtilization)
+	}
 	writeJSON(w, http.StatusOK, chargeQueryBase+chargePerDocRead*float64(scanned), documentsBody(rid, docs))
+}
+
+// pathSegments splits a partition key path ("/a/b") into its property names.
+func pathSegments(path string) []string {
+	return strings.Split(strings.TrimPrefix(path, "/"), "/")
 }
 
 // queryDatabases serves GET /dbs and queries over it.

@@ -35,7 +35,22 @@ type Query struct {
 	// OrderBy is the ORDER BY clause, or nil when the query has none.
 	OrderBy *OrderBy
 
-	where node // nil without WHERE
+	// Value is true for SELECT VALUE: each result is the value of the one expression, not an
+	// object.
+	Value bool
+	// Aggregate is the aggregate function of SELECT VALUE COUNT(...) (SUM, MIN, MAX, AVG), ""
+	// without one. Such a query yields one result, folded over every match.
+	Aggregate string
+
+	where  node         // nil without WHERE
+	fields []projection // nil for SELECT *
+	aggArg node         // the aggregate's argument
+}
+
+// projection is one expression of a select list, with its output name.
+type projection struct {
+	name string
+	expr node
 }
 
 // OrderBy is a single-property ORDER BY clause.
@@ -84,7 +99,25 @@ func (q *Query) String() string {
 	if q.Top >= 0 {
 		fmt.Fprintf(&b, "TOP %d ", q.Top)
 	}
-	b.WriteString("* FROM ")
+	switch {
+	case q.Aggregate != "":
+		b.WriteString("VALUE " + q.Aggregate + "(" + q.aggArg.String() + ")")
+	case q.Value:
+		b.WriteString("VALUE " + q.fields[0].expr.String())
+	case q.fields != nil:
+		for i, f := range q.fields {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(f.expr.String())
+			if !strings.HasPrefix(f.name, "$") {
+				b.WriteString(" AS " + f.name)
+			}
+		}
+	default:
+		b.WriteString("*")
+	}
+	b.WriteString(" FROM ")
 	b.WriteString(q.Alias)
 	if q.where != nil {
 		b.WriteString(" WHERE ")
@@ -193,17 +226,12 @@ func (p *parser) query() (*Query, error) {
 		}
 		q.Top = int(t.num)
 	}
-	if t := p.peek(); !t.is("*") {
-		switch {
-		case t.is("VALUE"):
-			return nil, unsupported(t, "SELECT VALUE")
-		case t.is("DISTINCT"):
-			return nil, unsupported(t, "SELECT DISTINCT")
-		default:
-			return nil, unsupported(t, "projections (only SELECT * is supported)")
-		}
+	// The select list refers to the alias, which FROM names later: read FROM first, then parse
+	// the list with the alias known.
+	selectPos := p.pos
+	if err := p.skipToFrom(); err != nil {
+		return nil, err
 	}
-	p.next()
 	if err := p.expect("FROM"); err != nil {
 		return nil, err
 	}
@@ -220,6 +248,12 @@ func (p *parser) query() (*Query, error) {
 		q.Alias = t.text
 	}
 	p.alias = q.Alias
+	afterFrom := p.pos
+	p.pos = selectPos
+	if err := p.selectList(q); err != nil {
+		return nil, err
+	}
+	p.pos = afterFrom
 	if t := p.peek(); t.is("JOIN") || t.is("IN") {
 		return nil, unsupported(t, "JOIN and iteration")
 	}
@@ -262,6 +296,9 @@ func (p *parser) query() (*Query, error) {
 			return nil, unsupported(t, "ORDER BY over several properties")
 		}
 		q.OrderBy = ob
+	}
+	if q.Aggregate != "" && q.OrderBy != nil {
+		return nil, unsupported(p.peek(), "ORDER BY with an aggregate")
 	}
 	if t := p.peek(); t.is("OFFSET") {
 		return nil, unsupported(t, "OFFSET LIMIT")
@@ -503,4 +540,244 @@ func (p *parser) call(name token) (node, error) {
 		return nil, fmt.Errorf("offset %d: %s takes %s arguments, got %d", name.pos, fn, want, len(c.args))
 	}
 	return c, nil
+}
+
+// skipToFrom moves to the FROM that ends the select list (outside parentheses).
+func (p *parser) skipToFrom() error {
+	depth := 0
+	for {
+		t := p.peek()
+		switch {
+		case t.kind == tokEOF:
+			return p.expect("FROM")
+		case t.is("("), t.is("["), t.is("{"):
+			depth++
+		case t.is(")"), t.is("]"), t.is("}"):
+			depth--
+		case depth == 0 && t.is("FROM"):
+			return nil
+		}
+		p.next()
+	}
+}
+
+// aggregates are the aggregate functions SELECT VALUE accepts.
+var aggregates = map[string]bool{"COUNT": true, "SUM": true, "MIN": true, "MAX": true, "AVG": true}
+
+// selectList parses what follows SELECT [TOP n] up to FROM: *, VALUE expr, VALUE AGG(expr), or
+// a list of property paths with optional AS names.
+func (p *parser) selectList(q *Query) error {
+	if p.accept("*") {
+		return nil
+	}
+	if t := p.peek(); t.is("DISTINCT") {
+		return unsupported(t, "SELECT DISTINCT")
+	}
+	if p.accept("VALUE") {
+		q.Value = true
+		t := p.peek()
+		if t.kind == tokIdent && aggregates[strings.ToUpper(t.text)] && p.toks[p.pos+1].is("(") {
+			p.next()
+			p.next()
+			arg, err := p.or()
+			if err != nil {
+				return err
+			}
+			if err := p.expect(")"); err != nil {
+				return err
+			}
+			q.Aggregate, q.aggArg = strings.ToUpper(t.text), arg
+			return nil
+		}
+		n, err := p.or()
+		if err != nil {
+			return err
+		}
+		q.fields = []projection{{expr: n}}
+		return nil
+	}
+	for {
+		start := p.peek()
+		if start.kind == tokIdent && aggregates[strings.ToUpper(start.text)] {
+			return unsupported(start, "aggregates without SELECT VALUE")
+		}
+		n, err := p.or()
+		if err != nil {
+			return err
+		}
+		name := ""
+		if path, ok := n.(pathNode); ok && len(path.segs) > 0 && path.segs[len(path.segs)-1].index < 0 {
+			name = path.segs[len(path.segs)-1].name
+		}
+		if p.accept("AS") {
+			t := p.next()
+			if t.kind != tokIdent {
+				return fmt.Errorf("offset %d: expected a name after AS, found %s", t.pos, t)
+			}
+			name = t.text
+		}
+		if name == "" {
+			name = "$" + strconv.Itoa(len(q.fields)+1)
+		}
+		q.fields = append(q.fields, projection{name: name, expr: n})
+		if !p.accept(",") {
+			break
+		}
+	}
+	if t := p.peek(); !t.is("FROM") {
+		return fmt.Errorf("offset %d: expected FROM after the select list, found %s", t.pos, t)
+	}
+	return nil
+}
+
+// NeedsQueryPlan reports whether the query must be run by the client over every partition (ORDER
+// BY, an aggregate): the service's gateway serves it only within one partition key.
+func (q *Query) NeedsQueryPlan() bool { return q.OrderBy != nil || q.Aggregate != "" }
+
+// Projects reports whether results differ from the matched documents (a select list or VALUE).
+func (q *Query) Projects() bool { return q.fields != nil }
+
+// Project returns the result of the select list for a matching document (SELECT * returns doc
+// itself); ok is false when SELECT VALUE's expression is undefined (the document yields no result).
+func (q *Query) Project(doc map[string]any, params map[string]any) (v any, ok bool, err error) {
+	if q.fields == nil {
+		return doc, true, nil
+	}
+	e := &env{doc: doc, params: params}
+	if q.Value {
+		v, err := q.fields[0].expr.eval(e)
+		if err != nil {
+			return nil, false, err
+		}
+		if _, undef := v.(undefined); undef {
+			return nil, false, nil
+		}
+		return v, true, nil
+	}
+	out := make(map[string]any, len(q.fields))
+	for _, f := range q.fields {
+		v, err := f.expr.eval(e)
+		if err != nil {
+			return nil, false, err
+		}
+		if _, undef := v.(undefined); !undef {
+			out[f.name] = v
+		}
+	}
+	return out, true, nil
+}
+
+// Aggregator folds the matches of an aggregate query into its one result.
+type Aggregator struct {
+	q      *Query
+	params map[string]any
+	count  int
+	sum    float64
+	best   any
+	typed  bool // SUM and AVG saw only numbers so far
+}
+
+// NewAggregator returns an aggregator for q (which must have an Aggregate).
+func (q *Query) NewAggregator(params map[string]any) *Aggregator {
+	return &Aggregator{q: q, params: params, typed: true}
+}
+
+// Add folds one matching document in.
+func (a *Aggregator) Add(doc map[string]any) error {
+	v, err := a.q.aggArg.eval(&env{doc: doc, params: a.params})
+	if err != nil {
+		return err
+	}
+	if _, undef := v.(undefined); undef {
+		return nil
+	}
+	switch a.q.Aggregate {
+	case "COUNT":
+		a.count++
+	case "SUM", "AVG":
+		f, ok := v.(float64)
+		if !ok {
+			a.typed = false
+			return nil
+		}
+		a.sum += f
+		a.count++
+	case "MIN", "MAX":
+		if typeRank(v) >= typeRank([]any{}) {
+			return nil
+		}
+		if a.best == nil && a.count == 0 {
+			a.best = v
+		} else if c := compareForSort(v, a.best); (a.q.Aggregate == "MIN" && c < 0) || (a.q.Aggregate == "MAX" && c > 0) {
+			a.best = v
+		}
+		a.count++
+	}
+	return nil
+}
+
+// Result returns the aggregate's value; ok is false when it is undefined (no result row), as
+// for SUM or AVG over non-numbers, or MIN, MAX and AVG over nothing.
+func (a *Aggregator) Result() (v any, ok bool) {
+	switch a.q.Aggregate {
+	case "COUNT":
+		return float64(a.count), true
+	case "SUM":
+		return a.sum, a.typed
+	case "AVG":
+		if !a.typed || a.count == 0 {
+			return nil, false
+		}
+		return a.sum / float64(a.count), true
+	default:
+		return a.best, a.count > 0
+	}
+}
+
+// Equality returns the value that the WHERE clause requires the property path to equal (c.pk =
+// 'x' in a conjunction at the top), with parameters resolved; ok is false when there is none.
+func (q *Query) Equality(path []string, params map[string]any) (v any, ok bool) {
+	var walk func(n node) (any, bool)
+	walk = func(n node) (any, bool) {
+		switch n := n.(type) {
+		case parenNode:
+			return walk(n.n)
+		case andNode:
+			if v, ok := walk(n.left); ok {
+				return v, ok
+			}
+			return walk(n.right)
+		case cmpNode:
+			if n.op != "=" {
+				return nil, false
+			}
+			for _, pair := range [][2]node{{n.left, n.right}, {n.right, n.left}} {
+				pn, isPath := pair[0].(pathNode)
+				if !isPath || len(pn.segs) != len(path) {
+					continue
+				}
+				same := true
+				for i, s := range pn.segs {
+					if s.index >= 0 || s.name != path[i] {
+						same = false
+					}
+				}
+				if !same {
+					continue
+				}
+				switch o := pair[1].(type) {
+				case literal:
+					return o.v, true
+				case paramNode:
+					v, ok := params[o.name]
+					return v, ok
+				}
+			}
+		}
+		return nil, false
+	}
+	if q.where == nil {
+		return nil, false
+	}
+	return walk(q.where)
 }

@@ -3,6 +3,7 @@ package query
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -216,8 +217,8 @@ func TestParse_Errors(t *testing.T) {
 		unsupported bool
 		mention     string // the message names what is wrong
 	}{
-		{"SELECT c.id FROM c", true, "projections"},
-		{"SELECT VALUE c FROM c", true, "SELECT VALUE"},
+		{"SELECT COUNT(1) FROM c", true, "aggregates without SELECT VALUE"},
+		{"SELECT VALUE COUNT(1) FROM c ORDER BY c.id", true, "ORDER BY with an aggregate"},
 		{"SELECT DISTINCT * FROM c", true, "DISTINCT"},
 		{"SELECT * FROM c JOIN t IN c.tags", true, "JOIN"},
 		{"SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x')", true, "ARRAY_CONTAINS"},
@@ -330,6 +331,93 @@ func TestQuery_StringRoundTrip(t *testing.T) {
 		}
 		if q2.String() != q.String() {
 			t.Errorf("String not stable:\n%s\n%s", q.String(), q2.String())
+		}
+	}
+}
+
+func TestProject_ValueFieldsAndAggregates(t *testing.T) {
+	t.Parallel()
+	docs := []map[string]any{
+		decode(t, `{"id":"1","pk":"a","n":3,"o":{"x":1}}`),
+		decode(t, `{"id":"2","pk":"a","n":5}`),
+		decode(t, `{"id":"3","pk":"b","s":"z"}`),
+	}
+	project := func(sql string) []any {
+		q, err := Parse(sql)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", sql, err)
+		}
+		var out []any
+		for _, d := range docs {
+			if v, ok, err := q.Project(d, nil); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	if got := fmt.Sprint(project("SELECT VALUE c.id FROM c")); got != "[1 2 3]" {
+		t.Errorf("SELECT VALUE c.id = %s", got)
+	}
+	if got := fmt.Sprint(project("SELECT VALUE c.n FROM c")); got != "[3 5]" {
+		t.Errorf("SELECT VALUE c.n skips undefined: got %s", got)
+	}
+	if got := fmt.Sprint(project("SELECT c.id, c.o.x AS x FROM docs c")); got != "[map[id:1 x:1] map[id:2] map[id:3]]" {
+		t.Errorf("SELECT c.id, c.o.x AS x = %s", got)
+	}
+	agg := func(sql string) (any, bool) {
+		q, err := Parse(sql)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", sql, err)
+		}
+		if !q.NeedsQueryPlan() {
+			t.Errorf("%q does not need the query plan", sql)
+		}
+		a := q.NewAggregator(nil)
+		for _, d := range docs {
+			if ok, _ := q.Match(d, nil); ok {
+				if err := a.Add(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return a.Result()
+	}
+	for sql, want := range map[string]string{
+		"SELECT VALUE COUNT(1) FROM c":                     "3 true",
+		"SELECT VALUE COUNT(c.n) FROM c":                   "2 true",
+		"SELECT VALUE SUM(c.n) FROM c WHERE c.pk = 'a'":    "8 true",
+		"SELECT VALUE AVG(c.n) FROM c WHERE c.pk = 'a'":    "4 true",
+		"SELECT VALUE MIN(c.n) FROM c":                     "3 true",
+		"SELECT VALUE MAX(c.id) FROM c":                    "3 true",
+		"SELECT VALUE SUM(c.s) FROM c":                     "0 false",
+		"SELECT VALUE MAX(c.n) FROM c WHERE c.pk = 'none'": "<nil> false",
+	} {
+		v, ok := agg(sql)
+		if got := fmt.Sprint(v, " ", ok); got != want {
+			t.Errorf("%s = %s, want %s", sql, got, want)
+		}
+	}
+}
+
+func TestEquality(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]string{
+		"SELECT * FROM c WHERE c.pk = '1' ORDER BY c.id": "1 true",
+		"SELECT * FROM c WHERE c.x > 1 AND ('2' = c.pk)": "2 true",
+		"SELECT * FROM c WHERE c.pk = @p":                "3 true",
+		"SELECT * FROM c WHERE c.pk = '1' OR c.pk = '2'": "<nil> false",
+		"SELECT * FROM c WHERE c.pk != '1'":              "<nil> false",
+		"SELECT * FROM c":                                "<nil> false",
+	} {
+		q, err := Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := q.Equality([]string{"pk"}, map[string]any{"@p": "3"})
+		if got := fmt.Sprint(v, " ", ok); got != want {
+			t.Errorf("Equality(%q) = %s, want %s", sql, got, want)
 		}
 	}
 }
