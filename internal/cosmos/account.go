@@ -1,4 +1,5 @@
-// Package cosmos is cfp's only door to Azure Cosmos DB and the only package that imports azcosmos.
+// Package cosmos is cfp's only door to Azure Cosmos DB: besides the public changefeed package, which
+// only hands the caller's clients over to FromClient, the only package that imports azcosmos.
 // It opens accounts (key, Microsoft Entra ID, or the embedded emulator in process), manages
 // databases and containers, implements feed.Source over ReadChangeFeed (one physical partition
 // per page, splits reported instead of followed) and leases.Documents over a lease container, and
