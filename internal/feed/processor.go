@@ -349,6 +349,9 @@ func (p *Processor) bootstrap(ctx context.Context) (BootstrapResult, error) {
 // a lock it did not write, as .NET and Java never do: the holder may still be creating leases,
 // and its start fails if .info appears meanwhile. Repeats are rate-limited.
 func (p *Processor) logLockWait(h *leases.LockHolder, wait time.Duration) {
+	if h != nil && *h == (leases.LockHolder{}) {
+		return // the lock was gone when its holder was read: released, no one to wait on
+	}
 	if ok, _ := p.limit.allow("bootstrap-lock"); !ok {
 		return
 	}

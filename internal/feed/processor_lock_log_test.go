@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,5 +45,49 @@ func TestProcessor_YoungPeerLockIsNotAWarning(t *testing.T) {
 	}
 	if strings.Contains(out, "level=WARN") {
 		t.Errorf("a young lock of a cfp peer is logged as a warning:\n%s", out)
+	}
+}
+
+// vanishingLock answers the first lock creations with a conflict and the reads of the lock with
+// not found: the holder released its lock between cfp's create and its read.
+type vanishingLock struct {
+	leases.Documents
+	mu        sync.Mutex
+	conflicts int
+}
+
+func (v *vanishingLock) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	v.mu.Lock()
+	lock := strings.Contains(string(body), `.lock"`) && v.conflicts > 0
+	if lock {
+		v.conflicts--
+	}
+	v.mu.Unlock()
+	if lock {
+		return leases.Document{}, leases.ErrConflict
+	}
+	return v.Documents.Create(ctx, pk, body)
+}
+
+// TestProcessor_LockGoneBeforeItsHolderIsReadIsNoWait: a lock released between cfp's create
+// (409) and its read of the holder names no one; cfp logs no wait on "a .NET or Java
+// processor" for it (cfp demo's interrupted run printed one).
+func TestProcessor_LockGoneBeforeItsHolderIsReadIsNoWait(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := &vanishingLock{Documents: leases.NewMemDocuments("/id"), conflicts: 1}
+	var logs syncBuffer
+	opts := fastOptions("cfp-1")
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}),
+		feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Bootstrap(context.Background()); err != nil {
+		t.Fatalf("Bootstrap() = %v", err)
+	}
+	if out := logs.String(); strings.Contains(out, "waiting for the bootstrap lock") {
+		t.Errorf("a wait logged for a lock that was gone:\n%s", out)
 	}
 }
