@@ -31,6 +31,12 @@ type emulatorOptions struct {
 	Addr       string
 	Partitions int
 	Fsync      bool
+
+	// Consistency is the account's default consistency level ("" is Session).
+	Consistency string
+	// AcceptEmulatorTokens accepts the SDKs' Entra ID emulator tokens beyond loopback with the
+	// well-known key.
+	AcceptEmulatorTokens bool
 	// AllowWellKnownKey lets the gateway serve a non-loopback address with the well-known key.
 	AllowWellKnownKey bool
 
@@ -131,6 +137,8 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
 	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
+	enumFlag(fs, &opts.Consistency, "consistency", "", "Session", "the account's default consistency `LEVEL` as reads of the account report it (every level reads the latest write)", "Strong", "BoundedStaleness", "Session", "ConsistentPrefix", "Eventual")
+	fs.BoolVar(&opts.AcceptEmulatorTokens, "accept-emulator-tokens", false, "accept the Microsoft Entra ID tokens SDKs send to the official emulator (signed with the key's text) with a custom key or beyond loopback too; on by default for loopback with the well-known key")
 	c.AddCommand(newEmulatorCertCmd(f), newEmulatorSplitCmd(f), newEmulatorMergeCmd(f), newEmulatorFaultsCmd(f))
 	return c
 }
@@ -216,7 +224,11 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("data directory %s: %w", opts.Data, err)
 	}
-	emu, err := emulator.Open(emulator.Options{Dir: dir, Key: opts.Key, Partitions: opts.Partitions, Logger: f.Log, Fsync: opts.Fsync})
+	emu, err := emulator.Open(emulator.Options{Dir: dir, Key: opts.Key, Partitions: opts.Partitions, Logger: f.Log, Fsync: opts.Fsync,
+		DefaultConsistency: opts.Consistency,
+		// The SDKs' emulator credentials prove only that the client knows the key: accept them
+		// where the well-known key is the point (loopback), or when asked.
+		AcceptEmulatorTokens: opts.AcceptEmulatorTokens || (opts.Key == "" && isLoopbackHost(listenHost(opts.Addr)))})
 	if err != nil {
 		return explainLocked(fmt.Errorf("open emulator: %w", err))
 	}

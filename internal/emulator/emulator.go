@@ -65,6 +65,14 @@ type Options struct {
 	// emulator process being killed (kill -9), not a machine crash. Default: false, which is
 	// an order of magnitude faster for bulk loads.
 	Fsync bool
+	// DefaultConsistency is the account's default consistency level, as the account read
+	// reports it (Strong, BoundedStaleness, Session, ConsistentPrefix or Eventual). The emulator
+	// is one replica, so every level reads the latest write. Default: Session.
+	DefaultConsistency string
+	// AcceptEmulatorTokens makes the gateway accept the Microsoft Entra ID tokens that the SDKs'
+	// emulator credentials send to the official emulator (a JWT signed with the account key's
+	// text). Default: false; `cfp emulator` turns it on for loopback with the well-known key.
+	AcceptEmulatorTokens bool
 	// TTLSweepInterval is how often a background sweeper deletes the items whose time to live
 	// has passed (expired items are hidden from reads at once either way); negative turns the
 	// sweeper off. Default: DefaultTTLSweepInterval.
@@ -81,6 +89,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Partitions == 0 {
 		o.Partitions = DefaultPartitions
+	}
+	if o.DefaultConsistency == "" {
+		o.DefaultConsistency = "Session"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -108,6 +119,9 @@ func (o Options) Validate() error {
 	if o.Partitions < 0 || o.Partitions > maxPartitions {
 		return fmt.Errorf("emulator options: partitions must be between 1 and %d, got %d", maxPartitions, o.Partitions)
 	}
+	if o.DefaultConsistency != "" && !consistencyLevels[o.DefaultConsistency] {
+		return fmt.Errorf("emulator options: unknown consistency level %q (want Strong, BoundedStaleness, Session, ConsistentPrefix or Eventual)", o.DefaultConsistency)
+	}
 	if o.Key != "" {
 		if _, err := decodeKey(o.Key); err != nil {
 			return err
@@ -115,6 +129,9 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// consistencyLevels are the account consistency levels of Options.DefaultConsistency.
+var consistencyLevels = map[string]bool{"Strong": true, "BoundedStaleness": true, "Session": true, "ConsistentPrefix": true, "Eventual": true}
 
 // LockedError reports that another process holds the data directory.
 type LockedError struct {

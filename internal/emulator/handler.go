@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -130,7 +131,7 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An unauthenticated client gets its answer and loses its connection.
-	if err := auth.Verify(r, e.key); err != nil {
+	if err := e.verify(r); err != nil {
 		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
 		return
@@ -153,6 +154,19 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	e.route(w, r, segs)
+}
+
+// verify authenticates r: a master-key signature, or (with Options.AcceptEmulatorTokens) a
+// Microsoft Entra ID token of the kind the SDKs send to the official emulator.
+func (e *Emulator) verify(r *http.Request) error {
+	authz := strings.ToLower(r.Header.Get("Authorization"))
+	if strings.HasPrefix(authz, "type%3daad") || strings.HasPrefix(authz, "type=aad") {
+		if !e.opts.AcceptEmulatorTokens {
+			return fmt.Errorf("%w: Microsoft Entra ID tokens are accepted only on loopback with the well-known key (cfp emulator --accept-emulator-tokens)", auth.ErrMalformed)
+		}
+		return auth.VerifyEmulatorToken(r, e.opts.Key, time.Now())
+	}
+	return auth.Verify(r, e.key)
 }
 
 // applyFault sleeps the rule's latency and answers its error; it reports whether the request
@@ -379,6 +393,11 @@ func (e *Emulator) getAccount(w http.ResponseWriter, r *http.Request) {
 	scheme := "http"
 	if requestIsTLS(r) {
 		scheme = "https"
+		// Over TLS the account advertises 127.0.0.1 for localhost, as the official emulator
+		// does (SDK tests compare the regions' endpoints).
+		if h, port, err := net.SplitHostPort(host); err == nil && strings.EqualFold(h, "localhost") {
+			host = net.JoinHostPort("127.0.0.1", port)
+		}
 	}
 	loc := []map[string]string{{"name": "South Central US", "databaseAccountEndpoint": scheme + "://" + host + "/"}}
 	body := map[string]any{
@@ -391,7 +410,7 @@ func (e *Emulator) getAccount(w http.ResponseWriter, r *http.Request) {
 		"writableLocations":            loc,
 		"readableLocations":            loc,
 		"enableMultipleWriteLocations": false,
-		"userConsistencyPolicy":        map[string]string{"defaultConsistencyLevel": "Session"},
+		"userConsistencyPolicy":        map[string]string{"defaultConsistencyLevel": e.opts.DefaultConsistency},
 		"userReplicationPolicy":        map[string]any{"asyncReplication": false, "minReplicaSetSize": 1, "maxReplicasetSize": 4},
 		"systemReplicationPolicy":      map[string]any{"minReplicaSetSize": 1, "maxReplicasetSize": 4},
 		"readPolicy":                   map[string]any{"primaryReadCoefficient": 1, "secondaryReadCoefficient": 1},

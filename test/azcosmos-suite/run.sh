@@ -51,7 +51,7 @@ total=$(wc -w <<<"$tests")
 [ "$total" -gt 0 ] || { echo "azcosmos-suite: no emulator test matches" >&2; exit 1; }
 
 echo "== azcosmos-suite: start cfp emulator on localhost:8081" >&2
-"$work/cfp" emulator --data "$work/data" --addr localhost:8081 --partitions 1 -o json >"$work/serving.json" 2>"$work/emulator.log" &
+"$work/cfp" emulator --data "$work/data" --addr localhost:8081 --partitions 1 --consistency Strong -o json >"$work/serving.json" 2>"$work/emulator.log" &
 emu_pid=$!
 for _ in $(seq 100); do
   [ -s "$work/serving.json" ] && break

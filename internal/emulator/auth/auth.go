@@ -8,6 +8,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -161,6 +162,57 @@ func Verify(r *http.Request, key []byte) error {
 	if !hmac.Equal(got, want) {
 		return fmt.Errorf("%w: signed %s with resource type %q, link %q and date %q",
 			ErrMismatch, strings.ToUpper(r.Method), resourceType, resourceLink, date)
+	}
+	return nil
+}
+
+// VerifyEmulatorToken checks r's Authorization header as the official emulator checks a
+// Microsoft Entra ID token (type=aad&ver=1.0&sig=<JWT>): the SDKs' emulator credentials send a
+// JWT whose signature part is the base64url encoding of the account key's base64 text, so the
+// token proves knowledge of the key as a master-key signature does. The token must not have
+// expired (its exp claim, against now). The error wraps ErrMissing, ErrMalformed or ErrMismatch.
+func VerifyEmulatorToken(r *http.Request, key string, now time.Time) error {
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		return fmt.Errorf("%w: no Authorization header", ErrMissing)
+	}
+	decoded, err := url.PathUnescape(header)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	var typ, sig string
+	for field := range strings.SplitSeq(decoded, "&") {
+		name, value, _ := strings.Cut(field, "=")
+		switch name {
+		case "type":
+			typ = value
+		case "sig":
+			sig = value
+		}
+	}
+	if typ != "aad" {
+		return fmt.Errorf("%w: token type %q is not aad", ErrMalformed, typ)
+	}
+	parts := strings.Split(sig, ".")
+	if len(parts) != 3 {
+		return fmt.Errorf("%w: the aad token is not a JWT", ErrMalformed)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return fmt.Errorf("%w: the JWT payload is not base64url", ErrMalformed)
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return fmt.Errorf("%w: the JWT payload is not JSON", ErrMalformed)
+	}
+	got, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[2], "="))
+	if err != nil || !hmac.Equal(got, []byte(key)) {
+		return fmt.Errorf("%w: the aad token is not an emulator token for this account's key", ErrMismatch)
+	}
+	if claims.Exp != 0 && now.Unix() > claims.Exp {
+		return fmt.Errorf("%w: the aad token expired at %s", ErrMismatch, time.Unix(claims.Exp, 0).UTC().Format(time.RFC3339))
 	}
 	return nil
 }
