@@ -95,7 +95,9 @@ type leaseTarget struct {
 	monitored *cosmos.Container
 	// host is the monitored account's host, which lease prefixes embed; "" when monitored is nil.
 	host string
-	now  func() time.Time
+	// javaHost is that host as written in the endpoint (Java keeps its case).
+	javaHost string
+	now      func() time.Time
 	// skip warns about a document under the prefix that is not a lease.
 	skip func(id string, err error)
 }
@@ -120,7 +122,7 @@ func (f *factory) openLeaseContainer(ctx context.Context) (*leaseTarget, error) 
 		if err != nil {
 			return nil, err
 		}
-		t.monitored, t.host = mon.Container(f.Global.Database, f.Global.Container), mon.Host()
+		t.monitored, t.host, t.javaHost = mon.Container(f.Global.Database, f.Global.Container), mon.Host(), mon.JavaHost()
 	}
 	return t, nil
 }
@@ -150,7 +152,20 @@ func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*lea
 		return nil, err
 	}
 	t.prefix = leases.Prefix(f.Global.Processor, t.host, info.DatabaseRID, info.ContainerRID)
+	// Java's PK-range (pkversion) processor names its leases after the database and container
+	// names and the host as written: use that set when the rid prefix holds nothing.
+	if byName := leases.Prefix(f.Global.Processor, t.javaHost, f.Global.Database, f.Global.Container); byName != t.prefix {
+		if !t.hasDocs(ctx, t.prefix) && t.hasDocs(ctx, byName) {
+			t.prefix = byName
+		}
+	}
 	return t, nil
+}
+
+// hasDocs reports whether any lease or marker document lives under prefix.
+func (t *leaseTarget) hasDocs(ctx context.Context, prefix string) bool {
+	docs, err := t.docs.QueryPrefix(ctx, prefix+".")
+	return err == nil && len(docs) > 0
 }
 
 // monitoredHost returns the monitored account's host, which names processors in lease
@@ -228,9 +243,9 @@ func (t *leaseTarget) noLeases(ctx context.Context, f *factory) error {
 
 // processorName returns the processor name of a discovered prefix, given the monitored
 // account's host ("" when unknown).
-func processorName(in leases.ProcessorInfo, host string) (string, bool) {
+func processorName(in leases.ProcessorInfo, host string, known ...leases.Monitored) (string, bool) {
 	if host != "" {
-		if name, ok := leases.ProcessorName(in.Prefix, host); ok {
+		if name, ok := leases.ProcessorName(in.Prefix, host, known...); ok {
 			return name, true
 		}
 	}

@@ -18,6 +18,7 @@ type leasesDeleteOptions struct {
 	f *factory
 	mutationFlags
 	Expiration time.Duration
+	LockOnly   bool
 }
 
 // deleteStepView is one document in `cfp leases delete -o json`; a public contract.
@@ -32,7 +33,7 @@ type deleteStepView struct {
 func newLeasesDeleteCmd(f *factory) *cobra.Command {
 	opts := &leasesDeleteOptions{f: f}
 	c := &cobra.Command{
-		Use:   "delete [--execute]",
+		Use:   "delete [--lock] [--execute]",
 		Short: "Remove a processor's leases and markers",
 		Long: `Remove a processor's leases, its .info and .lock markers and the presence records of
 its cfp hosts.
@@ -43,17 +44,26 @@ start time you want; the first one bootstraps a fresh lease per partition. Delet
 leases while keeping .info would leave the processors with nothing to do, so delete always
 removes both.
 
+--lock removes only the bootstrap lock: processors never delete a lock they did not write
+(a host still bootstrapping would fail), so a lock left by a host that died while it
+bootstrapped, in a lease container without time to live, stays until it is removed;
+'cfp leases list --check' reports it.
+
 Without --execute, delete prints what it would remove. It asks on a terminal unless
 --yes, and refuses while any lease has a live owner unless --force. Save the leases
 first with 'cfp leases export' to be able to undo it with 'cfp leases import'.`,
 		Example: `  cfp leases export -d shop -c orders -p orders-proj --file backup.json
-  cfp leases delete -d shop -c orders -p orders-proj --execute`,
+  cfp leases delete -d shop -c orders -p orders-proj --execute
+
+  # Only the bootstrap lock a dead host left in a lease container without time to live
+  cfp leases delete -d shop -c orders -p orders-proj --lock --execute`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runLeasesDelete(contextOf(c), opts)
 		},
 	}
 	opts.mutationFlags.add(c, "delete leases whose owner is alive too")
+	c.Flags().BoolVar(&opts.LockOnly, "lock", false, "remove only the .lock marker (a bootstrap lock left behind in a lease container without time to live)")
 	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	return c
 }
@@ -90,6 +100,10 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 		hostByID[h.ID] = &set.hosts[i]
 	}
 	views := make([]deleteStepView, 0, len(set.docs))
+	if opts.LockOnly {
+		set.docs = slices.DeleteFunc(set.docs, func(d leases.Document) bool { return d.ID != leases.LockID(t.prefix) })
+		set.leases = nil
+	}
 	for _, d := range set.docs {
 		v := deleteStepView{ID: d.ID, Kind: "lease"}
 		switch d.ID {

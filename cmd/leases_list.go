@@ -33,6 +33,12 @@ type leaseView struct {
 	CheckpointLSN *int64        `json:"checkpoint_lsn"`
 	LastUpdate    *string       `json:"last_update"`
 	Family        string        `json:"family"`
+	// Mode is the lease's Mode field (.NET) or its state's Mode (Java EPK), null when absent.
+	Mode *string `json:"mode"`
+	// Start is a Java EPK lease's start setting (its state's StartFrom type), null otherwise.
+	Start *string `json:"start"`
+	// ContinuationError says why the continuation cannot be decoded, null when it can.
+	ContinuationError *string `json:"continuation_error"`
 }
 
 // processorView is one processor in `cfp leases list -o json` without -p; a public contract.
@@ -62,10 +68,18 @@ per owner. STATE is owned (the owner renewed within --lease-expiration), expired
 owner stopped renewing; any instance may take the lease) or unowned. The summary also
 lists the cfp instances that own no lease yet, from their presence records.
 
+MODE is the lease's Mode as .NET writes it ("Incremental Feed", "Full-Fidelity Feed"), or a
+Java EPK lease's mode and start setting (INCREMENTAL, start BEGINNING); "-" when the lease
+has none (incremental). A lease whose continuation cfp cannot decode (a Java state of a newer
+version) is listed with "continuation undecodable"; cfp never processes or rewrites it.
+
 --check adds hygiene findings on stderr: gaps and overlaps in the coverage of the key
 space, duplicate lease tokens, split parents left next to their children, owners stale
-past expiry, a missing .info marker or a stuck .lock. cfp exits 3 when it finds an error
-or a warning. A document under the prefix that is not a lease is skipped with a warning.`,
+past expiry, timestamps in the future, a Mode .NET refuses to start on ("IncrementalFeed",
+"LatestVersion", ""), continuations cfp cannot decode, a missing .info marker, or a .lock
+older than its ttl (a lease container without time to live keeps it forever; the finding
+names the command that removes it). cfp exits 3 when it finds an error or a warning. A
+document under the prefix that is not a lease is skipped with a warning.`,
 		Example: `  # Every processor in the lease container "leases" of database shop
   cfp leases list -d shop
 
@@ -79,7 +93,7 @@ or a warning. A document under the prefix that is not a lease is skipped with a 
 			return runLeasesList(contextOf(c), opts)
 		},
 	}
-	c.Flags().BoolVar(&opts.Check, "check", false, "report gaps, overlaps, duplicates, orphan parents and stale owners (exit 3 when found)")
+	c.Flags().BoolVar(&opts.Check, "check", false, "report gaps, overlaps, duplicates, orphan parents, stale owners and locks, refused modes, undecodable continuations and future timestamps (exit 3 when found)")
 	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	return c
 }
@@ -113,10 +127,10 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		views = append(views, newLeaseView(l, now, opts.Expiration))
 	}
 	err = p.Print(ctx, views, func(tb *render.Table) {
-		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"last update", "family"})...)
+		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"last update", "family", "mode"})...)
 		for i, v := range views {
 			cells := leaseCells(f.IO, v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
-			tb.Row(append(cells, f.IO.Timestamp(set.leases[i].Timestamp, now), v.Family)...)
+			tb.Row(append(cells, f.IO.Timestamp(set.leases[i].Timestamp, now), v.Family, modeCell(v))...)
 		}
 	})
 	if err != nil {
@@ -135,12 +149,12 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	for _, pt := range parts {
 		cparts = append(cparts, leases.Partition{ID: pt.ID, Range: pt.Range, Parents: pt.Parents})
 	}
-	checkOpts := []leases.CheckOption{leases.WithMarkers(set.hasInfo, set.lockTime)}
+	checkOpts := []leases.CheckOption{leases.WithMarkers(set.hasInfo, set.lockTime), leases.WithLockTTL(set.lockTTL)}
 	if parts != nil {
 		checkOpts = append(checkOpts, leases.WithPartitions(cparts))
 	}
 	findings := leases.Check(set.leases, now, opts.Expiration, checkOpts...)
-	return checkResult(f.IO, printFindings(f.IO, "", findings))
+	return checkResult(f.IO, printFindings(f.IO, "", findings, f.lockFix(t.prefix)))
 }
 
 // leaseSet is one prefix's leases and markers as read from the lease container.
@@ -148,6 +162,7 @@ type leaseSet struct {
 	leases   []*leases.Lease
 	hasInfo  bool
 	lockTime time.Time
+	lockTTL  time.Duration
 	// hosts are the presence records of cfp hosts ("<prefix>.host.<instance>"), markers.
 	hosts []leases.Host
 	docs  []leases.Document
@@ -167,7 +182,7 @@ func (t *leaseTarget) leaseSet(ctx context.Context) (leaseSet, error) {
 			set.hasInfo = true
 			set.docs = append(set.docs, d)
 		case d.ID == leases.LockID(t.prefix):
-			set.lockTime = docTS(d)
+			set.lockTime, set.lockTTL = docTS(d), leases.ParseLock(d.Body).TTL
 			set.docs = append(set.docs, d)
 		case strings.HasPrefix(d.ID, leases.HostIDPrefix(t.prefix)):
 			if h, err := leases.DecodeHost(d); err == nil && h.Prefix == t.prefix {
@@ -223,7 +238,39 @@ func newLeaseView(l *leases.Lease, now time.Time, expiration time.Duration) leas
 	if n, ok := l.LSN(); ok {
 		v.CheckpointLSN = &n
 	}
+	if m, ok := l.ModeValue(); ok {
+		v.Mode = &m
+	}
+	if st := l.JavaState(); st != nil && st.StartFrom.Type != "" {
+		start := st.StartFrom.Type
+		if !st.StartFrom.PointInTime.IsZero() {
+			start += " " + st.StartFrom.PointInTime.UTC().Format(time.RFC3339Nano)
+		}
+		v.Start = &start
+	}
+	if l.StateError != nil {
+		v.ContinuationError = new(l.StateError.Error())
+	}
 	return v
+}
+
+// modeCell is the MODE column: the mode as the lease spells it ("" quoted, "-" when absent),
+// a Java lease's start setting after it, "undecodable" for a continuation cfp cannot read.
+func modeCell(v leaseView) string {
+	cell := "-"
+	if v.Mode != nil {
+		cell = *v.Mode
+		if cell == "" {
+			cell = `""`
+		}
+	}
+	if v.Start != nil {
+		cell += ", start " + *v.Start
+	}
+	if v.ContinuationError != nil {
+		cell += ", continuation undecodable"
+	}
+	return cell
 }
 
 // ownerSummary is the per-owner table under the lease table; cfp hosts that own no lease are
@@ -285,7 +332,7 @@ func checkResult(ios *render.IOStreams, serious int) error {
 
 // printFindings writes hygiene findings to stderr, one a line ("check: [prefix: ]severity
 // kind: message"), and returns how many are errors or warnings.
-func printFindings(ios *render.IOStreams, prefix string, findings []leases.Finding) int {
+func printFindings(ios *render.IOStreams, prefix string, findings []leases.Finding, fix func(leases.Finding) string) int {
 	serious := 0
 	st := ios.StderrStyles()
 	for _, fd := range findings {
@@ -303,6 +350,9 @@ func printFindings(ios *render.IOStreams, prefix string, findings []leases.Findi
 			serious++
 		}
 		fmt.Fprintf(ios.ErrOut, "check: %s%s %s: %s\n", where, label, fd.Kind, fd.Message)
+		if hint := fix(fd); hint != "" {
+			fmt.Fprintf(ios.ErrOut, "check: %sTry: %s\n", where, hint)
+		}
 	}
 	return serious
 }
@@ -322,7 +372,8 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 	if err != nil {
 		return fmt.Errorf("list lease container: %w", err)
 	}
-	infos := leases.Discover(docs)
+	known := leases.Monitored{Database: f.Global.Database, Container: f.Global.Container}
+	infos := leases.Discover(docs, known)
 	host, err := t.monitoredHost(ctx, f)
 	if err != nil {
 		return err
@@ -338,7 +389,7 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 		if v.Owners == nil {
 			v.Owners = []string{}
 		}
-		if name, ok := processorName(in, host); ok {
+		if name, ok := processorName(in, host, known); ok {
 			v.Processor = &name
 		}
 		views = append(views, v)
@@ -358,28 +409,40 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 	}
 	serious := 0
 	for _, in := range infos {
-		ls, lockTime := prefixLeases(docs, in.Prefix)
-		findings := leases.Check(ls, now, opts.Expiration, leases.WithMarkers(in.HasInfo, lockTime))
-		serious += printFindings(f.IO, in.Prefix, findings)
+		ls, lockTime, lockTTL := prefixLeases(docs, in.Prefix)
+		findings := leases.Check(ls, now, opts.Expiration, leases.WithMarkers(in.HasInfo, lockTime), leases.WithLockTTL(lockTTL))
+		serious += printFindings(f.IO, in.Prefix, findings, f.lockFix(in.Prefix))
 	}
 	return checkResult(f.IO, serious)
 }
 
 // prefixLeases returns the leases of prefix among docs, and the time of its .lock marker (zero
 // when there is none). Documents that are not leases were counted by leases.Discover.
-func prefixLeases(docs []leases.Document, prefix string) ([]*leases.Lease, time.Time) {
+func prefixLeases(docs []leases.Document, prefix string) ([]*leases.Lease, time.Time, time.Duration) {
 	var ls []*leases.Lease
 	var lockTime time.Time
+	var lockTTL time.Duration
 	for _, d := range docs {
 		pre, _, isLease := leases.SplitID(d.ID)
 		switch {
 		case d.ID == leases.LockID(prefix):
-			lockTime = docTS(d)
+			lockTime, lockTTL = docTS(d), leases.ParseLock(d.Body).TTL
 		case isLease && pre == prefix:
 			if l, err := leases.Decode(d); err == nil {
 				ls = append(ls, l)
 			}
 		}
 	}
-	return ls, lockTime
+	return ls, lockTime, lockTTL
+}
+
+// lockFix returns the hint of a stale-lock finding under prefix: the command that removes the
+// lock (and nothing else).
+func (f *factory) lockFix(prefix string) func(leases.Finding) string {
+	return func(fd leases.Finding) string {
+		if fd.Kind != leases.FindingStaleLock {
+			return ""
+		}
+		return fmt.Sprintf("cfp leases delete --lock -d %s --lease-id-prefix '%s' --execute (once no processor is starting)", f.leaseDatabase(), prefix)
+	}
 }

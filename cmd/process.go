@@ -242,6 +242,10 @@ var leaseModes = map[feed.FeedMode]string{
 
 // modeMismatch explains a lease set of another mode in cfp's terms, on one line.
 func (o *processOptions) modeMismatch(mm *feed.ModeMismatchError) error {
+	if mm.Refused {
+		return fmt.Errorf("lease %s has Mode %q, which .NET refuses to start on (%s); set its Mode to %q (see cfp leases list --check)",
+			mm.Lease, mm.LeaseMode, leases.RefusedModeMessage(mm.LeaseMode, mm.ProcessorMode), mm.ProcessorMode)
+	}
 	have := feed.LatestVersion
 	if mm.LeaseMode == leases.ModeFullFidelity {
 		have = feed.AllVersionsAndDeletes

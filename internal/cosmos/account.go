@@ -260,6 +260,16 @@ func (a *Account) Close() error {
 // Host is the endpoint's host name, lower case and without port: what lease id prefixes embed.
 func (a *Account) Host() string { return a.host }
 
+// JavaHost is the endpoint's host as written, case kept: Java's processors build lease prefixes
+// from URI.getHost(), which keeps it, where .NET's Uri.Host (and Host) lower-case it.
+func (a *Account) JavaHost() string {
+	u, err := url.Parse(a.endpoint)
+	if err != nil {
+		return a.host
+	}
+	return u.Hostname()
+}
+
 // Endpoint is the account endpoint the SDK was configured with.
 func (a *Account) Endpoint() string { return a.endpoint }
 

@@ -165,8 +165,11 @@ type ModeMismatchError struct {
 	// Lease is the token of the first lease found in the other mode.
 	Lease string
 	// LeaseMode and ProcessorMode are .NET's mode names (leases.ModeIncremental or
-	// leases.ModeFullFidelity).
+	// leases.ModeFullFidelity); LeaseMode is the lease's own Mode when Refused.
 	LeaseMode, ProcessorMode string
+	// Refused is true when the lease's Mode is no mode .NET knows ("IncrementalFeed",
+	// "LatestVersion", ""): .NET refuses to start on it whatever its own mode.
+	Refused bool
 }
 
 func (e *ModeMismatchError) Error() string {
@@ -325,10 +328,11 @@ func (p *Processor) bootstrap(ctx context.Context) (BootstrapResult, error) {
 			return BootstrapResult{}, fmt.Errorf("bootstrap: %w", err)
 		}
 		if ok {
-			existing, err := p.store.List(ctx)
+			existing, err := p.store.ListAll(ctx)
 			if err != nil {
 				return BootstrapResult{}, fmt.Errorf("bootstrap: %w", err)
 			}
+			p.reportUnreadable(ctx, existing)
 			return BootstrapResult{Existed: true}, p.checkMode(existing)
 		}
 		locked, holder, err := p.store.TryLock(ctx, leases.DefaultLockTTL, p.opts.Instance)
@@ -347,28 +351,37 @@ func (p *Processor) bootstrap(ctx context.Context) (BootstrapResult, error) {
 
 // logLockWait says whose bootstrap lock this host waits on and since when. cfp never deletes
 // a lock it did not write, as .NET and Java never do: the holder may still be creating leases,
-// and its start fails if .info appears meanwhile. Repeats are rate-limited.
+// and its start fails if .info appears meanwhile. A lock younger than its ttl is an ordinary
+// concurrent start (logged at Info); one past its ttl, which only a lease container without
+// time to live keeps, is a warning, since it never expires by itself. Repeats are rate-limited.
 func (p *Processor) logLockWait(h *leases.LockHolder, wait time.Duration) {
 	if h != nil && *h == (leases.LockHolder{}) {
 		return // the lock was gone when its holder was read: released, no one to wait on
-	}
-	if ok, _ := p.limit.allow("bootstrap-lock"); !ok {
-		return
 	}
 	holder := "another host (the lock names no owner: a .NET or Java processor)"
 	if h != nil && h.Owner != "" {
 		holder = "cfp host " + h.Owner
 	}
 	attrs := []any{"lock", leases.LockID(p.store.Prefix()), "holder", holder, "retry", wait}
+	level := slog.LevelInfo
 	if h != nil && !h.Since.IsZero() {
-		attrs = append(attrs, "since", h.Since.UTC().Format(time.RFC3339), "age", p.opts.Now().Sub(h.Since).Round(time.Second))
+		age := p.opts.Now().Sub(h.Since)
+		attrs = append(attrs, "since", h.Since.UTC().Format(time.RFC3339), "age", age.Round(time.Second))
+		ttl := h.TTL
+		if ttl <= 0 {
+			ttl = leases.DefaultLockTTL
+		}
+		if age > ttl {
+			level = slog.LevelWarn
+			attrs = append(attrs, "ttl", ttl, "hint", "the lease container keeps the lock past its ttl (no time to live); if no host is bootstrapping, remove it with cfp leases delete --lock")
+		}
 	}
-	// A cfp peer that started at the same moment holds a young lock as a matter of course: that
-	// is news, not a warning. A lock of a .NET or Java host, or one older than its time to live
-	// (a container without time to live keeps a dead host's lock), is worth a warning.
-	level := slog.LevelWarn
-	if h != nil && h.Owner != "" && !h.Since.IsZero() && p.opts.Now().Sub(h.Since) < leases.DefaultLockTTL {
-		level = slog.LevelInfo
+	// A .NET or Java host's lock (it names no owner) is worth a warning even when young.
+	if h == nil || h.Owner == "" {
+		level = slog.LevelWarn
+	}
+	if ok, _ := p.limit.allow("bootstrap-lock\x00" + level.String()); !ok {
+		return
 	}
 	p.log.Log(context.Background(), level, "waiting for the bootstrap lock; another host is initializing the lease store", attrs...)
 }
@@ -383,10 +396,11 @@ func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err
 			err = fmt.Errorf("bootstrap: %w", uerr)
 		}
 	}()
-	existing, err := p.store.List(ctx)
+	existing, err := p.store.ListAll(ctx)
 	if err != nil {
 		return res, fmt.Errorf("bootstrap: %w", err)
 	}
+	p.reportUnreadable(ctx, existing)
 	if err := p.checkMode(existing); err != nil {
 		return res, err
 	}
@@ -427,6 +441,31 @@ func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err
 	return res, nil
 }
 
+// UnreadableLeaseError reports a lease whose continuation cfp cannot decode (a Java state of a
+// version it does not know): the processor never acquires it, so its range is not processed by
+// cfp hosts.
+type UnreadableLeaseError struct {
+	Lease string
+	Err   error
+}
+
+func (e *UnreadableLeaseError) Error() string {
+	return fmt.Sprintf("lease %s is not processed: its continuation cannot be decoded: %v", e.Lease, e.Err)
+}
+
+func (e *UnreadableLeaseError) Unwrap() error { return e.Err }
+
+// reportUnreadable tells, with an error event and a warning, about each lease whose
+// continuation cannot be decoded: the store's List leaves them out, so the balancer never takes
+// them, and this is where a user learns why a range is not processed.
+func (p *Processor) reportUnreadable(ctx context.Context, ls []*leases.Lease) {
+	for _, l := range ls {
+		if l.StateError != nil {
+			p.infraError(ctx, "read lease", l.Token, &UnreadableLeaseError{Lease: l.Token, Err: l.StateError})
+		}
+	}
+}
+
 // covered is .NET's test for an existing lease of a partition: a PK-range lease named after
 // it, or an EPK lease sharing its min or max.
 func covered(existing []*leases.Lease, part Partition) bool {
@@ -448,6 +487,11 @@ func covered(existing []*leases.Lease, part Partition) bool {
 // checks the first lease only; cfp checks them all, so that a mixed set is refused too.
 func (p *Processor) checkMode(ls []*leases.Lease) error {
 	want := leases.DotNetMode(p.opts.Mode)
+	for _, l := range ls {
+		if m, refused := l.RefusedMode(); refused {
+			return &ModeMismatchError{Lease: l.Token, LeaseMode: m, ProcessorMode: want, Refused: true}
+		}
+	}
 	for _, l := range ls {
 		if mode := leases.DotNetMode(l.Mode); mode != want {
 			return &ModeMismatchError{Lease: l.Token, LeaseMode: mode, ProcessorMode: want}

@@ -20,18 +20,25 @@ type FindingKind string
 
 // Finding kinds reported by Check.
 const (
-	FindingGap           FindingKind = "gap"             // keys no lease covers
-	FindingOverlap       FindingKind = "overlap"         // keys two leases cover
-	FindingDuplicate     FindingKind = "duplicate-token" // one LeaseToken in several documents
-	FindingOrphanParent  FindingKind = "orphan-parent"   // a split parent next to its children
-	FindingPendingSplit  FindingKind = "pending-split"   // a lease over a partition that is gone
-	FindingStaleOwner    FindingKind = "stale-owner"     // an owner that stopped renewing
-	FindingUnknownRange  FindingKind = "unknown-range"   // a lease whose range is not known
-	FindingNoInfo        FindingKind = "no-info"         // leases without the .info marker
-	FindingStaleLock     FindingKind = "stale-lock"      // a bootstrap lock nobody removed
-	FindingMixedFamilies FindingKind = "mixed-families"  // .NET and Java EPK leases share a prefix
-	FindingMixedModes    FindingKind = "mixed-modes"     // leases of different change-feed modes
+	FindingGap           FindingKind = "gap"                     // keys no lease covers
+	FindingOverlap       FindingKind = "overlap"                 // keys two leases cover
+	FindingDuplicate     FindingKind = "duplicate-token"         // one LeaseToken in several documents
+	FindingOrphanParent  FindingKind = "orphan-parent"           // a split parent next to its children
+	FindingPendingSplit  FindingKind = "pending-split"           // a lease over a partition that is gone
+	FindingStaleOwner    FindingKind = "stale-owner"             // an owner that stopped renewing
+	FindingUnknownRange  FindingKind = "unknown-range"           // a lease whose range is not known
+	FindingNoInfo        FindingKind = "no-info"                 // leases without the .info marker
+	FindingStaleLock     FindingKind = "stale-lock"              // a bootstrap lock nobody removed
+	FindingMixedFamilies FindingKind = "mixed-families"          // .NET and Java EPK leases share a prefix
+	FindingMixedModes    FindingKind = "mixed-modes"             // leases of different change-feed modes
+	FindingRefusedMode   FindingKind = "refused-mode"            // a Mode .NET refuses to start on
+	FindingUnreadable    FindingKind = "unreadable-continuation" // a continuation cfp cannot decode
+	FindingFutureTime    FindingKind = "future-timestamp"        // a lease timestamp ahead of now
 )
+
+// FutureTolerance is how far a lease timestamp may lie ahead of the checking clock before
+// Check reports it: more than usual clock skew between hosts.
+const FutureTolerance = time.Minute
 
 // Severity of a finding.
 type Severity string
@@ -62,6 +69,7 @@ type checkConfig struct {
 	markers    bool
 	hasInfo    bool
 	lockTime   time.Time
+	lockTTL    time.Duration
 }
 
 // CheckOption adds facts that Check cannot learn from the leases alone.
@@ -77,6 +85,13 @@ func WithPartitions(ps []Partition) CheckOption {
 // written (zero: no lock).
 func WithMarkers(hasInfo bool, lockTime time.Time) CheckOption {
 	return func(c *checkConfig) { c.markers, c.hasInfo, c.lockTime = true, hasInfo, lockTime }
+}
+
+// WithLockTTL tells Check the .lock marker's ttl (its "ttl" field; default DefaultLockTTL). A
+// lock still there after its ttl is in a lease container without time to live: it never
+// expires, and every processor start waits for it.
+func WithLockTTL(ttl time.Duration) CheckOption {
+	return func(c *checkConfig) { c.lockTTL = ttl }
 }
 
 // ranged is a lease with its resolved range.
@@ -232,9 +247,29 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 			add(Finding{Kind: FindingNoInfo, Severity: SeverityWarning,
 				Message: "leases exist but the .info marker does not; the next processor start bootstraps again and may add overlapping leases"})
 		}
-		if !cfg.lockTime.IsZero() && now.Sub(cfg.lockTime) > DefaultLockTTL {
+		ttl := cfg.lockTTL
+		if ttl <= 0 {
+			ttl = DefaultLockTTL
+		}
+		if !cfg.lockTime.IsZero() && now.Sub(cfg.lockTime) > ttl {
 			add(Finding{Kind: FindingStaleLock, Severity: SeverityWarning,
-				Message: fmt.Sprintf("the .lock marker is %s old; a bootstrap may be stuck (no TTL on the lease container?)", now.Sub(cfg.lockTime).Round(time.Second))})
+				Message: fmt.Sprintf("the .lock marker is %s old, past its ttl of %s: the lease container has no time to live, so the lock never expires and every processor start waits for it (unless a bootstrap is still running)", now.Sub(cfg.lockTime).Round(time.Second), ttl)})
+		}
+	}
+
+	// Modes .NET refuses, continuations nobody can read, timestamps from the future.
+	for _, l := range ls {
+		if m, refused := l.RefusedMode(); refused {
+			add(Finding{Kind: FindingRefusedMode, Severity: SeverityError, Tokens: []string{l.Token},
+				Message: fmt.Sprintf("lease %s has Mode %q, which .NET refuses to start on (%s); set it to %q or %q", l.Token, m, RefusedModeMessage(m, ModeIncremental), ModeIncremental, ModeFullFidelity)})
+		}
+		if l.StateError != nil {
+			add(Finding{Kind: FindingUnreadable, Severity: SeverityError, Tokens: []string{l.Token},
+				Message: fmt.Sprintf("lease %s: its continuation cannot be decoded (%v); cfp never processes or rewrites it", l.Token, l.StateError)})
+		}
+		if d := l.Timestamp.Sub(now); d > FutureTolerance {
+			add(Finding{Kind: FindingFutureTime, Severity: SeverityError, Tokens: []string{l.Token}, Owner: l.Owner,
+				Message: fmt.Sprintf("lease %s: its timestamp %s lies %s in the future; every SDK counts it as owned until then plus the expiration", l.Token, l.Timestamp.UTC().Format(time.RFC3339), d.Round(time.Second))})
 		}
 	}
 
@@ -258,6 +293,12 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 	rank := map[Severity]int{SeverityError: 0, SeverityWarning: 1, SeverityInfo: 2}
 	slices.SortStableFunc(out, func(a, b Finding) int { return rank[a.Severity] - rank[b.Severity] })
 	return out
+}
+
+// RefusedModeMessage is the message .NET's VerifyChangeFeedProcessorMode throws when a
+// processor of processorMode starts on a lease whose Mode is leaseMode.
+func RefusedModeMessage(leaseMode, processorMode string) string {
+	return fmt.Sprintf("Switching ChangeFeedMode %s to %s is not allowed.", leaseMode, processorMode)
 }
 
 func minEPK(a, b string) string {

@@ -1,6 +1,9 @@
 package leases_test
 
 import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +53,7 @@ func TestCheck(t *testing.T) {
 	stale.Timestamp = checkNow.Add(-2 * time.Minute)
 	java := decodeFile(t, "testdata/corpus/java-epk.json")
 	java.Range = leases.Range{Min: "80", Max: "FF"}
+	java.Timestamp = checkNow
 	avad := v1("80", "FF", "")
 	avad.Mode = leases.ModeFullFidelity
 
@@ -170,5 +174,122 @@ func TestNearest(t *testing.T) {
 		if got := leases.Nearest(tt.name, tt.names); !slices.Equal(got, tt.want) {
 			t.Errorf("Nearest(%q, %q) = %q, want %q", tt.name, tt.names, got, tt.want)
 		}
+	}
+}
+
+// mixedDoc decodes one lease document given as JSON.
+func mixedDoc(t *testing.T, body string) *leases.Lease {
+	t.Helper()
+	l, err := leases.Decode(leases.Document{Body: []byte(body)})
+	if err != nil {
+		t.Fatalf("Decode(%s) = %v", body, err)
+	}
+	return l
+}
+
+// javaV2 is a Java EPK lease whose state has "V":"2", a version cfp cannot decode.
+func javaV2(t *testing.T) *leases.Lease {
+	t.Helper()
+	state := base64.StdEncoding.EncodeToString([]byte(`{"V":"2","Rid":"Z4hMAIs0cjs=","Mode":"INCREMENTAL","StartFrom":{"Type":"NOW"}}`))
+	return mixedDoc(t, `{"id":"j..80-FF","LeaseToken":"80-FF","ContinuationToken":"`+state+`","timestamp":"2024-05-24T14:00:00Z","Owner":null,"version":1,"feedRange":{"Range":{"min":"80","max":"FF"}}}`)
+}
+
+// TestCheck_ModesStatesTimesAndLocks: --check's findings for what .NET and Java see and cfp
+// did not report: a Mode .NET refuses to start on, a continuation nobody can decode, a
+// timestamp from the future, and a lock older than its own ttl.
+func TestCheck_ModesStatesTimesAndLocks(t *testing.T) {
+	t.Parallel()
+	withMode := func(mode string) *leases.Lease {
+		return mixedDoc(t, `{"id":"p..0","version":0,"LeaseToken":"0","FeedRange":{"Range":{"min":"","max":"FF"}},"Owner":null,"ContinuationToken":null,"properties":{},"timestamp":"2024-05-24T14:00:00Z","Mode":`+mode+`}`)
+	}
+	future := v0("0", "", "FF")
+	future.Owner, future.Timestamp = "clock-ahead", checkNow.Add(24*time.Hour)
+	skewed := v0("0", "", "FF")
+	skewed.Owner, skewed.Timestamp = "skewed", checkNow.Add(10*time.Second)
+	tests := []struct {
+		name string
+		ls   []*leases.Lease
+		opts []leases.CheckOption
+		want []string
+	}{
+		{"IncrementalFeed", []*leases.Lease{withMode(`"IncrementalFeed"`)}, nil, []string{"refused-mode[0]"}},
+		{"LatestVersion", []*leases.Lease{withMode(`"LatestVersion"`)}, nil, []string{"refused-mode[0]"}},
+		{"empty mode", []*leases.Lease{withMode(`""`)}, nil, []string{"refused-mode[0]"}},
+		{"null mode", []*leases.Lease{withMode(`null`)}, nil, nil},
+		{"lower-case mode", []*leases.Lease{withMode(`"incremental feed"`)}, nil, nil},
+		{"full fidelity", []*leases.Lease{withMode(`"Full-Fidelity Feed"`)}, nil, nil},
+		{"undecodable java state", []*leases.Lease{v1("", "80", ""), javaV2(t)}, nil,
+			[]string{"mixed-families[80-FF]", "unreadable-continuation[80-FF]"}},
+		{"future timestamp", []*leases.Lease{future}, nil, []string{"future-timestamp[0]"}},
+		{"clock skew", []*leases.Lease{skewed}, nil, nil},
+		{"lock past its own ttl", []*leases.Lease{v0("0", "", "FF")},
+			[]leases.CheckOption{leases.WithMarkers(true, checkNow.Add(-90*time.Second)), leases.WithLockTTL(time.Minute)}, []string{"stale-lock[]"}},
+		{"lock within its own ttl", []*leases.Lease{v0("0", "", "FF")},
+			[]leases.CheckOption{leases.WithMarkers(true, checkNow.Add(-90*time.Second)), leases.WithLockTTL(2 * time.Minute)}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fs := leases.Check(tc.ls, checkNow, time.Minute, tc.opts...)
+			got := kinds(fs)
+			slices.Sort(tc.want)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("Check = %v\nwant    %v", got, tc.want)
+			}
+			for _, f := range fs {
+				if f.Kind == leases.FindingRefusedMode && (f.Severity != leases.SeverityError || !strings.Contains(f.Message, "Switching ChangeFeedMode")) {
+					t.Errorf("refused-mode finding = %+v, want an error quoting .NET", f)
+				}
+			}
+		})
+	}
+}
+
+// TestDecode_UndecodableJavaStateIsKeptNotWritten: a lease whose Java state cfp cannot decode
+// is decoded (listed, checked) with StateError, never re-encoded, and left out of Store.List
+// with a report to OnSkip.
+func TestDecode_UndecodableJavaStateIsKeptNotWritten(t *testing.T) {
+	t.Parallel()
+	l := javaV2(t)
+	if l.StateError == nil || l.Family != leases.FamilyJavaEPK || l.Continuation != "" {
+		t.Fatalf("decoded %+v, want a Java EPK lease with StateError and no continuation", l)
+	}
+	if _, err := leases.Encode(l); err == nil {
+		t.Fatal("Encode of a lease with an undecodable state succeeded")
+	}
+	docs := leases.NewMemDocuments("/id")
+	body, _ := json.Marshal(map[string]any{"id": "j..80-FF", "LeaseToken": "80-FF", "version": 1,
+		"ContinuationToken": base64.StdEncoding.EncodeToString([]byte(`{"V":"2"}`)), "feedRange": map[string]any{"Range": map[string]string{"min": "80", "max": "FF"}}})
+	if _, err := docs.Create(context.Background(), "j..80-FF", body); err != nil {
+		t.Fatal(err)
+	}
+	var skipped []string
+	s := leases.NewStore(docs, "j", leases.StoreOptions{OnSkip: func(id string, _ error) { skipped = append(skipped, id) }})
+	ls, err := s.List(context.Background())
+	if err != nil || len(ls) != 0 || fmt.Sprint(skipped) != "[j..80-FF]" {
+		t.Fatalf("List = %v, %v (skipped %v); want none, the lease reported", ls, err, skipped)
+	}
+	all, err := s.ListAll(context.Background())
+	if err != nil || len(all) != 1 || all[0].StateError == nil {
+		t.Fatalf("ListAll = %v, %v; want the lease with its StateError", all, err)
+	}
+}
+
+// TestDiscover_JavaNamePrefixes: a Java PK-range prefix built from names is split at the known
+// database and container names even when they contain underscores, and the processor name is
+// found whatever the case of the host.
+func TestDiscover_JavaNamePrefixes(t *testing.T) {
+	t.Parallel()
+	prefix := "billingMyAccount.documents.azure.com_shop_eu_order_items"
+	docs := []leases.Document{{ID: prefix + "..0", Body: []byte(`{"id":"` + prefix + `..0","LeaseToken":"0","ContinuationToken":"\"5\"","timestamp":"2024-05-24T14:00:00Z","Owner":"Host-A"}`)}}
+	got := leases.Discover(docs, leases.Monitored{Database: "shop_eu", Container: "order_items"})
+	if len(got) != 1 || got[0].Database != "shop_eu" || got[0].Container != "order_items" || !got[0].ByName || got[0].Family != leases.FamilyJavaPK {
+		t.Fatalf("Discover = %+v, want database shop_eu, container order_items, by name", got)
+	}
+	if name, ok := leases.ProcessorName(prefix, "myaccount.documents.azure.com", leases.Monitored{Database: "shop_eu", Container: "order_items"}); !ok || name != "billing" {
+		t.Errorf("ProcessorName = %q, %v; want billing (Java keeps the host's case)", name, ok)
+	}
+	if got := leases.Discover(docs); got[0].Database == "shop_eu" {
+		t.Errorf("without known names the split is at the last underscores: %+v", got[0])
 	}
 }

@@ -39,15 +39,23 @@ type ProcessorInfo struct {
 	Hosts []Host
 }
 
+// Monitored names a monitored container by the identifiers a prefix may end with: its database
+// and container names (Java's PK-range processor) or resource ids (.NET and Java EPK).
+type Monitored struct {
+	Database, Container string
+}
+
 // Discover groups every lease and marker document of a lease container by prefix, sorted by
 // prefix; cfp's host presence records count as markers. Documents that are neither are
-// ignored.
-func Discover(docs []Document) []ProcessorInfo {
+// ignored. A prefix is split into processor, host, database and container at its last two
+// underscores, unless it ends with "_<database>_<container>" of one of known: names may
+// contain underscores, rids never do.
+func Discover(docs []Document, known ...Monitored) []ProcessorInfo {
 	byPrefix := map[string]*ProcessorInfo{}
 	get := func(prefix string) *ProcessorInfo {
 		p, ok := byPrefix[prefix]
 		if !ok {
-			p = newProcessorInfo(prefix)
+			p = newProcessorInfo(prefix, known...)
 			byPrefix[prefix] = p
 		}
 		return p
@@ -111,8 +119,19 @@ func Discover(docs []Document) []ProcessorInfo {
 // localHosts are account hosts that can be recognised at the end of a prefix.
 var localHosts = []string{"localhost", "127.0.0.1", "host.docker.internal", "[::1]"}
 
-func newProcessorInfo(prefix string) *ProcessorInfo {
+func newProcessorInfo(prefix string, known ...Monitored) *ProcessorInfo {
 	p := &ProcessorInfo{Prefix: prefix, Families: map[Family]int{}}
+	for _, k := range known {
+		if k.Database == "" || k.Container == "" {
+			continue
+		}
+		if rest, ok := strings.CutSuffix(prefix, "_"+k.Database+"_"+k.Container); ok && rest != "" {
+			p.Database, p.Container, p.ProcessorHost = k.Database, k.Container, rest
+			p.ByName = !looksLikeRid(p.Database) || !looksLikeRid(p.Container)
+			p.Processor = processorOnLocalHost(rest)
+			return p
+		}
+	}
 	i := strings.LastIndexByte(prefix, '_')
 	if i < 0 {
 		p.ProcessorHost = prefix
@@ -125,20 +144,33 @@ func newProcessorInfo(prefix string) *ProcessorInfo {
 	}
 	p.ProcessorHost = rest
 	p.ByName = !looksLikeRid(p.Database) || !looksLikeRid(p.Container)
+	p.Processor = processorOnLocalHost(rest)
+	return p
+}
+
+// processorOnLocalHost returns the processor name of "<processor><host>" when host is a local
+// host cfp recognises (case-insensitively: Java keeps the host's case), else "".
+func processorOnLocalHost(processorHost string) string {
 	for _, h := range localHosts {
-		if name, ok := strings.CutSuffix(rest, h); ok {
-			p.Processor = name
-			break
+		if len(processorHost) >= len(h) && strings.EqualFold(processorHost[len(processorHost)-len(h):], h) {
+			return processorHost[:len(processorHost)-len(h)]
 		}
 	}
-	return p
+	return ""
 }
 
 // ProcessorName returns the processor name of prefix given the account host the processor
 // used, and whether prefix is built on that host.
-func ProcessorName(prefix, host string) (string, bool) {
-	p := newProcessorInfo(prefix)
-	return strings.CutSuffix(p.ProcessorHost, host)
+func ProcessorName(prefix, host string, known ...Monitored) (string, bool) {
+	p := newProcessorInfo(prefix, known...)
+	if name, ok := strings.CutSuffix(p.ProcessorHost, host); ok {
+		return name, true
+	}
+	// Java keeps the endpoint host's case; .NET and cfp lower-case it.
+	if n, h := len(p.ProcessorHost), len(host); n >= h && strings.EqualFold(p.ProcessorHost[n-h:], host) {
+		return p.ProcessorHost[:n-h], true
+	}
+	return "", false
 }
 
 // looksLikeRid reports whether s is shaped like a Cosmos resource id: Base64 of 4 (database) or

@@ -76,12 +76,17 @@ type Lease struct {
 	Mode string
 	// Properties are the .NET strategy properties (not persisted by Java).
 	Properties map[string]string
+	// StateError is set when the lease's continuation cannot be decoded (a Java state of a
+	// version cfp does not know, such as "V":"2"). Such a lease is listed and checked, but it is
+	// never written (Encode refuses it) and never processed: Continuation is "".
+	StateError error
 
 	raw        *object    // the document as read; nil for a new lease
 	java       *JavaState // the Java EPK state; nil when the lease has no state
 	origTS     time.Time  // Timestamp as decoded, to keep the original text when unchanged
 	explicitTS bool       // the document had a non-null timestamp
 	pkField    bool       // write a partitionKey field (a /partitionKey lease container)
+	modeSet    bool       // the document has a non-null Mode
 }
 
 // LSN returns the checkpoint LSN: the continuation with its quotes stripped, when it is a
@@ -126,6 +131,32 @@ func (l *Lease) State(now time.Time, expiration time.Duration) string {
 		return StateExpired
 	}
 	return StateOwned
+}
+
+// ModeValue returns the lease's mode as its document holds it: .NET's Mode field (ok even when
+// it is ""), or the Java EPK state's Mode; ok is false when there is none (incremental).
+func (l *Lease) ModeValue() (string, bool) {
+	switch l.Family {
+	case FamilyJavaEPK:
+		return l.Mode, l.Mode != ""
+	case FamilyJavaPK:
+		return "", false
+	}
+	return l.Mode, l.modeSet
+}
+
+// RefusedMode returns the lease's Mode and true when a .NET processor refuses to start on it: a
+// .NET lease whose Mode is set but is neither ModeIncremental nor ModeFullFidelity (ignoring
+// case), such as "IncrementalFeed", "LatestVersion" or "". .NET reads a missing or null Mode
+// as incremental; Java leases keep their mode in their state and are never refused.
+func (l *Lease) RefusedMode() (string, bool) {
+	if l.Family != FamilyDotNetV0 && l.Family != FamilyDotNetV1 || !l.modeSet {
+		return "", false
+	}
+	if strings.EqualFold(l.Mode, ModeIncremental) || strings.EqualFold(l.Mode, ModeFullFidelity) {
+		return "", false
+	}
+	return l.Mode, true
 }
 
 // HasRange reports whether the lease's EPK range is known.
@@ -227,12 +258,16 @@ func Decode(doc Document) (*Lease, error) {
 	case FamilyJavaEPK:
 		if cont != "" {
 			st, err := DecodeJavaState(cont)
-			if err != nil {
-				return nil, fmt.Errorf("decode lease %q: %w", l.ID, err)
+			if err == nil && st.V > 1 {
+				err = fmt.Errorf("decode java state: version %d is not known", st.V)
 			}
-			l.java = st
-			l.Continuation = st.Token()
-			l.Mode = st.Mode
+			if err != nil {
+				l.StateError = err
+			} else {
+				l.java = st
+				l.Continuation = st.Token()
+				l.Mode = st.Mode
+			}
 		}
 		if v, ok := o.vals[fFeedRangeJ]; ok {
 			if l.Range, err = feedRange(v); err != nil {
@@ -247,6 +282,8 @@ func Decode(doc Document) (*Lease, error) {
 	default:
 		l.Continuation = cont
 		l.Mode, _ = o.str(fMode)
+		_, mv, ok := o.lookup(fMode)
+		l.modeSet = ok && !isNull(mv)
 		if _, v, ok := o.lookup(fFeedRange); ok && !isNull(v) {
 			if l.Range, err = feedRange(v); err != nil {
 				return nil, fmt.Errorf("decode lease %q: FeedRange: %w", l.ID, err)
@@ -401,6 +438,9 @@ func FormatJavaTime(t time.Time) string {
 func Encode(l *Lease) ([]byte, error) {
 	if l.ID == "" || l.Token == "" {
 		return nil, errors.New("encode lease: id and token are required")
+	}
+	if l.StateError != nil {
+		return nil, fmt.Errorf("encode lease %q: its continuation cannot be decoded (%v); cfp does not rewrite it", l.ID, l.StateError)
 	}
 	o := l.raw.clone()
 	if o == nil {

@@ -221,6 +221,9 @@ func (s *Store) split(docs []Document) ([]*Lease, []Host) {
 		switch {
 		case strings.HasPrefix(d.ID, s.prefix+leaseSeparator):
 			l, err := Decode(d)
+			if err == nil && l.StateError != nil {
+				err = l.StateError
+			}
 			if err != nil {
 				skip(d.ID, err)
 				continue

@@ -260,7 +260,7 @@ func TestDiscover_HostRecords(t *testing.T) {
 			ls = append(ls, l)
 		}
 	}
-	if fs := leases.Check(ls, checkNow, time.Minute); len(fs) != 0 {
+	if fs := leases.Check(ls, time.Now(), time.Minute); len(fs) != 0 {
 		t.Errorf("Check = %v, want no findings: host records are not leases", kinds(fs))
 	}
 }

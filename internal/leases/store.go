@@ -124,8 +124,28 @@ func pkFor(path, id, stored string) string {
 }
 
 // List returns every lease under the prefix (a cross-partition prefix query on "<prefix>..").
-// Documents that are not leases are skipped and reported to OnSkip.
+// Documents that are not leases, and leases whose continuation cannot be decoded (StateError),
+// are skipped and reported to OnSkip.
 func (s *Store) List(ctx context.Context) ([]*Lease, error) {
+	all, err := s.ListAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, l := range all {
+		if l.StateError != nil {
+			if s.opts.OnSkip != nil {
+				s.opts.OnSkip(l.ID, l.StateError)
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// ListAll is List with the leases whose continuation cannot be decoded (StateError set).
+func (s *Store) ListAll(ctx context.Context) ([]*Lease, error) {
 	docs, err := s.docs.QueryPrefix(ctx, s.prefix+leaseSeparator)
 	if err != nil {
 		return nil, fmt.Errorf("list leases %s: %w", s.prefix, err)
