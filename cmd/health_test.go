@@ -136,3 +136,31 @@ func TestProcess_HealthEndpoints(t *testing.T) {
 		t.Errorf("/readyz answers %d after the command returned", code)
 	}
 }
+
+// TestProcess_MetricsReportAStuckLease: a delegate that never finishes keeps its lease owned
+// and renewed, but the lease's checkpoint does not move: after --stuck-after acquire cycles the
+// host reports the lease stuck, and the others (nothing to read) idle.
+func TestProcess_MetricsReportAStuckLease(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	procSeed(t, dir, 8)
+	addr := freeAddr(t)
+	// Lease 0's batch hangs; the other leases' batches succeed.
+	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "stuckp",
+		"--instance", "s1", "--create-lease-container", "--start-from", "beginning", "--metrics-addr", addr,
+		"--events", "none", "--stuck-after", "3", "--shutdown-timeout", "200ms",
+		"--exec", `if [ "$CFP_LEASE_TOKEN" = 0 ]; then sleep 30; fi; cat > /dev/null`}, procFastLeases...)...)
+	var body string
+	stuck := `cfp_process_lease_state{container="orders",database="shop",lease="0",owner="s1",processor="stuckp",state="stuck"} 1`
+	procWaitFor(t, "lease 0 stuck", func() bool {
+		_, body = probe(t, "http://"+addr+"/metrics")
+		return strings.Contains(body, stuck)
+	}, r)
+	for _, lease := range []string{"1", "2", "3"} {
+		idle := `cfp_process_lease_state{container="orders",database="shop",lease="` + lease + `",owner="s1",processor="stuckp",state="idle"} 1`
+		if !strings.Contains(body, idle) {
+			t.Errorf("metrics lack %q:\n%s", idle, body)
+		}
+	}
+	r.stop(t)
+}
