@@ -14,19 +14,21 @@ import (
 //
 // .NET steals a lease by overwriting its Owner, so the old owner may still be in the middle of
 // a batch when the new one starts reading. A cfp host that plans to steal a lease from a live
-// owner first asks for it: it writes properties["cfpHandoff"] = "<owner>><requester>" on the
-// lease (an If-Match write that keeps the Owner). A cfp owner sees the request at its next
+// cfp owner first asks for it: it writes properties["cfpHandoff"] = "<owner>><requester>" on
+// the lease (an If-Match write that keeps the Owner). The owner sees the request at its next
 // renew, checkpoint or balancing cycle, stops delivering batches, lets the batch in flight
-// finish, checkpoints and releases the lease, and stays away from it for a few cycles; the
-// requester (or any host below its share) then takes it as a free lease. While the batch in
-// flight finishes, the owner renews the lease with properties["cfpHandoffAccepted"] = "<owner>"
-// on it: no cfp host asks for or steals a live lease whose owner accepted its handoff, it
-// waits for the release (or the expiration, if the owner dies). An owner without a presence
-// record is no cfp host (a .NET or Java host ignores the property): it is never asked, its
-// leases are stolen the .NET way, one per acquire cycle. A cfp owner that does not answer
-// within the lease expiration (a host that cannot write) has the lease stolen the same way: a cfp host that could not write its lease since
-// the request has stopped processing it by then (see ownedLease.valid). Java leases do not
-// persist properties: they are stolen directly. Taking a lease always removes both properties.
+// finish, checkpoints and hands the lease over in one conditional replace that sets Owner to
+// the requester (see handOver: the lease is never unowned, so a .NET or Java host cannot take
+// it in between), and stays away from it for a few cycles; the requester starts it at its next
+// cycle. While the batch in flight finishes, the owner renews the lease with
+// properties["cfpHandoffAccepted"] = "<owner>" on it: no cfp host asks for or steals a live
+// lease whose owner accepted its handoff, it waits for the handover (or the expiration, if the
+// owner dies). An owner without a presence record is no cfp host (a .NET or Java host ignores
+// the property): it is never asked, its leases are stolen the .NET way, one per acquire cycle.
+// A cfp owner that does not answer within the lease expiration (a host that cannot write) has
+// the lease stolen the same way: a cfp host that could not write its lease since the request
+// has stopped processing it by then (see ownedLease.valid). Java leases do not persist
+// properties: they are stolen directly. Taking a lease always removes both properties.
 const (
 	handoffKey         = "cfpHandoff"
 	handoffAcceptedKey = "cfpHandoffAccepted"
@@ -123,15 +125,16 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 	}
 	donor = p.holding() > floor && hungry(candidates, live, p.opts.Instance, floor, now, p.opts.Expiration)
 	plan := PlanAcquireWithHosts(candidates, live, p.opts.Instance, now, p.opts.Expiration)
-	if first {
-		var mine []*leases.Lease
-		for _, l := range all {
-			if strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token) && !handoffAsked(l, p.opts.Instance) {
-				mine = append(mine, l)
-			}
+	var mine []*leases.Lease
+	for _, l := range all {
+		switch {
+		case first && strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token) && !handoffAsked(l, p.opts.Instance):
+			mine = append(mine, l)
+		case !first && p.handedToMe(l):
+			mine = append(mine, l) // handed over by its owner (see handOver)
 		}
-		plan = append(mine, plan...)
 	}
+	plan = append(mine, plan...)
 	tried := map[string]bool{}
 	fill := p.rangeFiller(ctx)
 	cfp := make(map[string]bool, len(hosts))
@@ -245,6 +248,48 @@ func (p *Processor) rangeFiller(ctx context.Context) func(*leases.Lease) Range {
 		}
 		return rt.Partition.Range
 	}
+}
+
+// errNoHandoff: the lease carries no handoff request addressed to this host.
+var errNoHandoff = errors.New("no handoff request")
+
+// handOver gives l to the host whose request it carries in one conditional replace: Owner =
+// the requester; the request stays on the lease as the requester's sign that it was handed the
+// lease (its acquire removes it), the acceptance mark goes. The lease is never unowned in
+// between, so a .NET or Java host, which sees only owners, cannot take it, and the requester
+// starts it at its next cycle.
+// It returns errNoHandoff when the stored lease carries no request to this host or the
+// requester has no presence record any more (the caller releases it then), a *leases.LeaseLostError when another host owns it.
+func (p *Processor) handOver(ctx context.Context, l *leases.Lease) (to string, err error) {
+	hosts, err := p.store.Hosts(ctx)
+	if err != nil {
+		return "", err
+	}
+	_, err = p.store.Update(ctx, l, func(n *leases.Lease) error {
+		if !strings.EqualFold(n.Owner, p.opts.Instance) {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		from, req, ok := strings.Cut(n.Properties[handoffKey], handoffSep)
+		if !ok || !strings.EqualFold(from, p.opts.Instance) || strings.TrimSpace(req) == "" || strings.EqualFold(req, p.opts.Instance) {
+			return errNoHandoff
+		}
+		if !slices.ContainsFunc(hosts, func(h leases.Host) bool { return strings.EqualFold(h.Instance, req) }) {
+			return errNoHandoff // the requester stopped (its record is gone)
+		}
+		to = req
+		n.Owner = req
+		delete(n.Properties, handoffAcceptedKey)
+		return nil
+	})
+	return to, err
+}
+
+// handedToMe reports whether l was handed over to this host after it asked for it (the owner
+// wrote this host's name as Owner and left the request on it): its next cycle starts it.
+func (p *Processor) handedToMe(l *leases.Lease) bool {
+	from, to, ok := strings.Cut(l.Properties[handoffKey], handoffSep)
+	return ok && strings.EqualFold(l.Owner, p.opts.Instance) && strings.EqualFold(to, p.opts.Instance) &&
+		!strings.EqualFold(from, p.opts.Instance) && !p.isOwned(l.Token)
 }
 
 // askFirst reports whether a steal of the live lease l should be a handoff request: yes,
@@ -396,6 +441,20 @@ func (p *Processor) withdraw(ctx context.Context) {
 	defer cancel()
 	if err := p.store.Withdraw(fctx, p.opts.Instance); err != nil {
 		p.warnLimited(ctx, "withdraw host", err)
+	}
+	// Leases handed over to this host that it did not start yet: give them back rather than
+	// let them expire (owners stop handing leases over to it once its record is gone).
+	all, err := p.store.List(fctx)
+	if err != nil {
+		p.warnLimited(ctx, "list leases", err)
+		return
+	}
+	for _, l := range all {
+		if p.handedToMe(l) {
+			if err := p.store.Release(fctx, l, p.opts.Instance); err != nil && !errors.Is(err, leases.ErrLeaseLost) {
+				p.warnLimited(ctx, "release lease", err)
+			}
+		}
 	}
 }
 

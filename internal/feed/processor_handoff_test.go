@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,6 +147,66 @@ done`
 		lsn, _ := src.LSN(l.Token)
 		if want := fmt.Sprintf(`"%d"`, lsn); l.Continuation != want || l.Owner != "" {
 			t.Errorf("lease %s: continuation %s owner %q; want %s, released", l.Token, l.Continuation, l.Owner, want)
+		}
+	}
+}
+
+// ownerWrites records the Owner of every lease replace.
+type ownerWrites struct {
+	leases.Documents
+	mu     sync.Mutex
+	owners map[string][]string // lease id -> owners written, in order
+}
+
+func (d *ownerWrites) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	doc, err := d.Documents.Replace(ctx, id, pk, ifMatch, body)
+	if err == nil {
+		if l, derr := leases.Decode(leases.Document{ID: id, Body: body}); derr == nil {
+			d.mu.Lock()
+			if d.owners == nil {
+				d.owners = map[string][]string{}
+			}
+			if o := d.owners[id]; len(o) == 0 || o[len(o)-1] != l.Owner {
+				d.owners[id] = append(o, l.Owner)
+			}
+			d.mu.Unlock()
+		}
+	}
+	return doc, err
+}
+
+// TestProcessor_HandoffNeverLeavesTheLeaseUnowned: a cfp host hands a lease to the cfp host
+// that asked for it in one conditional replace (Owner = the requester), so the lease never
+// passes through an unowned state that a .NET or Java host, which sees only owners, could take.
+// Before, the owner released it and the requester took it at its next cycle: about one acquire
+// cycle unowned.
+func TestProcessor_HandoffNeverLeavesTheLeaseUnowned(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := &ownerWrites{Documents: leases.NewMemDocuments("/id")}
+	rec := newRecorder(0)
+	a := startHost(t, src, docs, rec.handler("a"), fastOptions("a"))
+	waitFor(t, 5*time.Second, "a to hold both leases", func() bool { return len(a.p.Owned()) == 2 })
+	b := startHost(t, src, docs, rec.handler("b"), fastOptions("b"))
+	waitFor(t, 10*time.Second, "b to hold one lease", func() bool { return len(b.p.Owned()) == 1 })
+	docs.mu.Lock()
+	owners := maps.Clone(docs.owners)
+	docs.mu.Unlock()
+	moved := 0
+	for id, seq := range owners {
+		if slices.Contains(seq, "b") {
+			moved++
+			if want := []string{"a", "b"}; !slices.Equal(seq, want) {
+				t.Errorf("lease %s owners written %q, want %q (handed over, never unowned)", id, seq, want)
+			}
+		}
+	}
+	if moved != 1 {
+		t.Errorf("%d leases moved to b, want 1: %v", moved, owners)
+	}
+	for _, l := range listLeases(t, docs) {
+		if l.Owner == "b" && (l.Properties["cfpHandoff"] != "" || l.Properties["cfpHandoffAccepted"] != "") {
+			t.Errorf("lease %s kept its handoff properties after b started it: %v", l.Token, l.Properties)
 		}
 	}
 }

@@ -450,6 +450,20 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 			return nil
 		}
 	}
+	if reason == CloseRebalance {
+		to, err := p.handOver(ctx, ol.current())
+		switch {
+		case err == nil:
+			p.log.Info("lease handed over", "lease", w.info.Token, "to", to)
+			p.notify(Event{Type: EventReleased, Lease: w.info.Token, Range: w.info.Range})
+			return nil
+		case errors.Is(err, leases.ErrLeaseLost):
+			p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: err})
+			return nil
+		case !errors.Is(err, errNoHandoff):
+			p.infraError(ctx, "hand over lease", w.info.Token, err)
+		}
+	}
 	err := p.store.Release(ctx, ol.current(), p.opts.Instance)
 	if errors.Is(err, leases.ErrLeaseLost) {
 		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: err})
