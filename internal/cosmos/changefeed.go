@@ -186,6 +186,7 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	case feed.StartTime:
 		t := req.Start.Time
 		opts.StartFrom = &t
+		ctx = context.WithValue(ctx, startTimeKey{}, true)
 	case feed.StartBeginning:
 	default:
 		return feed.Page{}, fmt.Errorf("%s: unknown start kind %d", op, req.Start.Kind)
@@ -318,6 +319,30 @@ func (epkPolicy) Do(req *policy.Request) (*http.Response, error) {
 		raw.Header.Set("x-ms-end-epk", rng.Max)
 		raw.Header.Set("x-ms-read-key-type", "EffectivePartitionKeyRange")
 		markApplied(raw.Context())
+	}
+	return req.Next()
+}
+
+// startTimeKey is the context key that marks a ReadPage call that starts from a time.
+type startTimeKey struct{}
+
+// capStartTimeAfterMerge is the bit of x-ms-cosmos-sdk-supportedcapabilities (a decimal bit
+// set) that says the client can read a merged partition from a time: without it the service
+// answers such a read with 400 "StartTime/IfModifiedSince is not currently supported with merged
+// partitions.". With it the service applies If-Modified-Since and the continuation together.
+const capStartTimeAfterMerge = 1 << 1
+
+// startTimePolicy adds capStartTimeAfterMerge to the capabilities of the change-feed requests of
+// a ReadPage call that starts from a time: azcosmos v1.5.0 sends only partition merge (1).
+type startTimePolicy struct{}
+
+func (startTimePolicy) Do(req *policy.Request) (*http.Response, error) {
+	raw := req.Raw()
+	if on, _ := raw.Context().Value(startTimeKey{}).(bool); on &&
+		raw.Method == http.MethodGet && raw.Header.Get("A-IM") != "" && strings.HasSuffix(raw.URL.Path, "/docs") {
+		const name = "x-ms-cosmos-sdk-supportedcapabilities"
+		caps, _ := strconv.ParseUint(raw.Header.Get(name), 10, 64)
+		raw.Header.Set(name, strconv.FormatUint(caps|capStartTimeAfterMerge, 10))
 	}
 	return req.Next()
 }

@@ -19,12 +19,13 @@ import (
 
 // PerCallPolicies returns the per-call pipeline policies cfp's change-feed reads rely on: the
 // x-ms-start-epk/x-ms-end-epk headers of a sub-range read, the all-versions-and-deletes mode
-// headers and the raw split of page bodies (see ReadPage). Each acts only on the requests of a
+// headers, the capability to read a merged partition from a time, and the raw split of page
+// bodies (see ReadPage). Each acts only on the requests of a
 // ReadPage call, so a client built with them behaves as before for every other call. Open
 // installs them; a caller that builds its own client for FromClient appends them to
 // azcosmos.ClientOptions.PerCallPolicies.
 func PerCallPolicies() []policy.Policy {
-	return []policy.Policy{epkPolicy{}, modePolicy{}, feedBodyPolicy{}}
+	return []policy.Policy{epkPolicy{}, modePolicy{}, startTimePolicy{}, feedBodyPolicy{}}
 }
 
 // ErrClientPolicies is returned by ReadPage on an account opened with FromClient whose client

@@ -383,3 +383,30 @@ func TestProcessor_SplitThenMergeWhileDownLeavesNoOverlap(t *testing.T) {
 	}
 	t.Logf("leases: %v; %d deliveries of %d changes", tokens, deliveries, len(want))
 }
+
+// TestContainer_ReadPage_TimeAfterMerge starts from a time on a merged partition: cfp must
+// announce the capability the service needs (else 400) and get exactly the changes since then.
+func TestContainer_ReadPage_TimeAfterMerge(t *testing.T) {
+	t.Parallel()
+	a := openLocal(t, 2)
+	c := newFeedContainer(t, a)
+	before := upsert(t, c, somePKs, 0, 8)
+	// _ts has one-second resolution: wait for the next second before the second batch.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
+	cut := time.Now().Truncate(time.Second)
+	after := upsert(t, c, somePKs, 8, 8)
+	merged, err := a.Emulator().Merge("db", "orders", []string{"0", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(t0 time.Time) []string {
+		ids, _ := drain(t, c, feed.ReadRequest{PartitionID: merged, Start: feed.StartFrom{Kind: feed.StartTime, Time: t0}, MaxItems: 3})
+		return sorted(ids)
+	}
+	if got := read(cut.Add(-time.Hour)); !slices.Equal(got, sorted(append(before, after...))) {
+		t.Errorf("read of the merged partition from an hour ago = %v, want everything", got)
+	}
+	if got := read(cut); !slices.Equal(got, sorted(after)) {
+		t.Errorf("read of the merged partition from %s = %v, want %v", cut, got, sorted(after))
+	}
+}

@@ -725,6 +725,16 @@ func parseModifiedSince(v string) (time.Time, error) {
 	return http.ParseTime(v)
 }
 
+// capStartTimeAfterMerge is the bit of x-ms-cosmos-sdk-supportedcapabilities (a decimal bit
+// set; bit 1 is partition merge) that lets a client read a merged partition from a time.
+const capStartTimeAfterMerge = 1 << 1
+
+// hasCapability reports whether the request's x-ms-cosmos-sdk-supportedcapabilities has bit.
+func hasCapability(r *http.Request, bit uint64) bool {
+	n, err := strconv.ParseUint(strings.TrimSpace(r.Header.Get("x-ms-cosmos-sdk-supportedcapabilities")), 10, 64)
+	return err == nil && n&bit != 0
+}
+
 // parseFeedLSN parses a change-feed continuation (If-None-Match, an LSN, quoted or not). The
 // service's LSNs are signed 64-bit numbers: a negative, overflowing or non-numeric value is a
 // 400, never a number that wraps around to an early LSN.
@@ -779,16 +789,19 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		req.PK, req.PKEPK = epk.Canonical(comps), epk.HashV2(comps)
 	}
 	req.StartEPK, req.EndEPK = r.Header.Get(hdrStartEPK), r.Header.Get(hdrEndEPK)
+	// If-Modified-Since applies together with a continuation: the JavaScript SDK sends the start
+	// time on every request, and the service needs it on a merged partition.
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+		t, err := parseModifiedSince(ims)
+		if err != nil {
+			e.fail(w, badRequest("invalid If-Modified-Since %q", ims))
+			return
+		}
+		req.ModifiedSince = t
+	}
+	req.StartTimeAfterMerge = hasCapability(r, capStartTimeAfterMerge)
 	switch inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm {
 	case "":
-		if ims := r.Header.Get("If-Modified-Since"); ims != "" {
-			t, err := parseModifiedSince(ims)
-			if err != nil {
-				e.fail(w, badRequest("invalid If-Modified-Since %q", ims))
-				return
-			}
-			req.ModifiedSince = t
-		}
 	case "*":
 		req.Now = true
 	default:

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
@@ -203,5 +205,48 @@ func TestMerge_Refusals(t *testing.T) {
 	}
 	if rs := containerStatus(t, e, "m").Ranges; len(rs) != 1 || rs[0].ID != "3" || len(rs[0].Parents) != 3 {
 		t.Errorf("ranges after the admin merge: %+v, want range 3 with three parents", rs)
+	}
+}
+
+// TestMerge_StartTimeNeedsCapability: a read from a time (If-Modified-Since) of a merged
+// partition is refused as the service refuses it unless the client announces capability bit 2;
+// with it, the time and the continuation apply together.
+func TestMerge_StartTimeNeedsCapability(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 2})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	for i := range 20 {
+		upsert(t, cc, doc{ID: fmt.Sprintf("d%02d", i), PK: fmt.Sprintf("p%d", i), V: 1})
+	}
+	merged, err := e.Merge("db", "c", []string{"0", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)
+	read := func(caps, inm string) (int, []byte) {
+		hdr := map[string]string{"A-IM": "Incremental Feed", "If-Modified-Since": since, "x-ms-documentdb-partitionkeyrangeid": merged}
+		if caps != "" {
+			hdr["x-ms-cosmos-sdk-supportedcapabilities"] = caps
+		}
+		if inm != "" {
+			hdr["If-None-Match"] = inm
+		}
+		resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/c/docs", hdr, "")
+		return resp.StatusCode, body
+	}
+	for _, caps := range []string{"", "1"} {
+		if code, body := read(caps, ""); code != http.StatusBadRequest || !strings.Contains(string(body), `"StartTime/IfModifiedSince is not currently supported with merged partitions."`) {
+			t.Errorf("capabilities %q: %d %s, want the service's 400", caps, code, body)
+		}
+	}
+	code, body := read("3", "")
+	var page struct{ Documents []doc }
+	if err := json.Unmarshal(body, &page); code != http.StatusOK || err != nil || len(page.Documents) != 20 {
+		t.Fatalf("capabilities 3: %d, %d documents, want 200 with all 20: %s", code, len(page.Documents), body)
+	}
+	// Both apply: a time in the future hides everything after any continuation.
+	since = time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	if code, body := read("3", `"0"`); code != http.StatusNotModified {
+		t.Errorf("a future time with a continuation: %d %s, want 304", code, body)
 	}
 }

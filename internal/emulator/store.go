@@ -115,8 +115,11 @@ type rangeRecord struct {
 	Max     string   `json:"max"`
 	Parents []string `json:"parents"`
 	Live    bool     `json:"live"`
-	Ts      int64    `json:"ts"`
-	LSN     uint64   `json:"-"` // filled from the lsn bucket when listed
+	// Merged marks a partition made by a merge, or split from one: its LSNs interleave the
+	// merged partitions' histories, so LSN order is not time order.
+	Merged bool   `json:"merged,omitempty"`
+	Ts     int64  `json:"ts"`
+	LSN    uint64 `json:"-"` // filled from the lsn bucket when listed
 }
 
 func (r rangeRecord) idString() string { return strconv.FormatUint(uint64(r.ID), 10) }
@@ -931,9 +934,17 @@ type feedRequest struct {
 	EndEPK        string // x-ms-end-epk, "" for none
 	Since         uint64
 	Now           bool      // If-None-Match: *
-	ModifiedSince time.Time // zero for none
-	Max           int
+	ModifiedSince time.Time // zero for none; applies together with Since
+	// StartTimeAfterMerge is capability bit 2 of x-ms-cosmos-sdk-supportedcapabilities: the
+	// client can read a merged partition from a time. Without it such a read is refused, as
+	// the service refuses it.
+	StartTimeAfterMerge bool
+	Max                 int
 }
+
+// errStartTimeMerged is the service's answer to a read from a time of a merged partition by
+// a client without capability bit 2.
+var errStartTimeMerged = &badRequestError{msg: "StartTime/IfModifiedSince is not currently supported with merged partitions."}
 
 // feedPage is the answer to a feedRequest.
 type feedPage struct {
@@ -983,6 +994,9 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 		r, err := feedScope(st, req)
 		if err != nil {
 			return err
+		}
+		if r.Merged && !req.ModifiedSince.IsZero() && !req.StartTimeAfterMerge {
+			return errStartTimeMerged
 		}
 		page.RangeID = r.idString()
 		page.Current = r.LSN
@@ -1171,8 +1185,8 @@ func (s *store) split(db, coll, rangeID string) ([]string, error) {
 		mid := epkHex(new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1))
 		now := s.now().Unix()
 		parents := append(append([]string{}, parent.Parents...), parent.idString())
-		a := rangeRecord{ID: st.NextRange, Min: parent.Min, Max: mid, Parents: parents, Live: true, Ts: now}
-		b := rangeRecord{ID: st.NextRange + 1, Min: mid, Max: parent.Max, Parents: parents, Live: true, Ts: now}
+		a := rangeRecord{ID: st.NextRange, Min: parent.Min, Max: mid, Parents: parents, Live: true, Ts: now, Merged: parent.Merged}
+		b := rangeRecord{ID: st.NextRange + 1, Min: mid, Max: parent.Max, Parents: parents, Live: true, Ts: now, Merged: parent.Merged}
 		parent.Live = false
 		for _, r := range []rangeRecord{parent, a, b} {
 			if err := putRange(cb, r); err != nil {
@@ -1255,7 +1269,7 @@ func (s *store) merge(db, coll string, rangeIDs []string) (string, error) {
 				return badRequest("ranges %s and %s are not adjacent", olds[i-1].idString(), olds[i].idString())
 			}
 		}
-		m := rangeRecord{ID: st.NextRange, Min: olds[0].Min, Max: olds[len(olds)-1].Max, Parents: []string{}, Live: true, Ts: s.now().Unix()}
+		m := rangeRecord{ID: st.NextRange, Min: olds[0].Min, Max: olds[len(olds)-1].Max, Parents: []string{}, Live: true, Ts: s.now().Unix(), Merged: true}
 		for _, r := range olds {
 			for _, p := range append(slices.Clone(r.Parents), r.idString()) {
 				if !slices.Contains(m.Parents, p) {
