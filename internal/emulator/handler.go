@@ -290,6 +290,8 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			switch {
 			case strings.EqualFold(r.Header.Get(hdrQueryPlan), "true"):
 				writeQueryPlan(w)
+			case strings.EqualFold(r.Header.Get(hdrIsBatch), "true"):
+				e.executeBatch(w, r, s[1], s[3])
 			case isQuery(r):
 				e.queryItems(w, r, s[1], s[3])
 			default:
@@ -311,6 +313,9 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			return
 		case http.MethodPut, http.MethodDelete:
 			e.writeItem(w, r, s[1], s[3], s[5])
+			return
+		case http.MethodPatch:
+			e.patchItem(w, r, s[1], s[3], s[5])
 			return
 		}
 	}
@@ -615,73 +620,93 @@ func (e *Emulator) writeItem(w http.ResponseWriter, r *http.Request, db, coll, i
 		e.fail(w, err)
 		return
 	}
-	wr := itemWrite{IfMatch: r.Header.Get("If-Match")}
-	var comps []any
-	switch r.Method {
-	case http.MethodDelete:
-		if !hasHdr {
-			e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
-			return
-		}
-		wr.Op, wr.ID, comps = opDelete, id, hdrComps
-		wr.PKObject = partitionKeyObject(st.Paths, hdrComps)
-	default:
-		b, err := readBody(r)
-		if err != nil {
+	op := opCreate
+	var body []byte
+	switch {
+	case r.Method == http.MethodDelete:
+		op = opDelete
+	case r.Method == http.MethodPut:
+		op = opReplace
+	case strings.EqualFold(r.Header.Get(hdrIsUpsert), "true"):
+		op = opUpsert
+	}
+	if op != opDelete {
+		if body, err = readBody(r); err != nil {
 			e.fail(w, err)
 			return
-		}
-		var raw map[string]json.RawMessage
-		var doc map[string]any
-		if json.Unmarshal(b, &raw) != nil || json.Unmarshal(b, &doc) != nil || raw == nil {
-			e.fail(w, badRequest("the request body is not a JSON object"))
-			return
-		}
-		docID, _ := doc["id"].(string)
-		if err := validID(docID); err != nil {
-			e.fail(w, err)
-			return
-		}
-		comps = epk.FromDocument(doc, st.Paths)
-		if hasHdr && !epk.Equal(hdrComps, comps) {
-			e.fail(w, &badRequestError{msg: "PartitionKey extracted from document doesn't match the one specified in the header.", substatus: 1001})
-			return
-		}
-		wr.Body, wr.ID = raw, docID
-		switch {
-		case r.Method == http.MethodPut:
-			if docID != id {
-				e.fail(w, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, id))
-				return
-			}
-			wr.Op = opReplace
-		case strings.EqualFold(r.Header.Get(hdrIsUpsert), "true"):
-			wr.Op = opUpsert
-		default:
-			wr.Op = opCreate
 		}
 	}
-	wr.PK, wr.EPK = epk.Canonical(comps), epk.HashV2(comps)
-	res, err := e.store.writeItem(db, coll, wr)
+	status, res, err := e.itemOp(st, db, coll, itemOpRequest{Op: op, ID: id, Body: body, PK: hdrComps, HasPK: hasHdr, IfMatch: r.Header.Get("If-Match")})
 	if err != nil {
 		e.fail(w, err)
 		return
 	}
+	e.writeItemResponse(w, r, st, status, res)
+}
+
+// writeItemResponse answers a single-item write with its headers and, unless the client asked
+// for Prefer: return=minimal or the item is gone, the item.
+func (e *Emulator) writeItemResponse(w http.ResponseWriter, r *http.Request, st *collState, status int, res writeResult) {
 	itemHeaders(w, st, res.RangeID, res.Item)
 	w.Header().Set(hdrCharge, formatCharge(chargeWrite))
-	status := http.StatusOK
-	switch {
-	case wr.Op == opDelete:
-		w.WriteHeader(http.StatusNoContent)
-		return
-	case res.Created:
-		status = http.StatusCreated
-	}
-	if strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
+	if status == http.StatusNoContent || strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
 		w.WriteHeader(status)
 		return
 	}
 	writeJSON(w, status, chargeWrite, res.Item.Body)
+}
+
+// itemOpRequest is one item write: of a request, or of a transactional batch.
+type itemOpRequest struct {
+	Op      opKind
+	ID      string // the id in the URL (replace, delete)
+	Body    []byte // the document (create, upsert, replace)
+	PK      []any  // the partition key header's components
+	HasPK   bool
+	IfMatch string
+}
+
+// itemOp validates and applies one item write and returns the status to answer.
+func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (int, writeResult, error) {
+	wr := itemWrite{IfMatch: req.IfMatch, Op: req.Op}
+	var comps []any
+	if req.Op == opDelete {
+		if !req.HasPK {
+			return 0, writeResult{}, badRequest("the %s header is required", hdrPartitionKey)
+		}
+		wr.ID, comps = req.ID, req.PK
+		wr.PKObject = partitionKeyObject(st.Paths, req.PK)
+	} else {
+		var raw map[string]json.RawMessage
+		var doc map[string]any
+		if json.Unmarshal(req.Body, &raw) != nil || json.Unmarshal(req.Body, &doc) != nil || raw == nil {
+			return 0, writeResult{}, badRequest("the request body is not a JSON object")
+		}
+		docID, _ := doc["id"].(string)
+		if err := validID(docID); err != nil {
+			return 0, writeResult{}, err
+		}
+		comps = epk.FromDocument(doc, st.Paths)
+		if req.HasPK && !epk.Equal(req.PK, comps) {
+			return 0, writeResult{}, &badRequestError{msg: "PartitionKey extracted from document doesn't match the one specified in the header.", substatus: 1001}
+		}
+		if req.Op == opReplace && docID != req.ID {
+			return 0, writeResult{}, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
+		}
+		wr.Body, wr.ID = raw, docID
+	}
+	wr.PK, wr.EPK = epk.Canonical(comps), epk.HashV2(comps)
+	res, err := e.store.writeItem(db, coll, wr)
+	if err != nil {
+		return 0, res, err
+	}
+	switch {
+	case req.Op == opDelete:
+		return http.StatusNoContent, res, nil
+	case res.Created:
+		return http.StatusCreated, res, nil
+	}
+	return http.StatusOK, res, nil
 }
 
 func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {

@@ -1,0 +1,272 @@
+package emulator
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cfp-dev/cfp/internal/emulator/epk"
+	"github.com/cfp-dev/cfp/internal/emulator/query"
+)
+
+// patchSpec is a PATCH body: JSON Patch-like operations and an optional SQL condition
+// ("FROM c WHERE ...") the item must meet (412 otherwise).
+type patchSpec struct {
+	Condition  string    `json:"condition"`
+	Operations []patchOp `json:"operations"`
+}
+
+type patchOp struct {
+	Op    string          `json:"op"`
+	Path  string          `json:"path"`
+	From  string          `json:"from"`
+	Value json.RawMessage `json:"value"`
+}
+
+// maxPatchOps is the service's limit of operations in one patch.
+const maxPatchOps = 10
+
+// patchItem serves PATCH on an item: read, apply the operations, replace if unchanged since.
+func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	comps, ok, err := headerPK(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	if !ok {
+		e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	res, err := e.patch(st, db, coll, id, comps, body, r.Header.Get("If-Match"))
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	e.writeItemResponse(w, r, st, http.StatusOK, res)
+}
+
+// patch applies a patch body to item id and writes it back with If-Match on the version read,
+// so a concurrent write between the read and the write is not lost (it is retried).
+func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body []byte, ifMatch string) (writeResult, error) {
+	var spec patchSpec
+	if err := json.Unmarshal(body, &spec); err != nil {
+		return writeResult{}, badRequest("invalid patch body: %v", err)
+	}
+	if len(spec.Operations) == 0 || len(spec.Operations) > maxPatchOps {
+		return writeResult{}, badRequest("a patch needs 1 to %d operations, got %d", maxPatchOps, len(spec.Operations))
+	}
+	var cond *query.Query
+	if spec.Condition != "" {
+		q, err := query.Parse("SELECT * " + spec.Condition)
+		if err != nil {
+			return writeResult{}, badRequest("invalid patch condition: %v", err)
+		}
+		cond = q
+	}
+	for range 5 {
+		it, _, err := e.store.readItem(db, coll, epk.Canonical(comps), id)
+		if err != nil {
+			return writeResult{}, err
+		}
+		if ifMatch != "" && ifMatch != "*" && ifMatch != it.Etag {
+			return writeResult{}, errPrecondition
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(it.Body, &doc); err != nil {
+			return writeResult{}, err
+		}
+		if cond != nil {
+			if ok, err := cond.Match(doc, nil); err != nil || !ok {
+				return writeResult{}, errPrecondition
+			}
+		}
+		for _, op := range spec.Operations {
+			if err := applyPatchOp(doc, op); err != nil {
+				return writeResult{}, err
+			}
+		}
+		if newComps := epk.FromDocument(doc, st.Paths); !epk.Equal(newComps, comps) {
+			return writeResult{}, badRequest("a patch cannot change the partition key")
+		}
+		if doc["id"] != id {
+			return writeResult{}, badRequest("a patch cannot change the id")
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return writeResult{}, err
+		}
+		_, res, err := e.itemOp(st, db, coll, itemOpRequest{Op: opReplace, ID: id, Body: b, PK: comps, HasPK: true, IfMatch: it.Etag})
+		if errors.Is(err, errPrecondition) && (ifMatch == "" || ifMatch == "*") {
+			continue // written since the read: patch the newer version
+		}
+		return res, err
+	}
+	return writeResult{}, errPrecondition
+}
+
+// applyPatchOp applies one operation to doc: add, set, replace, remove, incr or move, with the
+// service's rules (replace and remove need the property; the parent must exist).
+func applyPatchOp(doc map[string]any, op patchOp) error {
+	var value any
+	if op.Op != "remove" && op.Op != "move" {
+		if len(op.Value) == 0 {
+			return badRequest("patch %s %s needs a value", op.Op, op.Path)
+		}
+		if err := json.Unmarshal(op.Value, &value); err != nil {
+			return badRequest("invalid value of patch %s %s", op.Op, op.Path)
+		}
+	}
+	if op.Op == "move" {
+		v, err := patchRemove(doc, op.From)
+		if err != nil {
+			return err
+		}
+		return patchSet(doc, op.Path, v, "set")
+	}
+	switch op.Op {
+	case "add", "set", "replace":
+		return patchSet(doc, op.Path, value, op.Op)
+	case "remove":
+		_, err := patchRemove(doc, op.Path)
+		return err
+	case "incr":
+		inc, ok := value.(float64)
+		if !ok {
+			return badRequest("patch incr %s needs a number", op.Path)
+		}
+		parent, key, err := patchParent(doc, op.Path)
+		if err != nil {
+			return err
+		}
+		cur, exists := getChild(parent, key)
+		if !exists {
+			return patchSet(doc, op.Path, inc, "set")
+		}
+		n, ok := cur.(float64)
+		if !ok {
+			return badRequest("patch incr %s: the property is not a number", op.Path)
+		}
+		return patchSet(doc, op.Path, n+inc, "set")
+	}
+	return badRequest("unknown patch operation %q", op.Op)
+}
+
+// patchParent resolves the container of the last segment of a JSON pointer path.
+func patchParent(doc map[string]any, path string) (any, string, error) {
+	if !strings.HasPrefix(path, "/") || path == "/" {
+		return nil, "", badRequest("invalid patch path %q", path)
+	}
+	segs := strings.Split(path[1:], "/")
+	for i := range segs {
+		segs[i] = strings.ReplaceAll(strings.ReplaceAll(segs[i], "~1", "/"), "~0", "~")
+	}
+	var cur any = doc
+	for _, s := range segs[:len(segs)-1] {
+		next, ok := getChild(cur, s)
+		if !ok {
+			return nil, "", badRequest("patch path %q: %s does not exist", path, s)
+		}
+		cur = next
+	}
+	return cur, segs[len(segs)-1], nil
+}
+
+func getChild(parent any, key string) (any, bool) {
+	switch p := parent.(type) {
+	case map[string]any:
+		v, ok := p[key]
+		return v, ok
+	case []any:
+		i, err := strconv.Atoi(key)
+		if err != nil || i < 0 || i >= len(p) {
+			return nil, false
+		}
+		return p[i], true
+	}
+	return nil, false
+}
+
+// patchSet writes value at path; mode "replace" needs the property to exist, "add" inserts into
+// arrays (index or "-"), "set" overwrites.
+func patchSet(doc map[string]any, path string, value any, mode string) error {
+	parent, key, err := patchParent(doc, path)
+	if err != nil {
+		return err
+	}
+	if path == "/id" || strings.HasPrefix(path, "/_") {
+		if path != "/id" || mode != "replace" {
+			return badRequest("patch cannot change the system property %s", path)
+		}
+	}
+	switch p := parent.(type) {
+	case map[string]any:
+		if _, ok := p[key]; !ok && mode == "replace" {
+			return badRequest("patch replace %s: the property does not exist", path)
+		}
+		p[key] = value
+		return nil
+	case []any:
+		if key == "-" && mode == "add" {
+			return setAt(doc, path, append(p, value))
+		}
+		i, err := strconv.Atoi(key)
+		if err != nil || i < 0 || i > len(p) || (i == len(p) && mode != "add") {
+			return badRequest("patch %s %s: no such array index", mode, path)
+		}
+		if mode == "add" {
+			p = append(p[:i], append([]any{value}, p[i:]...)...)
+			return setAt(doc, path, p)
+		}
+		p[i] = value
+		return nil
+	}
+	return badRequest("patch %s %s: the parent is not an object or array", mode, path)
+}
+
+// setAt stores a new slice for the array that holds path's last segment.
+func setAt(doc map[string]any, path string, arr []any) error {
+	i := strings.LastIndex(path, "/")
+	if i == 0 {
+		return badRequest("patch path %q: the document is not an array", path)
+	}
+	return patchSet(doc, path[:i], arr, "set")
+}
+
+func patchRemove(doc map[string]any, path string) (any, error) {
+	parent, key, err := patchParent(doc, path)
+	if err != nil {
+		return nil, err
+	}
+	if path == "/id" || strings.HasPrefix(path, "/_") {
+		return nil, badRequest("patch cannot remove the system property %s", path)
+	}
+	switch p := parent.(type) {
+	case map[string]any:
+		v, ok := p[key]
+		if !ok {
+			return nil, badRequest("patch remove %s: the property does not exist", path)
+		}
+		delete(p, key)
+		return v, nil
+	case []any:
+		i, err := strconv.Atoi(key)
+		if err != nil || i < 0 || i >= len(p) {
+			return nil, badRequest("patch remove %s: no such array index", path)
+		}
+		v := p[i]
+		return v, setAt(doc, path, append(p[:i:i], p[i+1:]...))
+	}
+	return nil, badRequest("patch remove %s: the parent is not an object or array", path)
+}

@@ -1,0 +1,116 @@
+package emulator_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+)
+
+func readDoc(t *testing.T, cc *azcosmos.ContainerClient, pk, id string) map[string]any {
+	t.Helper()
+	r, err := cc.ReadItem(context.Background(), azcosmos.NewPartitionKeyString(pk), id, nil)
+	if err != nil {
+		t.Fatalf("read %s: %v", id, err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(r.Value, &m)
+	return m
+}
+
+func TestPatchItem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	pk := azcosmos.NewPartitionKeyString("a")
+	if _, err := cc.CreateItem(ctx, pk, []byte(`{"id":"1","pk":"a","value":"4","count":3,"description":"x","tags":["t1"]}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	ops := azcosmos.PatchOperations{}
+	ops.AppendReplace("/value", "5")
+	ops.AppendSet("/hello", "world")
+	ops.AppendAdd("/tags/-", "t2")
+	ops.AppendRemove("/description")
+	ops.AppendIncrement("/count", 1)
+	if _, err := cc.PatchItem(ctx, pk, "1", ops, nil); err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	got := readDoc(t, cc, "a", "1")
+	if got["value"] != "5" || got["hello"] != "world" || got["count"] != 4.0 || got["description"] != nil || len(got["tags"].([]any)) != 2 {
+		t.Errorf("patched document: %v", got)
+	}
+
+	bad := azcosmos.PatchOperations{}
+	bad.AppendReplace("/missing", 1)
+	if _, err := cc.PatchItem(ctx, pk, "1", bad, nil); statusOf(err) != http.StatusBadRequest {
+		t.Errorf("replace of a missing property: %v, want 400", err)
+	}
+	cond := azcosmos.PatchOperations{}
+	cond.SetCondition("FROM c WHERE c.count > 10")
+	cond.AppendSet("/x", 1)
+	if _, err := cc.PatchItem(ctx, pk, "1", cond, nil); statusOf(err) != http.StatusPreconditionFailed {
+		t.Errorf("patch whose condition fails: %v, want 412", err)
+	}
+	stale := azcore.ETag(`"stale"`)
+	if _, err := cc.PatchItem(ctx, pk, "1", ops, &azcosmos.ItemOptions{IfMatchEtag: &stale}); statusOf(err) != http.StatusPreconditionFailed {
+		t.Errorf("patch with a stale etag: %v, want 412", err)
+	}
+	if _, err := cc.PatchItem(ctx, pk, "nope", ops, nil); statusOf(err) != http.StatusNotFound {
+		t.Errorf("patch of a missing item: %v, want 404", err)
+	}
+}
+
+func TestTransactionalBatch_AllOrNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	pk := azcosmos.NewPartitionKeyString("a")
+	upsert(t, cc, doc{ID: "keep", PK: "a", V: 1})
+
+	b := cc.NewTransactionalBatch(pk)
+	b.CreateItem([]byte(`{"id":"n1","pk":"a"}`), nil)
+	b.ReadItem("keep", nil)
+	p := azcosmos.PatchOperations{}
+	p.AppendIncrement("/v", 1)
+	b.PatchItem("keep", p, nil)
+	resp, err := cc.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil || !resp.Success || len(resp.OperationResults) != 3 {
+		t.Fatalf("batch: %v %+v", err, resp)
+	}
+	for i, want := range []int32{201, 200, 200} {
+		if got := resp.OperationResults[i].StatusCode; got != want {
+			t.Errorf("operation %d: status %d, want %d", i, got, want)
+		}
+	}
+	if resp.OperationResults[1].ResourceBody == nil {
+		t.Error("the read in the batch returned no body")
+	}
+
+	// A failing operation undoes the ones before it: 207, 424 for the others.
+	b = cc.NewTransactionalBatch(pk)
+	b.DeleteItem("keep", nil)
+	b.UpsertItem([]byte(`{"id":"n2","pk":"a"}`), nil)
+	b.CreateItem([]byte(`{"id":"n1","pk":"a"}`), nil)
+	resp, err = cc.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil || resp.Success || resp.RawResponse.StatusCode != http.StatusMultiStatus {
+		t.Fatalf("failing batch: %v success=%v", err, resp.Success)
+	}
+	for i, want := range []int32{424, 424, 409} {
+		if got := resp.OperationResults[i].StatusCode; got != want {
+			t.Errorf("failing batch operation %d: status %d, want %d", i, got, want)
+		}
+	}
+	if got := readDoc(t, cc, "a", "keep"); got["v"] != 2.0 {
+		t.Errorf("after the failed batch keep = %v, want v 2 (the delete undone)", got)
+	}
+	if _, err := cc.ReadItem(ctx, pk, "n2", nil); statusOf(err) != http.StatusNotFound {
+		t.Errorf("n2 after the failed batch: %v, want 404 (the upsert undone)", err)
+	}
+}
