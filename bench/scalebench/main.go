@@ -1,0 +1,223 @@
+// Command scalebench measures the change feed processor at production scale: H hosts of the
+// real engine (feed.Processor) in one process over an in-memory source with L partitions and an
+// in-memory lease container, against H hosts of the .NET v3 host model (internal/feed/dotnettest)
+// on the same workload. The lease container is wrapped by a counter that counts requests by kind
+// and charges them RU by the service's published figures (see counter.go), and optionally waits
+// -latency before each request.
+//
+// Lease timings are .NET's defaults (acquire 13s, renew 17s, expiration 60s, poll 5s) divided by
+// -scale, and so is the steady write load's period, so that a run finishes in a couple of
+// minutes: costs per host-hour are converted back to real time (counts × scale). Delivery
+// latency is measured with the poll interval and write load at real time (5s, the default, and
+// 100ms), lease timings still scaled (they do not enter the latency once balanced).
+//
+// Run it from the repository root:
+//
+//	go run ./bench/scalebench -leases 1000 -hosts 50
+//
+// See bench/README.md for the last results.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+type config struct {
+	leases, hosts int
+	latency       time.Duration
+	duration      time.Duration // the steady-state measurement (wall time)
+	latencyFor    time.Duration // each delivery-latency measurement (wall time)
+	scale         float64
+	writes        float64 // documents per second of real time
+	maxCycles     int
+	polls         []time.Duration // the poll intervals of the latency runs
+	json          bool
+	rss           bool
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.leases, "leases", 300, "leases (physical partitions of the monitored container)")
+	flag.IntVar(&cfg.hosts, "hosts", 20, "hosts of each engine")
+	flag.DurationVar(&cfg.latency, "latency", 0, "latency added to every lease-container request")
+	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "steady-state measurement, wall time")
+	flag.DurationVar(&cfg.latencyFor, "latency-duration", 12*time.Second, "each delivery-latency measurement, wall time")
+	flag.Float64Var(&cfg.scale, "scale", 13, "lease timings and write period divided by this (13: acquire interval 1s)")
+	flag.Float64Var(&cfg.writes, "writes", 100, "steady write load, documents per second of real time")
+	flag.IntVar(&cfg.maxCycles, "max-cycles", 40, "give up waiting for balance after this many acquire cycles")
+	polls := flag.String("latency-polls", "5s,100ms", "poll intervals of the delivery-latency runs (real time)")
+	flag.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
+	flag.BoolVar(&cfg.rss, "rss", true, "measure one host holding every lease first (peak RSS)")
+	flag.Parse()
+	for _, f := range strings.Split(*polls, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "scalebench: -latency-polls: bad duration %q\n", f)
+			os.Exit(2)
+		}
+		cfg.polls = append(cfg.polls, d)
+	}
+	if cfg.hosts < 2 || cfg.leases < 1 || cfg.scale <= 0 {
+		fmt.Fprintln(os.Stderr, "scalebench: -hosts must be at least 2, -leases at least 1, -scale positive")
+		os.Exit(2)
+	}
+	res, err := run(context.Background(), cfg, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scalebench:", err)
+		os.Exit(1)
+	}
+	if cfg.json {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+		return
+	}
+	printTable(os.Stdout, res)
+}
+
+// run measures everything cfg asks for, logging progress to log.
+func run(ctx context.Context, cfg config, log io.Writer) (*result, error) {
+	res := &result{Leases: cfg.leases, Hosts: cfg.hosts, Scale: cfg.scale, LatencyInjectedMS: ms(cfg.latency),
+		AcquireIntervalMS: ms(scaled(cfg, acquireReal)), SteadySeconds: cfg.duration.Seconds()}
+	if cfg.rss {
+		fmt.Fprintf(log, "scalebench: one cfp host holding %d leases\n", cfg.leases)
+		m, err := measureMemory(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		res.Memory = m
+		res.RSSMB = m.VmHWMMB
+	}
+	for _, e := range []engine{cfpEngine, dotnetEngine} {
+		fmt.Fprintf(log, "scalebench: %s: %d hosts, %d leases\n", e.name, cfg.hosts, cfg.leases)
+		er, err := measureEngine(ctx, cfg, e, log)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.name, err)
+		}
+		if e.name == cfpEngine.name {
+			res.CFP = er
+		} else {
+			res.DotNet = er
+		}
+	}
+	res.CyclesStart, res.CyclesJoin, res.CyclesKill = res.CFP.CyclesStart, res.CFP.CyclesJoin, res.CFP.CyclesKill
+	res.LeaseRUPerHostHour = res.CFP.Steady.RUPerHostHour
+	res.DotNetLeaseRUPerHostHour = res.DotNet.Steady.RUPerHostHour
+	if res.DotNetLeaseRUPerHostHour > 0 {
+		res.RURatio = res.LeaseRUPerHostHour / res.DotNetLeaseRUPerHostHour
+	}
+	for _, l := range res.CFP.Latency {
+		if l.PollMS == ms(pollReal) {
+			res.LatencyP50MS, res.LatencyP99MS = l.P50MS, l.P99MS
+		}
+	}
+	return res, nil
+}
+
+// measureEngine runs the three balance events, the steady state and the two latency runs.
+func measureEngine(ctx context.Context, cfg config, e engine, log io.Writer) (engineResult, error) {
+	var er engineResult
+	leasePoll := scaled(cfg, pollReal)
+	// 1. All hosts start together; steady state; H/10 killed.
+	w, err := newWorld(ctx, cfg, e, leasePoll, cfg.writes*cfg.scale)
+	if err != nil {
+		return er, err
+	}
+	all, err := w.add(cfg.hosts)
+	if err != nil {
+		w.close()
+		return er, err
+	}
+	er.CyclesStart = w.cyclesUntilBalanced(all)
+	fmt.Fprintf(log, "  start together: %s cycles\n", fmtCycles(er.CyclesStart))
+	w.sleep(2 * w.acquire) // let handoffs in flight settle
+	before := w.docs.snapshot()
+	t0 := time.Now()
+	w.sleep(cfg.duration)
+	er.Steady = steadyOf(w.docs.snapshot().sub(before), time.Since(t0), cfg, len(all))
+	fmt.Fprintf(log, "  steady: %.0f RU per host-hour\n", er.Steady.RUPerHostHour)
+	kill := max(1, cfg.hosts/10)
+	for _, h := range all[:kill] {
+		h.kill()
+	}
+	er.CyclesKillRaw = w.cyclesUntilBalanced(all[kill:])
+	er.CyclesKill = er.CyclesKillRaw
+	if er.CyclesKill > 0 {
+		er.CyclesKill = max(1, er.CyclesKill-expirationCycles)
+	}
+	fmt.Fprintf(log, "  after %d killed: %s cycles (%s from the kill)\n", kill, fmtCycles(er.CyclesKill), fmtCycles(er.CyclesKillRaw))
+	w.close()
+
+	// 2. H/2 join H - H/2 that are balanced.
+	w, err = newWorld(ctx, cfg, e, leasePoll, cfg.writes*cfg.scale)
+	if err != nil {
+		return er, err
+	}
+	first, err := w.add(cfg.hosts - cfg.hosts/2)
+	if err != nil {
+		w.close()
+		return er, err
+	}
+	if c := w.cyclesUntilBalanced(first); c < 0 {
+		w.close()
+		return er, fmt.Errorf("the first %d hosts did not balance within %d cycles", len(first), cfg.maxCycles)
+	}
+	w.sleep(w.acquire)
+	more, err := w.add(cfg.hosts / 2)
+	if err != nil {
+		w.close()
+		return er, err
+	}
+	joined := append(first, more...)
+	er.CyclesJoin = w.cyclesUntilBalanced(joined)
+	fmt.Fprintf(log, "  %d join %d: %s cycles\n", cfg.hosts/2, len(first), fmtCycles(er.CyclesJoin))
+	w.close()
+
+	// 3. Delivery latency at each poll interval (the default, 5s, and 100ms), at real time.
+	for _, poll := range cfg.polls {
+		l, err := measureLatency(ctx, cfg, e, poll)
+		if err != nil {
+			return er, err
+		}
+		l.PollMS = ms(poll)
+		er.Latency = append(er.Latency, l)
+		fmt.Fprintf(log, "  latency at poll %s: p50 %.0fms p99 %.0fms (%d documents)\n", poll, l.P50MS, l.P99MS, l.Documents)
+	}
+	return er, nil
+}
+
+// expirationCycles is how many acquire cycles the dead hosts' leases take to expire (60s / 13s,
+// rounded up): no host of either engine may take them earlier.
+const expirationCycles = 5
+
+func measureLatency(ctx context.Context, cfg config, e engine, poll time.Duration) (latencyResult, error) {
+	w, err := newWorld(ctx, cfg, e, poll, cfg.writes)
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer w.close()
+	hs, err := w.add(cfg.hosts)
+	if err != nil {
+		return latencyResult{}, err
+	}
+	if c := w.cyclesUntilBalanced(hs); c < 0 {
+		return latencyResult{}, fmt.Errorf("latency run at poll %s: hosts did not balance", poll)
+	}
+	w.sleep(poll + w.acquire) // every worker past its first read
+	w.lat.start()
+	w.sleep(cfg.latencyFor)
+	return w.lat.result(), nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func scaled(cfg config, d time.Duration) time.Duration {
+	return time.Duration(float64(d) / cfg.scale)
+}

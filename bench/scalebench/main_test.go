@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRun_Tiny runs the whole bench at a tiny size (4 leases, 2 hosts, lease timings / 65) so
+// that it does not rot: every measure comes out, and the JSON object has the keys.
+func TestRun_Tiny(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for about 20 seconds")
+	}
+	cfg := config{leases: 4, hosts: 2, duration: time.Second, latencyFor: time.Second, scale: 65,
+		writes: 20, maxCycles: 40, rss: true, polls: []time.Duration{50 * time.Millisecond}}
+	res, err := run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []engineResult{res.CFP, res.DotNet} {
+		if e.CyclesStart < 1 || e.CyclesJoin < 1 || e.CyclesKill < 1 {
+			t.Errorf("cycles start %v join %v kill %v, want each balanced (>= 1)", e.CyclesStart, e.CyclesJoin, e.CyclesKill)
+		}
+		if e.Steady.ByKind["list"].RequestsPerHostHour == 0 || e.Steady.ByKind["renew"].RequestsPerHostHour == 0 {
+			t.Errorf("steady state without lists or renews: %+v", e.Steady.ByKind)
+		}
+		if len(e.Latency) != 1 || e.Latency[0].Documents == 0 {
+			t.Errorf("latency = %+v, want documents delivered", e.Latency)
+		}
+	}
+	if res.Memory == nil || res.Memory.Goroutines < cfg.leases {
+		t.Errorf("memory = %+v, want at least a goroutine per lease", res.Memory)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"cycles_start", "cycles_join", "cycles_kill", "lease_ru_per_host_hour",
+		"dotnet_lease_ru_per_host_hour", "rss_mb_1000_leases", "latency_p99_ms"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON has no %s", k)
+		}
+	}
+	var out bytes.Buffer
+	printTable(&out, res)
+	if !strings.Contains(out.String(), "lease RU per host-hour") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}
