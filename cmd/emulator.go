@@ -37,6 +37,8 @@ type emulatorOptions struct {
 	// AcceptEmulatorTokens accepts the SDKs' Entra ID emulator tokens beyond loopback with the
 	// well-known key.
 	AcceptEmulatorTokens bool
+	// MaxOrderBy bounds the results an ORDER BY page keeps in memory.
+	MaxOrderBy int
 	// AllowWellKnownKey lets the gateway serve a non-loopback address with the well-known key.
 	AllowWellKnownKey bool
 
@@ -119,6 +121,9 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 			if opts.Partitions < 1 || opts.Partitions > 256 {
 				return usageErrorf("--partitions must be between 1 and 256, got %d", opts.Partitions)
 			}
+			if opts.MaxOrderBy < 1 {
+				return usageErrorf("--max-order-by must be at least 1, got %d", opts.MaxOrderBy)
+			}
 			if opts.Data == "" {
 				return usageErrorf("--data must name a directory")
 			}
@@ -135,6 +140,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.Data, "data", defaultLocalDir, "data `DIR` to serve (created if missing)")
 	fs.StringVar(&opts.Addr, "addr", defaultEmulatorAddr, "`HOST:PORT` to listen on (port 0: any free port)")
 	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
+	fs.IntVar(&opts.MaxOrderBy, "max-order-by", emulator.DefaultMaxOrderByItems, "most results an ORDER BY query keeps in memory for one page (its offset plus its size, `N`); deeper pages answer 400")
 	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
 	enumFlag(fs, &opts.Consistency, "consistency", "", "Session", "the account's default consistency `LEVEL` as reads of the account report it (every level reads the latest write)", "Strong", "BoundedStaleness", "Session", "ConsistentPrefix", "Eventual")
@@ -225,7 +231,7 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 		return fmt.Errorf("data directory %s: %w", opts.Data, err)
 	}
 	emu, err := emulator.Open(emulator.Options{Dir: dir, Key: opts.Key, Partitions: opts.Partitions, Logger: f.Log, Fsync: opts.Fsync,
-		DefaultConsistency: opts.Consistency,
+		DefaultConsistency: opts.Consistency, MaxOrderByItems: opts.MaxOrderBy,
 		// The SDKs' emulator credentials prove only that the client knows the key: accept them
 		// where the well-known key is the point (loopback), or when asked.
 		AcceptEmulatorTokens: opts.AcceptEmulatorTokens || (opts.Key == "" && isLoopbackHost(listenHost(opts.Addr)))})

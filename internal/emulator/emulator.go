@@ -80,7 +80,14 @@ type Options struct {
 	// MaxConns is the number of connections Serve keeps open at once; beyond it, the connections
 	// that wait longest without a request in progress are closed. Default: DefaultMaxConns.
 	MaxConns int
+	// MaxOrderByItems bounds the results an ORDER BY query keeps in memory for one page: the
+	// page's offset plus its size. A page deeper than that is refused with a 400. Default:
+	// DefaultMaxOrderByItems.
+	MaxOrderByItems int
 }
+
+// DefaultMaxOrderByItems is Options.MaxOrderByItems when zero.
+const DefaultMaxOrderByItems = 100000
 
 // withDefaults returns a copy of o with the documented defaults applied.
 func (o Options) withDefaults() Options {
@@ -104,6 +111,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
+	}
+	if o.MaxOrderByItems == 0 {
+		o.MaxOrderByItems = DefaultMaxOrderByItems
 	}
 	return o
 }

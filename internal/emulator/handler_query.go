@@ -202,8 +202,15 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 	var next *queryCont
 	scanned, scannedBytes := 0, 0
 	var rid string
+	ctx := r.Context()
 	match := func(it item) (map[string]any, bool, error) {
 		scanned++
+		if scanned%256 == 0 {
+			// A client that leaves stops the scan.
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+		}
 		scannedBytes += len(it.Body)
 		var doc map[string]any
 		if err := json.Unmarshal(it.Body, &doc); err != nil {
@@ -286,22 +293,42 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			next = &queryCont{Seq: res[len(res)-1].seq, Returned: cont.Returned + len(docs)}
 		}
 	default:
-		type sorted struct {
-			doc  map[string]any
-			body []byte
+		// The page needs the first Offset+size results in order and whether one more follows:
+		// a heap keeps the smallest k (ties in scan order) instead of every match, and a page
+		// that would need more than MaxOrderByItems of them is refused.
+		k := cont.Offset + size + 1
+		if k > e.opts.MaxOrderByItems {
+			err = badRequest("not supported by cfp emulator: an ORDER BY page beyond the first %d results (this page needs %d); filter the query, or raise cfp emulator --max-order-by", e.opts.MaxOrderByItems, k)
+			break
 		}
-		var all []sorted
+		top := &orderHeap{cmp: q.Compare}
+		n := 0
 		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
 			doc, ok, err := match(it)
 			if err != nil || !ok {
 				return err == nil, err
 			}
-			all = append(all, sorted{doc, bytes.Clone(it.Body)})
+			n++
+			d := orderDoc{doc: doc, seq: n}
+			if top.Len() == k {
+				if !top.less(d, top.docs[0]) {
+					return true, nil
+				}
+				d.body = bytes.Clone(it.Body)
+				top.docs[0] = d
+				heap.Fix(top, 0)
+				return true, nil
+			}
+			d.body = bytes.Clone(it.Body)
+			heap.Push(top, d)
 			return true, nil
 		})
-		sort.SliceStable(all, func(i, j int) bool { return q.Compare(all[i].doc, all[j].doc) < 0 })
+		all := make([]orderDoc, top.Len())
+		for i := len(all) - 1; i >= 0; i-- {
+			all[i] = heap.Pop(top).(orderDoc)
+		}
 		i := cont.Offset
-		for ; i < len(all) && len(docs) < size; i++ {
+		for ; err == nil && i < len(all) && len(docs) < size; i++ {
 			body, ok, perr := project(all[i].doc, all[i].body)
 			if perr != nil {
 				err = perr
@@ -314,6 +341,11 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		if i < len(all) && len(docs) == size {
 			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
 		}
+	}
+	if ctxErr := r.Context().Err(); ctxErr != nil {
+		// The client left: nobody reads an answer.
+		e.log.Debug("query abandoned by its client", "db", db, "coll", coll, "scanned", scanned, "err", ctxErr)
+		return
 	}
 	if err != nil {
 		e.fail(w, err)
@@ -342,6 +374,38 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		h.Set(hdrIndexUtilization, indexUtilization)
 	}
 	writeJSON(w, http.StatusOK, chargeQueryBase+chargePerDocRead*float64(scanned), documentsBody(rid, docs))
+}
+
+// orderDoc is an ORDER BY result: the decoded document to compare, its body, and its place in
+// the scan (ties keep scan order).
+type orderDoc struct {
+	doc  map[string]any
+	body []byte
+	seq  int
+}
+
+// orderHeap is a max-heap of orderDocs under cmp then seq: its root is the last of the smallest
+// results kept.
+type orderHeap struct {
+	docs []orderDoc
+	cmp  func(a, b map[string]any) int
+}
+
+func (h *orderHeap) less(a, b orderDoc) bool {
+	if c := h.cmp(a.doc, b.doc); c != 0 {
+		return c < 0
+	}
+	return a.seq < b.seq
+}
+
+func (h *orderHeap) Len() int           { return len(h.docs) }
+func (h *orderHeap) Less(i, j int) bool { return h.less(h.docs[j], h.docs[i]) }
+func (h *orderHeap) Swap(i, j int)      { h.docs[i], h.docs[j] = h.docs[j], h.docs[i] }
+func (h *orderHeap) Push(x any)         { h.docs = append(h.docs, x.(orderDoc)) }
+func (h *orderHeap) Pop() any {
+	x := h.docs[len(h.docs)-1]
+	h.docs = h.docs[:len(h.docs)-1]
+	return x
 }
 
 // pathSegments splits a partition key path ("/a/b") into its property names.

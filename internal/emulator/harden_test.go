@@ -1,14 +1,19 @@
 package emulator_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,5 +139,111 @@ func TestHandler_DataFileDamagedWhileOpenIs500(t *testing.T) {
 				t.Errorf("write after the damage: %d %s, want 500", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// countingHandler counts the records of one message and keeps their "scanned" attribute.
+type countingHandler struct {
+	mu      sync.Mutex
+	msg     string
+	scanned []int64
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler            { return h }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != h.msg {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "scanned" {
+			h.mu.Lock()
+			h.scanned = append(h.scanned, a.Value.Int64())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// TestQuery_ClientThatLeavesStopsTheScan: a query whose client has gone (its context ended)
+// stops scanning and answers nothing, for ORDER BY, plain and aggregate queries.
+func TestQuery_ClientThatLeavesStopsTheScan(t *testing.T) {
+	t.Parallel()
+	logs := &countingHandler{msg: "query abandoned by its client"}
+	e := openEmu(t, emulator.Options{Partitions: 1, Logger: slog.New(logs)})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	const n = 2000
+	for i := range n {
+		upsert(t, cc, doc{ID: fmt.Sprintf("d%04d", i), PK: "p", V: i})
+	}
+	for _, q := range []string{"SELECT * FROM c ORDER BY c.v DESC", "SELECT * FROM c WHERE c.v < 0", "SELECT VALUE COUNT(1) FROM c"} {
+		body, _ := json.Marshal(map[string]any{"query": q})
+		req := httptest.NewRequest(http.MethodPost, "http://raw.test/dbs/db/colls/c/docs", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/query+json")
+		req.Header.Set("x-ms-documentdb-isquery", "true")
+		req.Header.Set("x-ms-documentdb-partitionkey", `["p"]`)
+		if err := emulator.SignRequest(req, ""); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		rec := httptest.NewRecorder()
+		e.Handler().ServeHTTP(rec, req.WithContext(ctx))
+		if rec.Body.Len() != 0 {
+			t.Errorf("%s: a client that left got an answer: %d %s", q, rec.Code, rec.Body.String())
+		}
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if len(logs.scanned) != 3 {
+		t.Fatalf("%d abandoned queries logged, want 3", len(logs.scanned))
+	}
+	for _, s := range logs.scanned {
+		if s >= n {
+			t.Errorf("an abandoned query scanned %d of %d items, want it to stop early", s, n)
+		}
+	}
+}
+
+// TestQuery_OrderByBound: ORDER BY keeps at most MaxOrderByItems results per page, pages within
+// the bound come in order, and a deeper page is a 400 that says so.
+func TestQuery_OrderByBound(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1, MaxOrderByItems: 12})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	for i := range 30 {
+		upsert(t, cc, doc{ID: fmt.Sprintf("d%02d", i), PK: "p", V: (i * 7) % 30})
+	}
+	page := func(cont string) (int, []doc, string, string) {
+		hdr := map[string]string{"Content-Type": "application/query+json", "x-ms-documentdb-isquery": "true",
+			"x-ms-documentdb-partitionkey": `["p"]`, "x-ms-max-item-count": "5"}
+		if cont != "" {
+			hdr["x-ms-continuation"] = cont
+		}
+		resp, body := rawRequest(t, e, http.MethodPost, "/dbs/db/colls/c/docs", hdr, `{"query":"SELECT * FROM c ORDER BY c.v DESC"}`)
+		var out struct{ Documents []doc }
+		_ = json.Unmarshal(body, &out)
+		return resp.StatusCode, out.Documents, resp.Header.Get("x-ms-continuation"), string(body)
+	}
+	var got []int
+	cont := ""
+	for range 2 {
+		code, docs, next, body := page(cont)
+		if code != http.StatusOK || next == "" {
+			t.Fatalf("page within the bound: %d %s", code, body)
+		}
+		for _, d := range docs {
+			got = append(got, d.V)
+		}
+		cont = next
+	}
+	if want := []int{29, 28, 27, 26, 25, 24, 23, 22, 21, 20}; !slices.Equal(got, want) {
+		t.Errorf("first two pages = %v, want %v", got, want)
+	}
+	code, _, _, body := page(cont)
+	if code != http.StatusBadRequest || !strings.Contains(body, "not supported by cfp emulator: an ORDER BY page beyond the first 12 results") {
+		t.Errorf("page beyond the bound: %d %s, want a 400 naming the bound", code, body)
 	}
 }
