@@ -112,6 +112,9 @@ type Host struct {
 	owned map[string]chan struct{} // currentlyOwnedPartitions: token -> done when removed
 	errs  []error                  // NotifyErrorAsync
 
+	cycles   int // balancer iterations completed
+	acquired int // successful acquires
+
 	balancerStop context.CancelFunc
 	balancerDone chan struct{}
 	shutdown     context.CancelFunc // shutdownCts
@@ -219,6 +222,20 @@ func (h *Host) Owned() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Cycles returns how many balancer iterations (acquire cycles) the host completed.
+func (h *Host) Cycles() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cycles
+}
+
+// Acquired returns how many leases the host acquired so far.
+func (h *Host) Acquired() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.acquired
 }
 
 // Errors returns what the host reported to its health monitor (NotifyErrorAsync).
@@ -747,6 +764,9 @@ func (h *Host) balance(ctx context.Context) {
 				}
 			}
 		}
+		h.mu.Lock()
+		h.cycles++
+		h.mu.Unlock()
 		if sleep(ctx, h.opts.AcquireInterval) != nil {
 			return
 		}
@@ -880,6 +900,9 @@ func (h *Host) addOrUpdateLease(ctx context.Context, l *lease) error {
 		return err
 	}
 	h.opts.Trace("lease %s acquired", l.LeaseToken)
+	h.mu.Lock()
+	h.acquired++
+	h.mu.Unlock()
 	go func() {
 		defer h.wg.Done()
 		h.processPartition(acquired)
