@@ -325,3 +325,26 @@ func TestPlanAcquireWithHosts_ConvergesInOneCycle(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanAcquire_FutureTimestampCountsAsOwned keeps .NET's rule for a lease whose timestamp
+// lies in the future (a host with a clock ahead): it is not expired (timestamp + expiration is
+// after now), so it counts for its owner and is never taken as free; only a steal, by the usual
+// rule, moves it. (leases list --check reports such a lease.)
+func TestPlanAcquire_FutureTimestampCountsAsOwned(t *testing.T) {
+	t.Parallel()
+	ahead := leaseSet("x", "x", "x", "x")
+	for _, l := range ahead {
+		l.Timestamp = balanceNow.Add(24 * time.Hour)
+	}
+	if l := ahead[0]; l.Expired(balanceNow, time.Minute) || l.State(balanceNow, time.Minute) != leases.StateOwned {
+		t.Fatalf("a lease with a future timestamp is %s, want owned", l.State(balanceNow, time.Minute))
+	}
+	// Four leases, two hosts: self plans the steals of an even split, not all four as free
+	// leases.
+	if got := tokens(PlanAcquire(ahead, "self", balanceNow, time.Minute)); got != "0,1" {
+		t.Errorf("plan = %q, want the steals 0,1 of an even split, not every lease", got)
+	}
+	if got := tokens(PlanAcquire(ahead[:1], "self", balanceNow, time.Minute)); got != "" {
+		t.Errorf("plan over one future-stamped lease = %q, want nothing (it is owned)", got)
+	}
+}

@@ -196,8 +196,8 @@ func TestProcessor_HandoffNeverLeavesTheLeaseUnowned(t *testing.T) {
 	for id, seq := range owners {
 		if slices.Contains(seq, "b") {
 			moved++
-			if want := []string{"a", "b"}; !slices.Equal(seq, want) {
-				t.Errorf("lease %s owners written %q, want %q (handed over, never unowned)", id, seq, want)
+			if slices.Contains(seq, "") || seq[0] != "a" || seq[len(seq)-1] != "b" {
+				t.Errorf("lease %s owners written %q, want a then b, never unowned", id, seq)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cfp-dev/cfp/internal/leases"
 )
@@ -120,10 +121,21 @@ func (w *worker) split() (CloseReason, error) {
 	var mine []*leases.Lease
 	tokens := make([]string, 0, len(children))
 	for _, c := range children {
-		c.Owner, c.Timestamp = p.opts.Instance, p.opts.Now()
+		// Created unowned, then acquired, as .NET does (PartitionControllerCore.cs,
+		// HandlePartitionGoneAsync, lines 184-198, and AddOrUpdateLeaseAsync, lines 49-62); a
+		// host that takes a child in between keeps it. The parent's handoff properties are
+		// stale on its children: none of them is asked for yet.
+		c.Owner, c.Timestamp = "", time.Time{}
 		delete(c.Properties, handoffKey)
+		delete(c.Properties, handoffAcceptedKey)
 		tokens = append(tokens, c.Token)
 		created, err := p.store.Create(wctx, c)
+		if err == nil {
+			created, err = p.store.Acquire(wctx, created, p.opts.Instance)
+			if errors.Is(err, leases.ErrLeaseLost) {
+				continue // another host took the free child first
+			}
+		}
 		if errors.Is(err, leases.ErrConflict) {
 			// An earlier attempt (or another host) created it: take it if it is free.
 			existing, gerr := p.store.Get(wctx, c)

@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -285,4 +286,97 @@ func TestProcessor_SplitChildrenStartFromTheLastReadPosition(t *testing.T) {
 	// Changes written after the split are delivered from there, and the old ones are not.
 	writeDocs(t, src, 30, 40)
 	waitFor(t, 5*time.Second, "the new changes", func() bool { return rec.distinct() == 10 })
+}
+
+// TestProcessor_JavaEPKLeaseCheckpointsEmptyPages: on a Java EPK lease cfp checkpoints the
+// continuation of an empty page, as Java's EPK processor does, so that Java's estimator (which
+// reads the lease's continuation) shows no phantom lag on an idle range cfp owns. .NET leases
+// keep .NET's rule: an empty page is never checkpointed.
+func TestProcessor_JavaEPKLeaseCheckpointsEmptyPages(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	writeDocs(t, src, 0, 20) // history the lease (from now) never sees
+	lsn, err := src.LSN("0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := leases.NewMemDocuments("/id")
+	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	r := leases.FullRange
+	body := fmt.Sprintf(`{"id":%q,"LeaseToken":%q,"Owner":null,"timestamp":null,"version":1,"ContinuationToken":null,"feedRange":{"Range":{"min":"","max":"FF","isMinInclusive":true,"isMaxInclusive":false}}}`,
+		leases.LeaseID(testPrefix, r.String()), r.String())
+	if _, err := docs.Create(context.Background(), leases.LeaseID(testPrefix, r.String()), []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.MarkInitialized(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOptions("cfp")
+	opts.StartFrom = feed.StartFrom{Kind: feed.StartNow}
+	startHost(t, src, docs, newRecorder(0).handler("cfp"), opts)
+	waitFor(t, 5*time.Second, "an empty page checkpointed", func() bool {
+		ls := listLeases(t, docs)
+		return len(ls) == 1 && ls[0].Continuation != ""
+	})
+	l := listLeases(t, docs)[0]
+	if got, ok := l.LSN(); l.Family != leases.FamilyJavaEPK || !ok || got != lsn {
+		t.Errorf("lease %s (%s) continuation %q, want the idle range's position %q", l.Token, l.Family, l.Continuation, leases.FormatLSN(lsn))
+	}
+}
+
+// createOwners records the Owner of every lease document created.
+type createOwners struct {
+	leases.Documents
+	mu     sync.Mutex
+	owners []string
+}
+
+func (d *createOwners) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	doc, err := d.Documents.Create(ctx, pk, body)
+	if l, derr := leases.Decode(leases.Document{ID: pk, Body: body}); err == nil && derr == nil {
+		d.mu.Lock()
+		d.owners = append(d.owners, l.Owner)
+		d.mu.Unlock()
+	}
+	return doc, err
+}
+
+// TestProcessor_SplitChildrenCreatedUnownedWithoutHandoffProperties: split children are
+// created unowned and then acquired, as .NET does, and carry none of the parent's stale handoff
+// properties. Before, they were created owned by the splitting host and kept
+// cfpHandoffAccepted.
+func TestProcessor_SplitChildrenCreatedUnownedWithoutHandoffProperties(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(1)
+	docs := &createOwners{Documents: leases.NewMemDocuments("/id")}
+	h := startHost(t, src, docs, newRecorder(0).handler("cfp"), fastOptions("cfp"))
+	waitFor(t, 5*time.Second, "the lease", func() bool { return len(h.p.Owned()) == 1 })
+	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	ls := listLeases(t, docs)
+	if _, err := store.Update(ctx, ls[0], func(n *leases.Lease) error {
+		n.Properties["cfpHandoff"] = "old-host>someone"
+		n.Properties["cfpHandoffAccepted"] = "old-host"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	docs.mu.Lock()
+	before := len(docs.owners)
+	docs.mu.Unlock()
+	if _, err := src.Split("0"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the children", func() bool { return len(h.p.Owned()) == 2 })
+	docs.mu.Lock()
+	created := slices.Clone(docs.owners[before:])
+	docs.mu.Unlock()
+	if len(created) != 2 || created[0] != "" || created[1] != "" {
+		t.Errorf("children created with owners %q, want 2 unowned", created)
+	}
+	for _, l := range listLeases(t, docs) {
+		if l.Owner != "cfp" || l.Properties["cfpHandoff"] != "" || l.Properties["cfpHandoffAccepted"] != "" {
+			t.Errorf("child %s: owner %q properties %v, want owned by cfp without handoff properties", l.Token, l.Owner, l.Properties)
+		}
+	}
 }

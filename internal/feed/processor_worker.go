@@ -290,7 +290,19 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			if w.checkpointed == "" && w.pending == "" && w.base.Kind == StartNow {
 				w.base = w.reader.Position() // "now" resolved: rewind here, not to a later now
 			}
-			continue // .NET never checkpoints an empty page
+			// .NET never checkpoints an empty page. Java's EPK processor does
+			// (epkversion/PartitionProcessorImpl.java, run: "still need to checkpoint with the
+			// new continuation token"), and its estimator reads the lease's continuation, so an
+			// idle range cfp owns would show a growing lag there. cfp writes it only when the
+			// continuation moved and no batch is held back (Java writes every empty page).
+			if ol.current().Family == leases.FamilyJavaEPK && page.Continuation != "" &&
+				page.Continuation != w.checkpointed && w.pending == "" {
+				w.pending, w.deferred = page.Continuation, false
+				if lost := w.checkpoint(ol.ctx); lost {
+					return CloseLeaseLost, nil
+				}
+			}
+			continue
 		}
 		// A lease lost (or expired under us) between the read and here is not delivered.
 		if ol.ctx.Err() != nil || !ol.valid(p.opts.Now(), p.opts.Expiration) {
