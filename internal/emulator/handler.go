@@ -232,6 +232,9 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			e.getAccount(w, r)
 			return
 		}
+	case s[0] == "offers":
+		e.serveOffers(w, r, s[1:])
+		return
 	case s[0] != "dbs":
 	case n == 1:
 		switch r.Method {
@@ -277,6 +280,9 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 		case http.MethodDelete:
 			e.deleteContainer(w, s[1], s[3])
 			return
+		case http.MethodPut:
+			e.replaceContainer(w, r, s[1], s[3])
+			return
 		}
 	case n == 5 && s[4] == "pkranges":
 		if r.Method == http.MethodGet {
@@ -319,7 +325,7 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			return
 		}
 	}
-	writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("%s %s is not supported by the cfp emulator", r.Method, r.URL.Path), 0)
+	e.notSupported(w, r, "this operation")
 }
 
 func isQuery(r *http.Request) bool {
@@ -452,6 +458,10 @@ func (e *Emulator) createDatabase(w http.ResponseWriter, r *http.Request) {
 		e.fail(w, err)
 		return
 	}
+	if err := e.createOffer(r, "dbs/"+rec.RID+"/", rec.RID); err != nil {
+		e.fail(w, err)
+		return
+	}
 	out, _ := json.Marshal(dbBody(rec))
 	w.Header().Set("etag", rec.Etag)
 	writeJSON(w, http.StatusCreated, chargeWrite, out)
@@ -517,7 +527,27 @@ func (e *Emulator) createContainer(w http.ResponseWriter, r *http.Request, db st
 		e.fail(w, err)
 		return
 	}
+	if err := e.createOffer(r, "dbs/"+st.DBRID+"/colls/"+st.RID+"/", st.RID); err != nil {
+		e.fail(w, err)
+		return
+	}
 	e.writeColl(w, http.StatusCreated, chargeWrite, st)
+}
+
+// replaceContainer serves PUT on a container: a new definition (indexing policy, time to live,
+// ...) with the same partition key.
+func (e *Emulator) replaceContainer(w http.ResponseWriter, r *http.Request, db, coll string) {
+	b, err := readBody(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	st, err := e.store.replaceContainer(db, coll, b)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	e.writeColl(w, http.StatusOK, chargeWrite, st)
 }
 
 func (e *Emulator) readContainer(w http.ResponseWriter, db, coll string) {

@@ -1339,3 +1339,64 @@ func validID(id string) error {
 	}
 	return nil
 }
+
+// replaceContainer replaces a container's definition (indexing policy, time to live, unique
+// keys, ...) keeping its partition key, which cannot change (400 otherwise).
+func (s *store) replaceContainer(db, coll string, body []byte) (*collState, error) {
+	var props map[string]json.RawMessage
+	if err := json.Unmarshal(body, &props); err != nil {
+		return nil, badRequest("container definition is not a JSON object: %v", err)
+	}
+	var def containerDef
+	if err := json.Unmarshal(body, &def); err != nil {
+		return nil, badRequest("invalid container definition: %v", err)
+	}
+	if def.ID != coll {
+		return nil, badRequest("the id in the body (%q) differs from the container's (%q)", def.ID, coll)
+	}
+	defaultTTL, err := parseDefaultTTL(props["defaultTtl"])
+	if err != nil {
+		return nil, err
+	}
+	var st *collState
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		cur, _, err := loadColl(tx, db, coll)
+		if err != nil {
+			return err
+		}
+		var old map[string]json.RawMessage
+		if err := json.Unmarshal(cur.Props, &old); err != nil {
+			return fmt.Errorf("decode container definition: %w", err)
+		}
+		if def.PartitionKey != nil && len(def.PartitionKey.Paths) > 0 && strings.Join(def.PartitionKey.Paths, ",") != strings.Join(cur.Paths, ",") {
+			return badRequest("the partition key of a container cannot be changed")
+		}
+		props["partitionKey"] = old["partitionKey"]
+		if _, ok := props["indexingPolicy"]; !ok {
+			props["indexingPolicy"] = old["indexingPolicy"]
+		}
+		if defaultTTL == nil {
+			delete(props, "defaultTtl")
+		}
+		for k := range props {
+			if strings.HasPrefix(k, "_") {
+				delete(props, k)
+			}
+		}
+		b, err := json.Marshal(props)
+		if err != nil {
+			return err
+		}
+		cur.Props, cur.DefaultTTL, cur.Etag, cur.Ts = b, defaultTTL, newEtag(), s.now().Unix()
+		rec, err := json.Marshal(cur.collRecord)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketColls).Put(collKey(db, coll), rec); err != nil {
+			return err
+		}
+		st = cur
+		return nil
+	})
+	return st, err
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -161,6 +162,9 @@ func (s *Store) ListAll(ctx context.Context) ([]*Lease, error) {
 		}
 		out = append(out, l)
 	}
+	// The service returns query results in its own order (creation order within a partition,
+	// partition by partition): list in id order, so that listings are stable.
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 

@@ -48,6 +48,10 @@ func ResourceFromPath(path string) (resourceType, resourceLink string) {
 		return "", ""
 	}
 	segs := strings.Split(path, "/")
+	if len(segs) == 2 && segs[0] == "offers" {
+		// Offers are addressed by resource id: the link signed is the id, in lower case.
+		return "offers", strings.ToLower(segs[1])
+	}
 	if len(segs)%2 == 1 {
 		return segs[len(segs)-1], strings.Join(segs[:len(segs)-1], "/")
 	}

@@ -1,0 +1,83 @@
+package emulator_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+)
+
+func TestOffers_ManualAndAutoscaleReadAndReplace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	c := newClient(t, e, "")
+	manual := azcosmos.NewManualThroughputProperties(400)
+	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "db"}, &azcosmos.CreateDatabaseOptions{ThroughputProperties: &manual}); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := c.NewDatabase("db")
+	if r, err := db.ReadThroughput(ctx, nil); err != nil {
+		t.Fatalf("read database throughput: %v", err)
+	} else if n, ok := r.ThroughputProperties.ManualThroughput(); !ok || n != 400 {
+		t.Errorf("database throughput %d %v, want manual 400", n, ok)
+	}
+	more := azcosmos.NewManualThroughputProperties(700)
+	if r, err := db.ReplaceThroughput(ctx, more, nil); err != nil {
+		t.Fatalf("replace database throughput: %v", err)
+	} else if n, _ := r.ThroughputProperties.ManualThroughput(); n != 700 {
+		t.Errorf("replaced throughput %d, want 700", n)
+	}
+
+	auto := azcosmos.NewAutoscaleThroughputProperties(5000)
+	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "c", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}}},
+		&azcosmos.CreateContainerOptions{ThroughputProperties: &auto}); err != nil {
+		t.Fatal(err)
+	}
+	cc, _ := db.NewContainer("c")
+	if r, err := cc.ReadThroughput(ctx, nil); err != nil {
+		t.Fatalf("read container throughput: %v", err)
+	} else if n, ok := r.ThroughputProperties.AutoscaleMaxThroughput(); !ok || n != 5000 {
+		t.Errorf("container throughput %d %v, want autoscale 5000", n, ok)
+	}
+	auto = azcosmos.NewAutoscaleThroughputProperties(10000)
+	if _, err := cc.ReplaceThroughput(ctx, auto, nil); err != nil {
+		t.Fatalf("replace container throughput: %v", err)
+	}
+	if r, _ := cc.ReadThroughput(ctx, nil); r.ThroughputProperties != nil {
+		if n, _ := r.ThroughputProperties.AutoscaleMaxThroughput(); n != 10000 {
+			t.Errorf("after replace: autoscale %d, want 10000", n)
+		}
+	}
+}
+
+func TestContainerReplace_KeepsPartitionKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	ttl := int32(60)
+	r, err := cc.Replace(ctx, azcosmos.ContainerProperties{ID: "c", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}}, DefaultTimeToLive: &ttl}, nil)
+	if err != nil {
+		t.Fatalf("replace container: %v", err)
+	}
+	if got := r.ContainerProperties.DefaultTimeToLive; got == nil || *got != 60 {
+		t.Errorf("defaultTtl after replace = %v, want 60", got)
+	}
+	if _, err := cc.Replace(ctx, azcosmos.ContainerProperties{ID: "c", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/other"}}}, nil); statusOf(err) != http.StatusBadRequest {
+		t.Errorf("replace changing the partition key: %v, want 400", err)
+	}
+}
+
+func TestNotServed_Is400NotSupported(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{})
+	resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/users", nil, "")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "not supported by cfp emulator") {
+		t.Errorf("GET /dbs/db/users: %d %s, want 400 not supported by cfp emulator", resp.StatusCode, body)
+	}
+}
