@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +38,8 @@ type emulatorOptions struct {
 	// AcceptEmulatorTokens accepts the SDKs' Entra ID emulator tokens beyond loopback with the
 	// well-known key.
 	AcceptEmulatorTokens bool
+	// Retention is how long the operation log keeps operations; 0 keeps them for ever.
+	Retention time.Duration
 	// MaxOrderBy bounds the results an ORDER BY page keeps in memory.
 	MaxOrderBy int
 	// AllowWellKnownKey lets the gateway serve a non-loopback address with the well-known key.
@@ -65,6 +68,11 @@ type emulatorView struct {
 	DataDir          string `json:"data_dir"`
 	Partitions       int    `json:"partitions"`
 	PID              int    `json:"pid"`
+	// DataBytes is the size of the data directory's files when serving starts.
+	DataBytes int64 `json:"data_bytes"`
+	// Retention is how long the operation log keeps operations (all-versions feed), or
+	// "forever".
+	Retention string `json:"retention"`
 }
 
 const emulatorLong = `Serve the embedded Cosmos DB emulator on a socket, so that several cfp processes (and any
@@ -121,6 +129,9 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 			if opts.Partitions < 1 || opts.Partitions > 256 {
 				return usageErrorf("--partitions must be between 1 and 256, got %d", opts.Partitions)
 			}
+			if opts.Retention < 0 {
+				return usageErrorf("--retention must not be negative, got %s", opts.Retention)
+			}
 			if opts.MaxOrderBy < 1 {
 				return usageErrorf("--max-order-by must be at least 1, got %d", opts.MaxOrderBy)
 			}
@@ -140,6 +151,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.Data, "data", defaultLocalDir, "data `DIR` to serve (created if missing)")
 	fs.StringVar(&opts.Addr, "addr", defaultEmulatorAddr, "`HOST:PORT` to listen on (port 0: any free port)")
 	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
+	fs.DurationVar(&opts.Retention, "retention", emulator.DefaultLogRetention, "how long the operation log keeps every operation for the all-versions feed (`DURATION`; 0: for ever); older ones are compacted away")
 	fs.IntVar(&opts.MaxOrderBy, "max-order-by", emulator.DefaultMaxOrderByItems, "most results an ORDER BY query keeps in memory for one page (its offset plus its size, `N`); deeper pages answer 400")
 	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
@@ -231,7 +243,7 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 		return fmt.Errorf("data directory %s: %w", opts.Data, err)
 	}
 	emu, err := emulator.Open(emulator.Options{Dir: dir, Key: opts.Key, Partitions: opts.Partitions, Logger: f.Log, Fsync: opts.Fsync,
-		DefaultConsistency: opts.Consistency, MaxOrderByItems: opts.MaxOrderBy,
+		DefaultConsistency: opts.Consistency, MaxOrderByItems: opts.MaxOrderBy, LogRetention: logRetention(opts.Retention),
 		// The SDKs' emulator credentials prove only that the client knows the key: accept them
 		// where the well-known key is the point (loopback), or when asked.
 		AcceptEmulatorTokens: opts.AcceptEmulatorTokens || (opts.Key == "" && isLoopbackHost(listenHost(opts.Addr)))})
@@ -267,6 +279,8 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 		DataDir:     dir,
 		Partitions:  opts.Partitions,
 		PID:         os.Getpid(),
+		DataBytes:   dirBytes(dir),
+		Retention:   retentionString(opts.Retention),
 	}
 	if opts.Key == "" {
 		v.Key = auth.WellKnownKey
@@ -310,6 +324,8 @@ func fillEmulatorTable(t *render.Table, ios *render.IOStreams, v emulatorView, o
 	}
 	t.Row("data directory", v.DataDir)
 	t.Row("partitions", strconv.Itoa(v.Partitions))
+	t.Row("data size", humanBytes(v.DataBytes))
+	t.Row("all-versions retention", v.Retention)
 }
 
 // listenHost returns the host part of a listen address ("" for ":8081").
@@ -375,4 +391,49 @@ func explainLocked(err error) error {
 		return &heldDirError{LockedError: le}
 	}
 	return err
+}
+
+// logRetention maps --retention (0: for ever) to emulator.Options.LogRetention (negative: for
+// ever).
+func logRetention(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+func retentionString(d time.Duration) string {
+	if d == 0 {
+		return "forever"
+	}
+	return d.String()
+}
+
+// dirBytes is the total size of the regular files directly in dir (0 when unreadable).
+func dirBytes(dir string) int64 {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, en := range entries {
+		if fi, err := en.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// humanBytes renders a size for a terminal: 512 B, 1.5 MB (powers of 1024).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "KMGTPE"[exp])
 }

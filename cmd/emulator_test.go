@@ -123,6 +123,9 @@ func TestEmulator_CustomKeyFileIsNeverPrinted(t *testing.T) {
 	if v.Type != "serving" || v.KeySource != "--key-file "+keyFile || v.Key != "" || v.ConnectionString != "" {
 		t.Errorf("view = %+v, want type serving, keySource --key-file, no key or connection string", v)
 	}
+	if v.DataBytes <= 0 || v.Retention != "24h0m0s" {
+		t.Errorf("view data_bytes %d, retention %q; want the data file's size and the default retention", v.DataBytes, v.Retention)
+	}
 	if !regexp.MustCompile(`^http://127\.0\.0\.1:[1-9]\d*/$`).MatchString(v.Endpoint) {
 		t.Errorf("endpoint %q is not the real loopback port", v.Endpoint)
 	}
@@ -158,6 +161,8 @@ func TestEmulator_TableOnATerminalAndNonLoopbackWarning(t *testing.T) {
 		`(?m)^key\s+` + regexp.QuoteMeta(auth.WellKnownKey) + `$`,
 		`(?m)^connection string\s+AccountEndpoint=http://localhost:\d+/;AccountKey=` + regexp.QuoteMeta(auth.WellKnownKey) + `;$`,
 		`(?m)^partitions\s+2$`,
+		`(?m)^data size\s+\d+(\.\d)? [KMG]?B$`,
+		`(?m)^all-versions retention\s+24h0m0s$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("stdout does not match %s:\n%s", re, out)

@@ -79,6 +79,11 @@ func (s *store) changeFeedAll(db, coll string, req feedRequest) (feedPage, error
 			}
 			sources = append(sources, uint32(n))
 		}
+		for _, src := range sources {
+			if since < logFloor(cb, src) {
+				return errBeforeRetention(s.logRetention)
+			}
+		}
 		log := cb.Bucket(bucketLog)
 		var pkPrefix []byte
 		if req.PK != "" {

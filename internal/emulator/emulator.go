@@ -84,6 +84,10 @@ type Options struct {
 	// page's offset plus its size. A page deeper than that is refused with a 400. Default:
 	// DefaultMaxOrderByItems.
 	MaxOrderByItems int
+	// LogRetention is how long the operation log keeps each operation for the all-versions
+	// feed; the sweeper compacts older records (see CompactLog), and an all-versions read from
+	// before them is refused. Negative keeps the log for ever. Default: DefaultLogRetention.
+	LogRetention time.Duration
 }
 
 // DefaultMaxOrderByItems is Options.MaxOrderByItems when zero.
@@ -111,6 +115,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
+	}
+	if o.LogRetention == 0 {
+		o.LogRetention = DefaultLogRetention
 	}
 	if o.MaxOrderByItems == 0 {
 		o.MaxOrderByItems = DefaultMaxOrderByItems
@@ -255,6 +262,9 @@ func openStore(opts Options, path string) (db *bolt.DB, st *store, err error) {
 		return nil, nil, fmt.Errorf("open emulator data %s: %w", opts.Dir, err)
 	}
 	st, err = newStore(db, opts.Dir, opts.Now, opts.Partitions)
+	if st != nil {
+		st.logRetention = opts.LogRetention
+	}
 	return db, st, err
 }
 

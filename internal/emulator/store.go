@@ -30,7 +30,9 @@ import (
 //	    lsn                   <range id u32>           -> u64, the partition's LSN counter
 //	    items                 <item key>               -> item (header + body with system properties)
 //	    latest                <range id u32><lsn u64>  -> item key: the latest version of each live item
-//	    log                   <range id u32><lsn u64>  -> operation record (every write, for all-versions/TTL)
+//	    log                   <range id u32><lsn u64>  -> operation record (every write, for all-versions/TTL),
+//	                                                      kept for Options.LogRetention (retention.go)
+//	    logfloor              <range id u32>           -> u64, the newest LSN compacted out of log
 //	    seq                   "doc"                    -> u64, document RID counter
 //
 // The item key is <u16 len><canonical partition key><id>, so one logical partition is a key prefix.
@@ -173,6 +175,8 @@ type store struct {
 	commits    *committer
 	now        func() time.Time
 	partitions int
+	// logRetention is Options.LogRetention, for the error of a read from before it.
+	logRetention time.Duration
 }
 
 func newStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
@@ -323,8 +327,8 @@ func (o opKind) String() string {
 }
 
 // logRecord is one entry of a partition's operation log, the source of the all-versions feed.
-// The log is kept for the life of the container: the service bounds it by the account's
-// continuous-backup retention, the emulator does not.
+// The service bounds the log by the account's continuous-backup retention; the emulator keeps
+// it for Options.LogRetention.
 type logRecord struct {
 	Op      string          `json:"op"`
 	Key     []byte          `json:"key"`

@@ -247,6 +247,13 @@ func (e *Emulator) sweep(ctx context.Context, interval time.Duration) {
 		if n > 0 {
 			e.log.Debug("deleted expired items", "count", n)
 		}
+		if n, err := e.CompactLog(); err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("compact the operation log", "err", err)
+			}
+		} else if n > 0 {
+			e.log.Debug("compacted the operation log", "records", n)
+		}
 	}
 }
 
