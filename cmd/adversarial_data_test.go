@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -304,5 +305,23 @@ func TestAdversarial_TailPartitionKey(t *testing.T) {
 			code: 0, stdout: []string{`^\{[^\n]*"id":"empty-key","pk":""\}\n$`}},
 		{name: "the right key still works", setup: seeded, args: append(tail, "--partition-key", "p1", "--jq", ".id"),
 			code: 0, stdout: []string{`^(d(1|4|7|10)\n){4}$`}},
+	})
+}
+
+func TestAdversarial_EndlessFiles(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	withLeases := func(t *testing.T, dir string) []string { bootstrapLeases(t, dir, "orders-proj"); return nil }
+	runAdversarial(t, []adversarialCase{
+		{name: "tail --from @/dev/zero", args: []string{"tail", "-d", "shop", "-c", "orders", "--from", "@/dev/zero"}, setup: withLeases,
+			code: 1, stderr: []string{`(?m)^cfp: read tail state: /dev/zero is larger than 64 MiB$`}},
+		{name: "replay-from @/dev/zero", args: []string{"replay-from", "@/dev/zero", "-d", "shop", "-c", "orders", "-p", "orders-proj"}, setup: withLeases,
+			code: 2, stderr: []string{`(?m)^cfp: read tail state: /dev/zero is larger than 64 MiB$`}},
+		{name: "leases import /dev/zero", args: []string{"leases", "import", "/dev/zero", "-d", "shop"}, setup: withLeases,
+			code: 1, stderr: []string{`(?m)^cfp: read export: /dev/zero is larger than 64 MiB$`}},
+		{name: "leases reset --from-file /dev/zero", args: []string{"leases", "reset", "--from-file", "/dev/zero", "-d", "shop", "-c", "orders", "-p", "orders-proj"}, setup: withLeases,
+			code: 1, stderr: []string{`(?m)^cfp: read --from-file: /dev/zero is larger than 64 MiB$`}},
 	})
 }

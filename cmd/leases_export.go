@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/lineio"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -74,6 +74,10 @@ func runLeasesExport(ctx context.Context, opts *leasesExportOptions) error {
 	return nil
 }
 
+// maxExportFile bounds a lease export read by leases import and reset --from-file: an export
+// of 10,000 leases is about 10 MiB.
+const maxExportFile = 64 << 20
+
 type leasesImportOptions struct {
 	f *factory
 	mutationFlags
@@ -130,9 +134,9 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 	}
 	var b []byte
 	if opts.File == "-" {
-		b, err = io.ReadAll(f.IO.In)
+		b, err = lineio.ReadAll(f.IO.In, "standard input", maxExportFile)
 	} else {
-		b, err = os.ReadFile(opts.File)
+		b, err = lineio.ReadFile(opts.File, maxExportFile)
 	}
 	if err != nil {
 		return fmt.Errorf("read export: %w", err)

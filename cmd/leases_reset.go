@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/lineio"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -374,7 +374,7 @@ func parseExport(name string, b []byte) (leases.Export, error) {
 
 // exportContinuations reads an export file and returns each lease token's continuation.
 func exportContinuations(name string) (map[string]string, error) {
-	b, err := os.ReadFile(name)
+	b, err := lineio.ReadFile(name, maxExportFile)
 	if err != nil {
 		return nil, fmt.Errorf("read --from-file: %w", err)
 	}

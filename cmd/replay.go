@@ -16,6 +16,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/lineio"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -163,7 +164,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	}
 	var stateBytes []byte
 	if state != nil {
-		if stateBytes, err = os.ReadFile(strings.TrimPrefix(strings.TrimSpace(o.From), "@")); err != nil {
+		if stateBytes, err = lineio.ReadFile(strings.TrimPrefix(strings.TrimSpace(o.From), "@"), feed.MaxTailStateFile); err != nil {
 			return fmt.Errorf("read tail state: %w", err)
 		}
 		if start, err = stateStart(state, now); err != nil {

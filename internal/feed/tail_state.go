@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/lineio"
 )
 
 // ParseTailFrom parses tail's --from: everything ParseStart accepts, or "@FILE" to resume from a
@@ -27,9 +29,13 @@ func ParseTailFrom(s string, now time.Time) (StartFrom, *TailState, error) {
 	return start, nil, err
 }
 
+// MaxTailStateFile bounds the size of a state file ReadTailState reads: one range takes about
+// 200 bytes, so this is room for far more ranges than a container has.
+const MaxTailStateFile = 64 << 20
+
 // ReadTailState reads and checks a state file.
 func ReadTailState(path string) (*TailState, error) {
-	b, err := os.ReadFile(path)
+	b, err := lineio.ReadFile(path, MaxTailStateFile)
 	if err != nil {
 		return nil, fmt.Errorf("read tail state: %w", err)
 	}

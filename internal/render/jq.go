@@ -36,7 +36,10 @@ func CompileQuery(expr string) (*Query, error) {
 func (q *Query) String() string { return q.src }
 
 // Run evaluates the query on v (any value encoding/json can marshal) and writes each result on
-// its own line: strings raw, like jq -r, everything else as compact JSON.
+// its own line as soon as it is produced (one Write per line): strings raw, like jq -r,
+// everything else as compact JSON. Results are never collected, so an expression with many or
+// endless results ('.[]' on a large array, 'range(infinite)') streams in bounded memory; the
+// results written before an error stay written.
 func (q *Query) Run(ctx context.Context, w io.Writer, v any) error {
 	in, err := toGeneric(v)
 	if err != nil {
@@ -45,6 +48,9 @@ func (q *Query) Run(ctx context.Context, w io.Writer, v any) error {
 	iter := q.code.RunWithContext(ctx, in)
 	var buf bytes.Buffer
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		out, ok := iter.Next()
 		if !ok {
 			break
@@ -66,9 +72,12 @@ func (q *Query) Run(ctx context.Context, w io.Writer, v any) error {
 			buf.Write(b)
 		}
 		buf.WriteByte('\n')
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		buf.Reset()
 	}
-	_, err = w.Write(buf.Bytes())
-	return err
+	return nil
 }
 
 // toGeneric turns v into the plain maps, slices, strings, json.Numbers, bools and nils that

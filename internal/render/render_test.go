@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -318,5 +319,50 @@ func TestStatus(t *testing.T) {
 	want := "\r\x1b[Kreading 1" + "\r\x1b[Ka very long" + "\r\x1b[Klease 0 acquired\n"
 	if got := errOut.String(); got != want {
 		t.Errorf("tty: stderr = %q, want %q", got, want)
+	}
+}
+
+// cancelAfter is a writer that counts its writes and cancels a context after n of them.
+type cancelAfter struct {
+	n      int
+	lines  []string
+	cancel context.CancelFunc
+}
+
+func (w *cancelAfter) Write(p []byte) (int, error) {
+	w.lines = append(w.lines, string(p))
+	if len(w.lines) == w.n {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+func TestQuery_StreamsResults(t *testing.T) {
+	t.Parallel()
+	// Results written before an error stay written, one line per write.
+	q, err := CompileQuery(`.[] | if . == 3 then error("boom") else . end`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &cancelAfter{n: -1, cancel: func() {}}
+	if err := q.Run(context.Background(), w, []int{1, 2, 3, 4}); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("Run = %v, want the expression's error", err)
+	}
+	if strings.Join(w.lines, "") != "1\n2\n" || len(w.lines) != 2 {
+		t.Errorf("written before the error: %q, want the lines 1 and 2, one write each", w.lines)
+	}
+	// An endless expression streams: the writer sees results while it runs, and ends it.
+	q, err = CompileQuery(`range(infinite)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w = &cancelAfter{n: 5, cancel: cancel}
+	if err := q.Run(ctx, w, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if len(w.lines) != 5 || w.lines[4] != "4\n" {
+		t.Errorf("lines %q, want 0..4", w.lines)
 	}
 }

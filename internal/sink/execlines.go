@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +8,11 @@ import (
 	"io"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/lineio"
 )
 
 // ExecLines keeps one long-lived child per lease, started with `sh -c Command`, and talks to it
@@ -19,14 +20,20 @@ import (
 // CFP_RANGE and CFP_OWNER, and loses the account secrets of secretEnv (COSMOS_KEY,
 // COSMOS_CONNECTION_STRING, CFP_LEASE_KEY, CFP_LEASE_CONNECTION_STRING).
 //
-// The host writes one JSON object per line to the child's stdin:
+// The host writes one JSON object per line to the child's stdin, each with an "id" that grows
+// with every message (never reused, across restarts of a child too):
 //
-//	{"type":"initialize","lease":"0","range":"-05C1DFFFFFFFFC","owner":"host-1","continuation":"\"41\""}
-//	{"type":"batch","lease":"0","range":"-05C1DFFFFFFFFC","continuation":"\"57\"","attempt":1,"items":[{...},{...}]}
-//	{"type":"lease-lost","lease":"0"}
-//	{"type":"shutdown","lease":"0","reason":"shutdown"}
+//	{"id":1,"type":"initialize","lease":"0","range":"-05C1DFFFFFFFFC","owner":"host-1","continuation":"\"41\""}
+//	{"id":2,"type":"batch","lease":"0","range":"-05C1DFFFFFFFFC","continuation":"\"57\"","attempt":1,"items":[{...},{...}]}
+//	{"id":3,"type":"lease-lost","lease":"0"}
+//	{"id":4,"type":"shutdown","lease":"0","reason":"shutdown"}
 //
-// and waits for exactly one answer, a JSON line on the child's stdout, to each:
+// and waits for exactly one answer, a JSON line on the child's stdout, to each. An answer
+// should echo the message's "id" ({"id":2,"type":"checkpoint"}): the host accepts only the
+// answer to the message in flight and drops (with a line on Stderr) a duplicate or a late
+// answer. An answer without "id" is accepted when a message is in flight and no answer to it
+// was read yet, so older children keep working; a duplicate they write is dropped only when
+// it is read before the next message is sent. The answers:
 //
 //	{"type":"checkpoint"}           batch processed: checkpoint through it now; to shutdown:
 //	                                checkpoint the batches answered "done" before the lease is released
@@ -64,11 +71,16 @@ type ExecLines struct {
 	mu       sync.Mutex
 	children map[string]*child
 	stderr   io.Writer
+	// lastID is the id of the last message sent to any child.
+	lastID atomic.Uint64
 }
 
 var _ feed.LeaseHandler = (*ExecLines)(nil)
 
 type hostMessage struct {
+	// ID numbers the message: unique and increasing within an ExecLines, across restarts of
+	// its children.
+	ID           uint64            `json:"id"`
 	Type         string            `json:"type"`
 	Lease        string            `json:"lease"`
 	Range        string            `json:"range,omitempty"`
@@ -80,6 +92,8 @@ type hostMessage struct {
 }
 
 type childAnswer struct {
+	// ID is the id of the message answered; 0 when the child does not send one.
+	ID      uint64 `json:"id"`
 	Type    string `json:"type"`
 	Message string `json:"message"`
 }
@@ -94,6 +108,10 @@ type child struct {
 	eof     chan struct{} // closed when the child's stdout is closed
 	quit    chan struct{} // closed when the host stops listening
 	cancel  context.CancelFunc
+
+	// mu guards inFlight, the id of the message the host waits for an answer to (0: none).
+	mu       sync.Mutex
+	inFlight uint64
 
 	stopOnce sync.Once
 	stopErr  error
@@ -281,16 +299,46 @@ func (x *ExecLines) start(ctx context.Context, token string, rng feed.Range, own
 }
 
 // listen reads the child's stdout until it closes, forwarding answers to c.answers and other
-// lines to stderr.
+// lines to stderr. An answer is forwarded only when it answers the message in flight: with an
+// id, that message's id; without one (children written before ids existed), any answer read
+// while a message is in flight. Others (a duplicate, a late answer to an earlier message, an
+// answer while nothing was asked) are reported on stderr and dropped, so they can never
+// checkpoint a batch the child did not process. Lines are read through a limit: a line over
+// lineio.MaxLine is skipped, and output without line ends is drained and discarded.
 func (x *ExecLines) listen(c *child, stdout io.Reader) {
 	defer close(c.eof)
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
-	for sc.Scan() {
+	r := lineio.NewReader(stdout)
+	for {
+		line, err := r.Next()
+		var tooLong *lineio.TooLongError
+		switch {
+		case errors.Is(err, io.EOF):
+			return
+		case errors.As(err, &tooLong):
+			fmt.Fprintf(x.stderr, "cfp: child output line %d skipped: %v\n", r.Line(), err)
+			continue
+		case err != nil:
+			fmt.Fprintf(x.stderr, "cfp: child output ignored from line %d on: %v\n", r.Line(), err)
+			_, _ = io.Copy(io.Discard, stdout)
+			return
+		}
 		var a childAnswer
-		if json.Unmarshal(sc.Bytes(), &a) != nil || (a.Type != "done" && a.Type != "checkpoint" && a.Type != "error") {
-			line := append(append([]byte(nil), sc.Bytes()...), '\n')
+		if json.Unmarshal(line, &a) != nil || (a.Type != "done" && a.Type != "checkpoint" && a.Type != "error") {
+			if line[len(line)-1] != '\n' {
+				line = append(line, '\n')
+			}
 			_, _ = x.stderr.Write(line)
+			continue
+		}
+		c.mu.Lock()
+		want := c.inFlight
+		ok := want != 0 && (a.ID == 0 || a.ID == want)
+		if ok {
+			c.inFlight = 0 // one answer per message: a second one is a duplicate
+		}
+		c.mu.Unlock()
+		if !ok {
+			fmt.Fprintf(x.stderr, "cfp: child answer %q to message %d dropped: %s\n", a.Type, a.ID, answerMismatch(want))
 			continue
 		}
 		select {
@@ -298,12 +346,29 @@ func (x *ExecLines) listen(c *child, stdout io.Reader) {
 		case <-c.quit: // nobody listens any more: keep draining so the child never blocks
 		}
 	}
-	_, _ = io.Copy(io.Discard, stdout)
+}
+
+func answerMismatch(want uint64) string {
+	if want == 0 {
+		return "no message is waiting for an answer"
+	}
+	return fmt.Sprintf("the message waiting for an answer is %d", want)
 }
 
 // ask sends one message and waits for the answer, the child's exit or the end of ctx (which
 // stops the child: its state is unknown after an abandoned message).
 func (x *ExecLines) ask(ctx context.Context, token string, c *child, m hostMessage) (childAnswer, error) {
+	m.ID = x.lastID.Add(1)
+	c.mu.Lock()
+	c.inFlight = m.ID
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.inFlight == m.ID {
+			c.inFlight = 0
+		}
+		c.mu.Unlock()
+	}()
 	line, err := json.Marshal(m)
 	if err != nil {
 		return childAnswer{}, fmt.Errorf("encode %s message for lease %s: %w", m.Type, token, err)
