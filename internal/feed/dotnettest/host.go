@@ -1085,6 +1085,9 @@ func (h *Host) runProcessor(ctx context.Context, l *lease) error {
 				if err := h.opts.Handle(ctx, Batch{Token: l.LeaseToken, Items: page.Items, Continuation: page.Continuation}); err != nil {
 					return fmt.Errorf("observer: %w", err)
 				}
+				if h.isKilled() {
+					return ctx.Err() // a killed process writes nothing more
+				}
 				// The checkpoint after a processed batch is not cancelled by a shutdown.
 				n, err := h.checkpoint(context.WithoutCancel(ctx), cp, page.Continuation)
 				if err != nil {
