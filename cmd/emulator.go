@@ -73,6 +73,8 @@ type emulatorView struct {
 	// Retention is how long the operation log keeps operations (all-versions feed), or
 	// "forever".
 	Retention string `json:"retention"`
+	// ReadOnly is true when the disk was full at start: reads are served, writes answer 403.
+	ReadOnly bool `json:"read_only"`
 }
 
 const emulatorLong = `Serve the embedded Cosmos DB emulator on a socket, so that several cfp processes (and any
@@ -281,6 +283,10 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 		PID:         os.Getpid(),
 		DataBytes:   dirBytes(dir),
 		Retention:   retentionString(opts.Retention),
+		ReadOnly:    emu.ReadOnly(),
+	}
+	if v.ReadOnly {
+		f.warnf("the disk holding %s is full: serving it read-only (writes answer 403); free some space and restart", dir)
 	}
 	if opts.Key == "" {
 		v.Key = auth.WellKnownKey

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -88,6 +89,21 @@ type Options struct {
 	// feed; the sweeper compacts older records (see CompactLog), and an all-versions read from
 	// before them is refused. Negative keeps the log for ever. Default: DefaultLogRetention.
 	LogRetention time.Duration
+
+	// simulateDiskFull makes Open meet a full disk (tests): the data file cannot be
+	// initialised and the holder file is created but not written.
+	simulateDiskFull bool
+}
+
+// writeToFullDisk does what os.WriteFile does on a full disk: it creates the file and fails
+// to write it.
+func writeToFullDisk(name string, _ []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_ = f.Close()
+	return &os.PathError{Op: "write", Path: name, Err: syscall.ENOSPC}
 }
 
 // DefaultMaxOrderByItems is Options.MaxOrderByItems when zero.
@@ -223,10 +239,16 @@ func Open(opts Options) (*Emulator, error) {
 	e := &Emulator{opts: opts, key: key, db: db, store: st, log: opts.Logger, timeouts: defaultServeTimeouts}
 	e.faults.init()
 	if err := e.writeHolder(); err != nil {
-		_ = db.Close()
-		return nil, err
+		if !st.readOnly {
+			_ = db.Close()
+			return nil, err
+		}
+		e.log.Warn("serving read-only without a holder file", "err", err)
 	}
-	if opts.TTLSweepInterval > 0 {
+	if st.readOnly {
+		e.log.Warn("the disk holding the data directory is full: serving it read-only", "dir", opts.Dir)
+	}
+	if opts.TTLSweepInterval > 0 && !st.readOnly {
 		ctx, cancel := context.WithCancel(context.Background())
 		e.stopSweep = cancel
 		e.sweeping.Go(func() { e.sweep(ctx, opts.TTLSweepInterval) })
@@ -258,15 +280,50 @@ func openStore(opts Options, path string) (db *bolt.DB, st *store, err error) {
 	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 		return nil, nil, &CorruptError{Dir: opts.Dir, Reason: fmt.Sprintf("%s: %v", path, err)}
 	}
+	if errors.Is(err, syscall.ENOSPC) {
+		if fi, serr := os.Stat(path); serr == nil && fi.Size() == 0 {
+			_ = os.Remove(path) // created by this Open, never written: leave nothing behind
+		}
+		return nil, nil, fmt.Errorf("open emulator data %s: the disk is full, and a new data file cannot be created: %w", opts.Dir, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("open emulator data %s: %w", opts.Dir, err)
 	}
-	st, err = newStore(db, opts.Dir, opts.Now, opts.Partitions)
+	if opts.simulateDiskFull {
+		err = fmt.Errorf("initialise emulator data: %w", syscall.ENOSPC)
+	} else {
+		st, err = newStore(db, opts.Dir, opts.Now, opts.Partitions)
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		// A full disk: serve what is there, read-only.
+		_ = db.Close()
+		db = nil
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, ReadOnly: true, FreelistType: bolt.FreelistMapType})
+		if err != nil {
+			return nil, nil, fmt.Errorf("open emulator data %s read-only: %w", opts.Dir, err)
+		}
+		st, err = openReadOnlyStore(db, opts.Dir, opts.Now, opts.Partitions)
+	}
 	if st != nil {
 		st.logRetention = opts.LogRetention
 	}
 	return db, st, err
 }
+
+// errDiskFull is the answer to a write on an emulator that serves read-only because its disk
+// is full, or that runs out of space while serving.
+func errDiskFull(dir string) error {
+	return &forbiddenError{msg: fmt.Sprintf("the cfp emulator cannot write to %s: its disk is full (it serves reads only); free some space and restart it", dir)}
+}
+
+// forbiddenError is answered with 403 Forbidden (substatus 0, which the SDKs do not retry).
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
+
+// ReadOnly reports whether the emulator serves its data read-only, because its disk was full
+// when it opened: reads are served, writes answer 403.
+func (e *Emulator) ReadOnly() bool { return e.store.readOnly }
 
 // Dir returns the data directory.
 func (e *Emulator) Dir() string { return e.opts.Dir }
@@ -319,7 +376,12 @@ func (e *Emulator) writeHolder() error {
 	}
 	path := filepath.Join(e.opts.Dir, holderFileName)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	write := os.WriteFile
+	if e.opts.simulateDiskFull {
+		write = writeToFullDisk
+	}
+	if err := write(tmp, b, 0o644); err != nil {
+		_ = os.Remove(tmp) // a full disk leaves the file created and empty
 		return fmt.Errorf("write holder file: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

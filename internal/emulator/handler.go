@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -367,6 +368,8 @@ func (e *Emulator) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusGone, "Gone", "The requested partition key range is gone (split or merged); refresh the partition key ranges.", 1002)
 	case errors.As(err, &bre):
 		writeError(w, http.StatusBadRequest, "BadRequest", bre.msg, bre.substatus)
+	case errors.Is(err, berrors.ErrDatabaseReadOnly) || errors.Is(err, syscall.ENOSPC):
+		writeError(w, http.StatusForbidden, "Forbidden", errDiskFull(e.opts.Dir).Error(), 0)
 	case errors.Is(err, berrors.ErrDatabaseNotOpen):
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the emulator is closed", 0)
 	default:

@@ -177,6 +177,28 @@ type store struct {
 	partitions int
 	// logRetention is Options.LogRetention, for the error of a read from before it.
 	logRetention time.Duration
+	// readOnly is set when the data file was opened read-only (a full disk).
+	readOnly bool
+}
+
+// openReadOnlyStore is newStore for a data file opened read-only: it checks the format and
+// creates nothing; every write fails with bbolt's ErrDatabaseReadOnly.
+func openReadOnlyStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
+	err := db.View(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketDBs, bucketColls, bucketData} {
+			if tx.Bucket(name) == nil {
+				return fmt.Errorf("the data file has no %s bucket", name)
+			}
+		}
+		if v := tx.Bucket(bucketMeta).Get([]byte("format")); string(v) != "1" {
+			return fmt.Errorf("unsupported data format %q", v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open emulator data read-only: %w", err)
+	}
+	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, partitions: partitions, readOnly: true}, nil
 }
 
 func newStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
