@@ -289,6 +289,9 @@ func TestDiscover_JavaNamePrefixes(t *testing.T) {
 	if name, ok := leases.ProcessorName(prefix, "myaccount.documents.azure.com", leases.Monitored{Database: "shop_eu", Container: "order_items"}); !ok || name != "billing" {
 		t.Errorf("ProcessorName = %q, %v; want billing (Java keeps the host's case)", name, ok)
 	}
+	if got := leases.Discover(docs, leases.Monitored{Database: "shop_eu"}); got[0].Database != "shop_eu" || got[0].Container != "order_items" {
+		t.Errorf("with the database name only: %+v, want database shop_eu, container order_items", got[0])
+	}
 	if got := leases.Discover(docs); got[0].Database == "shop_eu" {
 		t.Errorf("without known names the split is at the last underscores: %+v", got[0])
 	}

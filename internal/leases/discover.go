@@ -48,8 +48,9 @@ type Monitored struct {
 // Discover groups every lease and marker document of a lease container by prefix, sorted by
 // prefix; cfp's host presence records count as markers. Documents that are neither are
 // ignored. A prefix is split into processor, host, database and container at its last two
-// underscores, unless it ends with "_<database>_<container>" of one of known: names may
-// contain underscores, rids never do.
+// underscores, unless it ends with "_<database>_<container>" of one of known (or holds
+// "_<database>_" when known names only the database): names may contain underscores, rids
+// never do.
 func Discover(docs []Document, known ...Monitored) []ProcessorInfo {
 	byPrefix := map[string]*ProcessorInfo{}
 	get := func(prefix string) *ProcessorInfo {
@@ -122,14 +123,18 @@ var localHosts = []string{"localhost", "127.0.0.1", "host.docker.internal", "[::
 func newProcessorInfo(prefix string, known ...Monitored) *ProcessorInfo {
 	p := &ProcessorInfo{Prefix: prefix, Families: map[Family]int{}}
 	for _, k := range known {
-		if k.Database == "" || k.Container == "" {
+		if k.Database == "" {
 			continue
 		}
-		if rest, ok := strings.CutSuffix(prefix, "_"+k.Database+"_"+k.Container); ok && rest != "" {
-			p.Database, p.Container, p.ProcessorHost = k.Database, k.Container, rest
-			p.ByName = !looksLikeRid(p.Database) || !looksLikeRid(p.Container)
-			p.Processor = processorOnLocalHost(rest)
-			return p
+		if k.Container != "" {
+			if rest, ok := strings.CutSuffix(prefix, "_"+k.Database+"_"+k.Container); ok && rest != "" {
+				return p.named(rest, k.Database, k.Container)
+			}
+			continue
+		}
+		// Only the database is known: the container is what follows it.
+		if i := strings.LastIndex(prefix, "_"+k.Database+"_"); i > 0 && i+len(k.Database)+2 < len(prefix) {
+			return p.named(prefix[:i], k.Database, prefix[i+len(k.Database)+2:])
 		}
 	}
 	i := strings.LastIndexByte(prefix, '_')
@@ -145,6 +150,14 @@ func newProcessorInfo(prefix string, known ...Monitored) *ProcessorInfo {
 	p.ProcessorHost = rest
 	p.ByName = !looksLikeRid(p.Database) || !looksLikeRid(p.Container)
 	p.Processor = processorOnLocalHost(rest)
+	return p
+}
+
+// named fills p from a prefix split into "<processor><host>", database and container.
+func (p *ProcessorInfo) named(processorHost, database, container string) *ProcessorInfo {
+	p.Database, p.Container, p.ProcessorHost = database, container, processorHost
+	p.ByName = !looksLikeRid(database) || !looksLikeRid(container)
+	p.Processor = processorOnLocalHost(processorHost)
 	return p
 }
 
