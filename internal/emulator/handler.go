@@ -314,6 +314,10 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			return
 		}
 	case n == 6:
+		if status, msg := routedIDRule(s[5]); status != 0 {
+			writeError(w, status, http.StatusText(status), msg, 0)
+			return
+		}
 		switch r.Method {
 		case http.MethodGet:
 			e.readItem(w, r, s[1], s[3], s[5])
@@ -327,6 +331,20 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 		}
 	}
 	e.notSupported(w, r, "this operation")
+}
+
+// routedIDRule answers as the service's routing gateway does for an item addressed by an id it
+// cannot route (the item can still be created, and read through a query): a control character
+// is 400; trailing whitespace, '/', '\\', '#' and '%' are 401, because the gateway trims and
+// unescapes the path before it checks the signature. It returns 0 for an id it routes.
+func routedIDRule(id string) (int, string) {
+	if strings.ContainsAny(id, "\r\n\t") {
+		return http.StatusBadRequest, "The request URL contains a control character in the resource id; address this item through a query"
+	}
+	if strings.TrimRight(id, " ") != id || strings.ContainsAny(id, "/\\#%") {
+		return http.StatusUnauthorized, "The input authorization token can't serve the request: the gateway could not route the resource id (trailing whitespace, '/', '\\', '#' or '%'); address this item through a query"
+	}
+	return 0, ""
 }
 
 func isQuery(r *http.Request) bool {
@@ -716,7 +734,7 @@ func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (in
 			return 0, writeResult{}, badRequest("the request body is not a JSON object")
 		}
 		docID, _ := doc["id"].(string)
-		if err := validID(docID); err != nil {
+		if err := validItemID(docID); err != nil {
 			return 0, writeResult{}, err
 		}
 		comps = epk.FromDocument(doc, st.Paths)

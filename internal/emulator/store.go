@@ -1366,6 +1366,19 @@ func validID(id string) error {
 	return nil
 }
 
+// validItemID checks a document id as the service does at creation: any character is accepted
+// (ids with '/', '\\', '#' or trailing whitespace are created, but the routing gateway cannot
+// address them by URL afterwards: routedIDRule).
+func validItemID(id string) error {
+	if id == "" {
+		return badRequest("the id is missing or empty")
+	}
+	if len(id) > 255 {
+		return badRequest("the id is longer than 255 characters")
+	}
+	return nil
+}
+
 // replaceContainer replaces a container's definition (indexing policy, time to live, unique
 // keys, ...) keeping its partition key, which cannot change (400 otherwise).
 func (s *store) replaceContainer(db, coll string, body []byte) (*collState, error) {
