@@ -10,7 +10,9 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand("", newConfigCmd) }
+func init() {
+	registerCommand("", func(f *factory) *cobra.Command { return addTimeoutFlag(f, newConfigCmd(f), nil) })
+}
 
 type configOptions struct {
 	f     *factory

@@ -20,6 +20,7 @@ type emulatorFaultsOptions struct {
 	Count          int
 	Fraction       float64
 	ChangeFeedOnly bool
+	IncludeAccount bool
 	Clear          bool
 }
 
@@ -37,8 +38,8 @@ func newEmulatorFaultsCmd(f *factory) *cobra.Command {
 to test how processors and tools behave when Cosmos DB throttles (429 with a retry-after),
 fails (500), is unavailable (503) or reports a partition gone (410), or is slow (--latency).
 
-A rule applies to data-plane requests (everything under /dbs; never to the account read or
-the admin API), to the next --count requests or to a --fraction of them, or to all of them
+A rule applies to data-plane requests (everything under /dbs, and the account read that
+clients send first with --include-account; never to the admin API), to the next --count requests or to a --fraction of them, or to all of them
 until --clear. Rules are checked in the order they were added; they live in the serving
 process and end with it.`,
 		Example: `  # Throttle the next 20 requests
@@ -68,8 +69,9 @@ process and end with it.`,
 	fs.IntVar(&opts.Count, "count", 0, "apply to the next `N` matching requests only (0: no limit)")
 	fs.Float64Var(&opts.Fraction, "fraction", 0, "apply to this `FRACTION` (0..1] of matching requests (0: all)")
 	fs.BoolVar(&opts.ChangeFeedOnly, "change-feed-only", false, "apply to change-feed reads only")
+	fs.BoolVar(&opts.IncludeAccount, "include-account", false, "apply to the account read (GET /) too")
 	fs.BoolVar(&opts.Clear, "clear", false, "remove every fault rule")
-	for _, name := range []string{"status", "substatus", "retry-after", "latency", "count", "fraction", "change-feed-only"} {
+	for _, name := range []string{"status", "substatus", "retry-after", "latency", "count", "fraction", "change-feed-only", "include-account"} {
 		c.MarkFlagsMutuallyExclusive("clear", name)
 	}
 	return c
@@ -80,6 +82,7 @@ func (o *emulatorFaultsOptions) rule() emulator.FaultRuleJSON {
 		Status: o.Status, Substatus: o.Substatus,
 		RetryAfterMs: o.RetryAfter.Milliseconds(), LatencyMs: o.Latency.Milliseconds(),
 		Count: o.Count, Fraction: o.Fraction, ChangeFeedOnly: o.ChangeFeedOnly,
+		IncludeAccount: o.IncludeAccount,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
@@ -146,6 +147,8 @@ func hintOf(err error) string {
 		return ae.Hint
 	case errors.Is(err, leases.ErrNotFound):
 		return "check the names in -d/--database, -c/--container and --lease-container; 'cfp config' shows what cfp uses"
+	case errors.As(err, &throttled) && throttled.Status == http.StatusServiceUnavailable:
+		return "the service is unavailable (HTTP 503), usually for a short time: retry later; if it lasts, check the account's region in the Azure status page"
 	case errors.As(err, &throttled):
 		return "the account is throttling requests (HTTP 429): retry later or raise the container's throughput"
 	case errors.As(err, &opErr) && opErr.Op == "dial":

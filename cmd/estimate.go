@@ -18,7 +18,16 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand(groupFeed, newEstimateCmd) }
+func init() {
+	registerCommand(groupFeed, func(f *factory) *cobra.Command {
+		return addTimeoutFlag(f, newEstimateCmd(f), func(c *cobra.Command) string {
+			if c.Flags().Changed("watch") || c.Flags().Changed("metrics-addr") {
+				return "applies to one estimate: with --watch each interval is bounded by --request-timeout"
+			}
+			return ""
+		})
+	})
+}
 
 // defaultWatchInterval is the .NET push estimator's period.
 const defaultWatchInterval = 5 * time.Second

@@ -82,6 +82,10 @@ type globalOptions struct {
 	NoColor               bool
 	PreferredRegions      []string
 	CAFile                string
+	// RequestTimeout bounds each attempt of each request to Cosmos DB.
+	RequestTimeout time.Duration
+	// MaxRetries is how often a throttled (429) or unavailable (503) request is retried.
+	MaxRetries int
 
 	// sources says where each global flag's value came from: "flag", the environment
 	// variable's name, or "" for the default.
@@ -111,6 +115,8 @@ var globalEnv = []struct{ flag, env string }{
 	{"processor", "CFP_PROCESSOR"},
 	{"log-level", "CFP_LOG_LEVEL"},
 	{"ca-file", "CFP_CA_FILE"},
+	{"request-timeout", "CFP_REQUEST_TIMEOUT"},
+	{"max-retries", "CFP_MAX_RETRIES"},
 }
 
 const defaultLocalDir = ".cfp"
@@ -140,6 +146,8 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&g.NoColor, "no-color", false, "disable colour (env NO_COLOR)")
 	fs.StringVar(&g.CAFile, "ca-file", "", "also trust the PEM certificates in `FILE` for https endpoints (e.g. cfp emulator's emulator.pem; env CFP_CA_FILE)")
 	fs.StringSliceVar(&g.PreferredRegions, "preferred-regions", nil, "`REGIONS` to read from, in order (e.g. \"West Europe,North Europe\")")
+	fs.DurationVar(&g.RequestTimeout, "request-timeout", cosmos.DefaultRequestTimeout, "give up on one request to Cosmos DB after `DURATION` without an answer (env CFP_REQUEST_TIMEOUT)")
+	fs.IntVar(&g.MaxRetries, "max-retries", cosmos.DefaultMaxRetries, "retry a throttled (429) or unavailable (503) request up to `N` times, waiting the service's retry-after or a growing backoff (env CFP_MAX_RETRIES)")
 }
 
 // applyEnv fills the options the user did not set on the command line from the environment.
@@ -289,6 +297,8 @@ func (f *factory) open(ctx context.Context, cfg accountConfig, leasesOnly bool) 
 		LocalDir:         cfg.LocalDir,
 		PreferredRegions: cfg.PreferredRegions,
 		CAFile:           cfg.CAFile,
+		RequestTimeout:   f.Global.RequestTimeout,
+		Retry:            cosmos.RetryOptions{MaxRetries: retriesOption(f.Global.MaxRetries)},
 		Logger:           f.Log,
 	})
 	if err != nil {
@@ -493,6 +503,15 @@ func (f *factory) accountKey() (string, error) {
 	}
 	f.addSecret(key)
 	return key, nil
+}
+
+// retriesOption turns --max-retries into cosmos.RetryOptions.MaxRetries (where 0 means the
+// default and -1 none).
+func retriesOption(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func connectionStringKey(cs string) string { return connectionStringField(cs, "AccountKey") }

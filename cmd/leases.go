@@ -72,12 +72,12 @@ func newLeasesCmd(f *factory) *cobra.Command {
 		},
 	}
 	c.AddCommand(
-		newLeasesListCmd(f),
-		newLeasesResetCmd(f),
-		newLeasesExportCmd(f),
-		newLeasesImportCmd(f),
-		newLeasesDeleteCmd(f),
-		newLeasesReleaseCmd(f),
+		addTimeoutFlag(f, newLeasesListCmd(f), nil),
+		addTimeoutFlag(f, newLeasesResetCmd(f), nil),
+		addTimeoutFlag(f, newLeasesExportCmd(f), nil),
+		addTimeoutFlag(f, newLeasesImportCmd(f), nil),
+		addTimeoutFlag(f, newLeasesDeleteCmd(f), nil),
+		addTimeoutFlag(f, newLeasesReleaseCmd(f), nil),
 	)
 	return c
 }

@@ -147,6 +147,12 @@ func (f *factory) setup(c *cobra.Command) error {
 		f.IO.ColorEnabled, f.IO.StderrColorEnabled = false, false
 	}
 	f.Log = f.newLogger()
+	if f.Global.RequestTimeout <= 0 {
+		return briefUsageErrorf("--request-timeout must be positive, got %s", f.Global.RequestTimeout)
+	}
+	if f.Global.MaxRetries < 0 {
+		return briefUsageErrorf("--max-retries must not be negative, got %d", f.Global.MaxRetries)
+	}
 	if fl := c.Flags().Lookup("key"); fl != nil && fl.Changed {
 		f.addSecret(f.Global.Key)
 		f.warnf("--key puts the account key in shell history and the process list; use --key-file or COSMOS_KEY")

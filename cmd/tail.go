@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,13 +22,25 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand(groupFeed, newTailCmd) }
+func init() {
+	registerCommand(groupFeed, func(f *factory) *cobra.Command {
+		return addTimeoutFlag(f, newTailCmd(f), func(c *cobra.Command) string {
+			if e, _ := c.Flags().GetBool("exit-at-end"); !e {
+				return "needs -e/--exit-at-end: a tail that follows runs until interrupted"
+			}
+			return ""
+		})
+	})
+}
 
 // Defaults of `cfp tail`.
 const (
 	defaultTailPageSize = 1000
 	// tailFlushEvery bounds how long a change may sit in the output buffer of a live tail.
 	tailFlushEvery = 200 * time.Millisecond
+	// tailStopGrace bounds how long an interrupted tail waits for a blocked stdout before it
+	// saves its state and exits.
+	tailStopGrace = 500 * time.Millisecond
 	// A tail's live heap is small (the pages in flight) while it allocates every page it reads:
 	// a higher GC target spends a quarter less CPU for ~10 MB more, and the soft memory limit
 	// keeps the heap well under 100 MB whatever the page sizes. GOGC and GOMEMLIMIT win.
@@ -403,14 +415,12 @@ func runTail(ctx context.Context, o *tailOptions) error {
 	}
 	if o.SaveState != "" {
 		path := o.SaveState
-		topts.SaveState = func(st feed.TailState) error {
-			// The state must never run ahead of the output: what it counts as delivered is
-			// written out first, and a failed write saves nothing.
-			if err := out.flush(); err != nil {
-				return err
-			}
-			return feed.WriteTailState(path, st)
-		}
+		// The state never runs ahead of the output: it counts only the changes written to
+		// stdout (Written); Flush writes out the buffer first, waiting for a blocked stdout no
+		// longer than tailStopGrace.
+		topts.Written = out.written.Load
+		topts.Flush = func() { out.flushWithin(tailStopGrace) }
+		topts.SaveState = func(st feed.TailState) error { return feed.WriteTailState(path, st) }
 	}
 	if showStatus {
 		topts.OnStatus = func(s feed.TailStatus) {
@@ -424,9 +434,10 @@ func runTail(ctx context.Context, o *tailOptions) error {
 
 	defer tuneGC(f.Getenv)()
 	stopFlush := out.startFlusher(tailFlushEvery)
+	topts.StopGrace = tailStopGrace
 	sum, err := feed.Tail(ctx, src, topts, out.emit)
 	stopFlush()
-	if ferr := out.close(); ferr != nil && err == nil {
+	if ferr := out.close(ctx.Err() != nil); ferr != nil && err == nil {
 		err = ferr
 	}
 	status.Clear()
@@ -499,26 +510,37 @@ func plural(n int64, one, many string) string {
 // errTailOutput marks a failure to write to stdout (a closed pipe): the message says so.
 var errTailOutput = errors.New("write output")
 
-// tailWriter turns changes into output lines in a buffer that is flushed at least every
-// tailFlushEvery, so a live tail shows changes promptly and a bulk tail writes big blocks.
+// tailWriter turns changes into output lines in a buffer that is written out at least every
+// tailFlushEvery, so a live tail shows changes promptly and a bulk tail writes big blocks. The
+// write to stdout happens outside mu, so a stdout nobody reads never blocks the state saver or
+// the shutdown; written counts the changes that reached stdout, for the tail's state.
 type tailWriter struct {
 	o      *tailOptions
 	ios    *render.IOStreams
 	styles render.Styles
 	ctx    context.Context
 
-	mu    sync.Mutex // guards w and n against the flusher
-	w     *bufio.Writer
-	n     int64 // changes written
-	line  []byte
-	jqOut bytes.Buffer
-	table bool
+	// Lock order: wmu before mu. wmu serialises writes to stdout (held while one blocks); mu
+	// guards the buffer, n and the status line, and is never held across a write to stdout.
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	w       *bytes.Buffer // changes not yet written out
+	spare   *bytes.Buffer // the buffer being written (under wmu)
+	n       int64         // changes put in the buffer so far
+	written atomic.Int64  // changes written to stdout
+	werr    error         // the first failed write to stdout (under wmu); every later one fails
+	line    []byte
+	jqOut   bytes.Buffer
+	table   bool
 
 	// status is the status line on stderr, redrawn below each change when stdout and stderr
 	// share a terminal; statusMsg is its text.
 	status    *render.Status
 	statusMsg string
 }
+
+// tailBufferSize is the output buffer beyond which emit writes it out at once.
+const tailBufferSize = 64 << 10
 
 // setStatus shows msg on the status line and keeps it for redrawing.
 func (t *tailWriter) setStatus(s *render.Status, msg string) {
@@ -530,18 +552,21 @@ func (t *tailWriter) setStatus(s *render.Status, msg string) {
 
 func newTailWriter(ios *render.IOStreams, o *tailOptions) *tailWriter {
 	t := &tailWriter{o: o, ios: ios, styles: ios.Styles(), ctx: context.Background(),
-		w: bufio.NewWriterSize(ios.Out, 64<<10), table: o.format == render.FormatTable && o.query == nil}
+		w: bytes.NewBuffer(make([]byte, 0, tailBufferSize+4096)), spare: bytes.NewBuffer(make([]byte, 0, tailBufferSize+4096)),
+		table: o.format == render.FormatTable && o.query == nil}
 	if o.format == render.FormatJSON {
 		t.w.WriteString("[")
 	}
 	return t
 }
 
-// startFlusher flushes the buffer every d until the returned function is called.
+// startFlusher writes the buffer out every d until the returned function is called. stop
+// waits for the flusher at most tailStopGrace: it may be blocked on a stdout nobody reads.
 func (t *tailWriter) startFlusher(d time.Duration) (stop func()) {
 	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
 		tick := time.NewTicker(d)
 		defer tick.Stop()
 		for {
@@ -549,20 +574,84 @@ func (t *tailWriter) startFlusher(d time.Duration) (stop func()) {
 			case <-done:
 				return
 			case <-tick.C:
-				t.mu.Lock()
-				_ = t.w.Flush()
-				t.mu.Unlock()
+				_ = t.drain()
 			}
 		}
-	})
-	return func() { close(done); wg.Wait() }
+	}()
+	return func() {
+		close(done)
+		grace := time.NewTimer(tailStopGrace)
+		defer grace.Stop()
+		select {
+		case <-stopped:
+		case <-grace.C:
+		}
+	}
 }
 
-// emit writes one change. It is called by feed.Tail one change at a time.
+// drain writes the buffered output to stdout. It must be called without t.mu.
+func (t *tailWriter) drain() error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	if t.werr != nil {
+		return t.werr
+	}
+	t.mu.Lock()
+	if t.w.Len() == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	t.w, t.spare = t.spare, t.w
+	n, status, msg := t.n, t.status, t.statusMsg
+	t.mu.Unlock()
+	tty := t.ios.IsStdoutTTY && status != nil
+	if tty {
+		status.Clear()
+	}
+	_, err := t.ios.Out.Write(t.spare.Bytes())
+	t.spare.Reset()
+	if err != nil {
+		t.werr = fmt.Errorf("%w: %w", errTailOutput, err)
+		return t.werr
+	}
+	t.written.Store(n)
+	if tty {
+		status.Update("%s", msg)
+	}
+	return nil
+}
+
+// flushWithin writes the buffered output, waiting at most d for stdout; it reports whether
+// everything buffered when it was called reached stdout.
+func (t *tailWriter) flushWithin(d time.Duration) bool {
+	t.mu.Lock()
+	target := t.n
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = t.drain()
+	}()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+	return t.written.Load() >= target
+}
+
+// emit puts one change in the buffer and writes the buffer out when it is full (or at once on
+// a terminal). It is called by feed.Tail one change at a time.
 func (t *tailWriter) emit(ch feed.Change) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	var err error
+	if t.o.format == render.FormatJSON && t.o.query == nil {
+		if t.n > 0 {
+			t.w.WriteByte(',')
+		}
+		t.w.WriteByte('\n')
+	}
 	switch {
 	case t.o.query != nil:
 		var v any = ch.Item
@@ -571,19 +660,14 @@ func (t *tailWriter) emit(ch feed.Change) error {
 		}
 		t.jqOut.Reset()
 		if err := t.o.query.Run(t.ctx, &t.jqOut, v); err != nil {
+			t.mu.Unlock()
 			return err
 		}
-		_, err = t.w.Write(t.jqOut.Bytes())
+		t.w.Write(t.jqOut.Bytes())
 	case t.table:
 		t.line = t.appendPretty(t.line[:0], ch)
-		_, err = t.w.Write(t.line)
+		t.w.Write(t.line)
 	default:
-		if t.o.format == render.FormatJSON {
-			if t.n > 0 {
-				t.w.WriteByte(',')
-			}
-			t.w.WriteByte('\n')
-		}
 		if t.o.Envelope {
 			t.line, err = appendEnvelope(t.line[:0], ch)
 		} else {
@@ -593,51 +677,53 @@ func (t *tailWriter) emit(ch feed.Change) error {
 			if t.o.format != render.FormatJSON {
 				t.line = append(t.line, '\n')
 			}
-			_, err = t.w.Write(t.line)
+			t.w.Write(t.line)
 		}
 	}
 	if err != nil {
+		t.mu.Unlock()
 		return fmt.Errorf("%w: %w", errTailOutput, err)
 	}
 	t.n++
-	if t.ios.IsStdoutTTY {
-		if t.status != nil {
-			t.status.Clear()
-		}
-		if err := t.w.Flush(); err != nil {
-			return fmt.Errorf("%w: %w", errTailOutput, err)
-		}
-		if t.status != nil {
-			t.status.Update("%s", t.statusMsg)
-		}
+	full := t.ios.IsStdoutTTY || t.w.Len() >= tailBufferSize
+	t.mu.Unlock()
+	if full {
+		return t.drain()
 	}
-	return nil
+	return t.writeErr()
 }
 
-// flush writes out the buffered changes.
-func (t *tailWriter) flush() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.w.Flush(); err != nil {
-		return fmt.Errorf("%w: %w", errTailOutput, err)
+// writeErr returns the error of a failed write to stdout, if one failed; it does not wait for
+// a write in flight.
+func (t *tailWriter) writeErr() error {
+	if !t.wmu.TryLock() {
+		return nil
 	}
-	return nil
+	defer t.wmu.Unlock()
+	return t.werr
 }
 
-// close ends the output (the closing bracket of -o json) and flushes it.
-func (t *tailWriter) close() error {
+// close ends the output (the closing bracket of -o json) and writes it out, waiting at most
+// tailStopGrace for stdout when the tail was interrupted.
+func (t *tailWriter) close(interrupted bool) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.o.format == render.FormatJSON && t.o.query == nil {
 		if t.n > 0 {
 			t.w.WriteByte('\n')
 		}
 		t.w.WriteString("]\n")
 	}
-	if err := t.w.Flush(); err != nil {
-		return fmt.Errorf("%w: %w", errTailOutput, err)
+	t.mu.Unlock()
+	if !interrupted {
+		return t.drain()
 	}
-	return nil
+	if !t.flushWithin(tailStopGrace) {
+		if err := t.writeErr(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: stdout is blocked", errTailOutput)
+	}
+	return t.writeErr()
 }
 
 // appendCompact appends raw as one line of JSON: as it is when it holds no newline (the feed's

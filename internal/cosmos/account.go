@@ -21,8 +21,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
@@ -65,6 +67,10 @@ type Config struct {
 	LeasesOnly bool
 	// Logger receives warnings (default: slog.Default()).
 	Logger *slog.Logger
+	// RequestTimeout bounds each attempt of each request (default DefaultRequestTimeout).
+	RequestTimeout time.Duration
+	// Retry bounds the retries of throttled and unavailable requests (zero: the defaults).
+	Retry RetryOptions
 	// UserAgent is prepended to the SDK's User-Agent (azcore keeps its first 24 characters;
 	// default "cfp/<version>").
 	UserAgent string
@@ -108,6 +114,10 @@ func Open(ctx context.Context, cfg Config) (*Account, error) {
 	// Feed requests (azcosmos has no mode option); the feed body policy splits ReadPage's
 	// documents itself (feedbody.go).
 	opts.PerCallPolicies = PerCallPolicies()
+	// The request policy retries 429 and 503 and bounds every attempt (retry.go); azcore's
+	// retry policy keeps the other transient statuses.
+	opts.PerRetryPolicies = []policy.Policy{newRequestPolicy(log, cfg.RequestTimeout, cfg.Retry)}
+	opts.Retry.StatusCodes = retryStatusCodes
 
 	if cfg.CAFile != "" && cfg.LocalDir == "" {
 		t, err := caTransport(cfg.CAFile)
@@ -225,7 +235,7 @@ func (a *Account) finish(client *azcosmos.Client, endpoint string, ma *metaAuth,
 	a.endpoint = endpoint
 	u, _ := url.Parse(endpoint)
 	a.host = strings.ToLower(u.Hostname())
-	a.meta = newMetaClient(endpoint, ma, opts.Transport)
+	a.meta = newMetaClient(endpoint, ma, opts)
 	if region, ok := RegionalHost(a.host); ok && !a.leasesOnly {
 		a.log.Warn("the endpoint is a regional endpoint: lease ids embed the endpoint host, so processors started through it write a lease set separate from the global endpoint's; use the global endpoint with --preferred-regions instead",
 			"host", a.host, "region", region)

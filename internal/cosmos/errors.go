@@ -95,6 +95,7 @@ const (
 //	412            -> leases.ErrPreconditionFailed
 //	429, 503       -> *feed.ThrottledError with the service's retry-after
 //	410/1002|1007|1008 -> *feed.RangeGoneError
+//	other 410      -> *feed.StaleRouteError (1000: name cache stale; refresh and retry)
 //	401, 403       -> *AuthError with a hint
 //	anything else  -> *StatusError
 //
@@ -106,6 +107,11 @@ func translate(err error, info opInfo) error {
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
+		if strings.Contains(err.Error(), sdkRoutingGaveUp) {
+			// azcosmos refreshed its partition key ranges after 410s and gave up; it documents
+			// the error as safe to retry, and exports no sentinel for it.
+			return fmt.Errorf("%s: %w", info.op, &feed.StaleRouteError{PartitionID: info.partitionID, Substatus: 1002})
+		}
 		return fmt.Errorf("%s: %w", info.op, err)
 	}
 	status := re.StatusCode
@@ -132,6 +138,8 @@ func translate(err error, info opInfo) error {
 		return fmt.Errorf("%s: %w", info.op, &feed.ThrottledError{Status: status, RetryAfter: retryAfter})
 	case status == http.StatusGone && (sub == 1002 || sub == 1007 || sub == 1008):
 		return fmt.Errorf("%s: %w", info.op, &feed.RangeGoneError{PartitionID: info.partitionID})
+	case status == http.StatusGone:
+		return fmt.Errorf("%s: %w", info.op, &feed.StaleRouteError{PartitionID: info.partitionID, Substatus: sub})
 	case status == http.StatusUnauthorized:
 		return &AuthError{Status: status, Op: info.op, Message: msg,
 			Hint: "check the account key (COSMOS_KEY, --key-file or the connection string; CFP_LEASE_KEY, --lease-key-file or --lease-connection-string for a separate lease account) and that this machine's clock is right: the service rejects signatures more than 15 minutes off"}
@@ -146,6 +154,9 @@ func translate(err error, info opInfo) error {
 		return &StatusError{Op: info.op, Status: status, Substatus: sub, Code: code, Message: msg}
 	}
 }
+
+// sdkRoutingGaveUp is the message of azcosmos v1.5.0's errPKRangeCacheInvalidatedRepeatedly.
+const sdkRoutingGaveUp = "partition key range cache: refresh repeatedly invalidated"
 
 // parseRetryAfter reads the service's retry hint: x-ms-retry-after-ms, then Retry-After (seconds).
 func parseRetryAfter(h http.Header) time.Duration {

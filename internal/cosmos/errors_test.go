@@ -80,9 +80,9 @@ func TestTranslate(t *testing.T) {
 			}
 		}},
 		{name: "410 other", err: responseError(410, map[string]string{"x-ms-substatus": "1000"}, `{}`), check: func(t *testing.T, err error) {
-			var se *StatusError
-			if feed.IsRangeGone(err) || !errors.As(err, &se) || se.Substatus != 1000 {
-				t.Errorf("410/1000 = %v, want a StatusError", err)
+			var sr *feed.StaleRouteError
+			if feed.IsRangeGone(err) || !errors.As(err, &sr) || sr.Substatus != 1000 || sr.PartitionID != "3" {
+				t.Errorf("410/1000 = %v, want a StaleRouteError for partition 3", err)
 			}
 		}},
 		{name: "401", err: responseError(401, nil, `{"code":"Unauthorized","message":"The input authorization token can't serve the request.\nActivityId: 1"}`),

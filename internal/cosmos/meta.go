@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/internal/buildinfo"
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -32,8 +33,8 @@ type metaClient struct {
 	pl       azruntime.Pipeline
 }
 
-func newMetaClient(endpoint string, auth *metaAuth, transport policy.Transporter) *metaClient {
-	opts := &azcore.ClientOptions{Transport: transport}
+func newMetaClient(endpoint string, auth *metaAuth, account *azcosmos.ClientOptions) *metaClient {
+	opts := &azcore.ClientOptions{Transport: account.Transport, PerRetryPolicies: account.PerRetryPolicies, Retry: account.Retry}
 	opts.Telemetry.Disabled = true
 	return &metaClient{
 		endpoint: strings.TrimSuffix(endpoint, "/"),

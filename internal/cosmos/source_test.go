@@ -360,34 +360,19 @@ func TestContainer_ReadPage_Throttled(t *testing.T) {
 	want := upsert(t, c, somePKs, 0, 3)
 	req := feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}}
 
-	// Two 429s: azcosmos retries them after the service's retry-after and the read succeeds.
-	if err := a.Emulator().InjectFaults(emulator.FaultRule{Status: 429, RetryAfter: 5 * time.Millisecond, Count: 2, ChangeFeedOnly: true}); err != nil {
-		t.Fatalf("InjectFaults() error = %v", err)
-	}
-	page, err := c.ReadPage(context.Background(), req)
-	if err != nil || len(page.Items) != len(want) {
-		t.Fatalf("ReadPage() through two 429s = %d items, %v; want %d", len(page.Items), err, len(want))
-	}
-	a.Emulator().ClearFaults()
-
-	// More 429s than azcosmos retries: a ThrottledError with the service's retry-after.
-	if err := a.Emulator().InjectFaults(emulator.FaultRule{Status: 429, RetryAfter: 7 * time.Millisecond, Count: 10, ChangeFeedOnly: true}); err != nil {
-		t.Fatalf("InjectFaults() error = %v", err)
-	}
-	_, err = c.ReadPage(context.Background(), req)
-	var th *feed.ThrottledError
-	if !errors.As(err, &th) || th.Status != 429 || th.RetryAfter != 7*time.Millisecond {
-		t.Fatalf("ReadPage() through ten 429s error = %v, want ThrottledError{429, 7ms}", err)
-	}
-	a.Emulator().ClearFaults()
-
-	// A 503 is not retried without other regions.
-	if err := a.Emulator().InjectFaults(emulator.FaultRule{Status: 503, Count: 1, ChangeFeedOnly: true}); err != nil {
-		t.Fatalf("InjectFaults() error = %v", err)
-	}
-	_, err = c.ReadPage(context.Background(), req)
-	if !errors.As(err, &th) || th.Status != 503 {
-		t.Fatalf("ReadPage() through a 503 error = %v, want ThrottledError{503}", err)
+	// Two 429s and a 503: the request policy retries them (after the service's retry-after)
+	// and the read succeeds. TestRequestPolicy_WritesAndBudget covers giving up.
+	for _, rule := range []emulator.FaultRule{
+		{Status: 429, RetryAfter: 5 * time.Millisecond, Count: 2, ChangeFeedOnly: true},
+		{Status: 503, Count: 1, ChangeFeedOnly: true},
+	} {
+		if err := a.Emulator().InjectFaults(rule); err != nil {
+			t.Fatalf("InjectFaults() error = %v", err)
+		}
+		page, err := c.ReadPage(context.Background(), req)
+		if err != nil || len(page.Items) != len(want) {
+			t.Fatalf("ReadPage() through %d x %d = %d items, %v; want %d", rule.Count, rule.Status, len(page.Items), err, len(want))
+		}
 	}
 }
 

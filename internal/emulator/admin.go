@@ -30,6 +30,7 @@ type FaultRuleJSON struct {
 	Count          int     `json:"count,omitempty"`
 	Fraction       float64 `json:"fraction,omitempty"`
 	ChangeFeedOnly bool    `json:"changeFeedOnly,omitempty"`
+	IncludeAccount bool    `json:"includeAccount,omitempty"`
 }
 
 // Rule converts the wire form.
@@ -39,6 +40,7 @@ func (j FaultRuleJSON) Rule() FaultRule {
 		RetryAfter: time.Duration(j.RetryAfterMs) * time.Millisecond,
 		Latency:    time.Duration(j.LatencyMs) * time.Millisecond,
 		Count:      j.Count, Fraction: j.Fraction, ChangeFeedOnly: j.ChangeFeedOnly,
+		IncludeAccount: j.IncludeAccount,
 	}
 }
 

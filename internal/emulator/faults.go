@@ -9,8 +9,8 @@ import (
 )
 
 // FaultRule makes the gateway fail or slow down some data-plane requests (everything under
-// /dbs; the account read and the /_cfp/ admin endpoints are never affected). Rules are off by
-// default; InjectFaults adds one and ClearFaults removes all.
+// /dbs, and the account read when IncludeAccount is set; the /_cfp/ admin endpoints are never
+// affected). Rules are off by default; InjectFaults adds one and ClearFaults removes all.
 type FaultRule struct {
 	// Status is the error to answer: 429 (with x-ms-retry-after-ms), 500, 503 or 410 (with
 	// x-ms-substatus). 0 answers normally, after Latency.
@@ -27,6 +27,8 @@ type FaultRule struct {
 	Fraction float64
 	// ChangeFeedOnly restricts the rule to change-feed reads.
 	ChangeFeedOnly bool
+	// IncludeAccount applies the rule to the account read (GET /) too, which clients send first.
+	IncludeAccount bool
 }
 
 // Validate reports whether the rule can be injected.
@@ -41,6 +43,9 @@ func (f FaultRule) Validate() error {
 	}
 	if f.Count < 0 || f.Latency < 0 || f.RetryAfter < 0 {
 		return fmt.Errorf("fault count, latency and retry-after must not be negative")
+	}
+	if f.ChangeFeedOnly && f.IncludeAccount {
+		return fmt.Errorf("a fault rule cannot be both change-feed-only and include the account read")
 	}
 	if f.Status == 0 && f.Latency == 0 {
 		return fmt.Errorf("fault rule has neither a status nor a latency")
@@ -61,7 +66,7 @@ func (e *Emulator) InjectFaults(f FaultRule) error {
 		f.RetryAfter = 10 * time.Millisecond
 	}
 	e.faults.add(f)
-	e.log.Info("fault rule injected", "status", f.Status, "count", f.Count, "fraction", f.Fraction, "latency", f.Latency, "changeFeedOnly", f.ChangeFeedOnly)
+	e.log.Info("fault rule injected", "status", f.Status, "count", f.Count, "fraction", f.Fraction, "latency", f.Latency, "changeFeedOnly", f.ChangeFeedOnly, "includeAccount", f.IncludeAccount)
 	return nil
 }
 
@@ -103,12 +108,13 @@ func (fi *faultInjector) active() int {
 	return len(fi.rules)
 }
 
-// pick returns the rule that applies to a request, consuming one of its uses.
-func (fi *faultInjector) pick(changeFeed bool) (FaultRule, bool) {
+// pick returns the rule that applies to a request (a change-feed read, the account read, or
+// another data-plane request), consuming one of its uses.
+func (fi *faultInjector) pick(changeFeed, account bool) (FaultRule, bool) {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	for i, r := range fi.rules {
-		if r.ChangeFeedOnly && !changeFeed {
+		if (r.ChangeFeedOnly && !changeFeed) || (account && !r.IncludeAccount) {
 			continue
 		}
 		if r.Fraction > 0 && fi.rng.Float64() >= r.Fraction {

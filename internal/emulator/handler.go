@@ -147,8 +147,9 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if len(segs) > 0 {
-		if f, ok := e.faults.pick(isChangeFeed(r, segs)); ok {
+	if len(segs) > 0 || r.Method == http.MethodGet {
+		if f, ok := e.faults.pick(len(segs) > 0 && isChangeFeed(r, segs), len(segs) == 0); ok {
+
 			if !e.applyFault(w, r, f) {
 				return
 			}

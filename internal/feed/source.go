@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -130,18 +131,40 @@ func (e *RangeGoneError) Error() string {
 // ErrThrottled matches every *ThrottledError with errors.Is.
 var ErrThrottled = errors.New("throttled")
 
-// ThrottledError reports a 429 or 503 that the SDK gave up retrying; wait RetryAfter and retry.
+// ThrottledError reports a 429 (throttled) or 503 (service unavailable) that the request policy
+// gave up retrying; wait RetryAfter and retry.
 type ThrottledError struct {
 	Status     int
 	RetryAfter time.Duration
 }
 
 func (e *ThrottledError) Error() string {
+	if e.Status == http.StatusServiceUnavailable {
+		return fmt.Sprintf("service unavailable (HTTP %d), retry after %s", e.Status, e.RetryAfter)
+	}
 	return fmt.Sprintf("throttled (HTTP %d), retry after %s", e.Status, e.RetryAfter)
 }
 
 // Is reports whether target is ErrThrottled.
 func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
+
+// StaleRouteError reports a 410 Gone that does not say the partition is gone (substatus 1000,
+// the gateway's name cache is stale, and any other): the caller's routing is stale; list the
+// partitions again and retry.
+type StaleRouteError struct {
+	PartitionID string
+	Substatus   int
+}
+
+func (e *StaleRouteError) Error() string {
+	return fmt.Sprintf("partition %s answered gone (HTTP 410.%d): stale routing, retry", e.PartitionID, e.Substatus)
+}
+
+// IsStaleRoute reports whether err is a *StaleRouteError.
+func IsStaleRoute(err error) bool {
+	var s *StaleRouteError
+	return errors.As(err, &s)
+}
 
 // IsRangeGone reports whether err is a *RangeGoneError.
 func IsRangeGone(err error) bool {

@@ -22,6 +22,7 @@ const (
 	DefaultTailPoll        = time.Second
 	DefaultTailConcurrency = 8
 	DefaultTailSaveEvery   = 10 * time.Second
+	DefaultTailStopGrace   = 500 * time.Millisecond
 )
 
 // TailStateVersion is the version written in TailState.Version.
@@ -132,6 +133,17 @@ type TailOptions struct {
 	// current state. An error ends the tail.
 	SaveState func(TailState) error
 	SaveEvery time.Duration
+	// Written, when set, reports how many of the changes emit accepted are written out (emit may
+	// buffer): the states given to SaveState and the summary count only those, so a state never
+	// runs ahead of the output. nil: every change emit accepted counts.
+	Written func() int64
+	// Flush, when set, is called before each state is taken for SaveState (and before the
+	// summary's), so that what emit buffered is written out and counted by Written. It must
+	// return promptly even when the output blocks; the state then counts what Written reports.
+	Flush func()
+	// StopGrace bounds how long Tail waits, once ctx ends, for an emit that does not return (a
+	// blocked stdout) before it saves the state and returns anyway (default 500ms).
+	StopGrace time.Duration
 	// OnStatus, when set, is called (serialised, under the driver's lock: keep it short) when the
 	// number of ranges or of caught-up ranges changes.
 	OnStatus func(TailStatus)
@@ -217,6 +229,10 @@ func (o *TailOptions) setDefaults() {
 	if o.Reader.Logger == nil {
 		o.Reader.Logger = o.Logger
 	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultTailStopGrace
+	}
+	o.Reader.setDefaults()
 }
 
 // Tail reads every partition of src (or the selected range or partition key) in parallel and
@@ -253,6 +269,12 @@ func Tail(ctx context.Context, src Source, opts TailOptions, emit func(Change) e
 	for _, tr := range initial {
 		t.add(tr)
 	}
+	if opts.Written != nil {
+		t.view = make(map[int]tailRange, len(initial))
+		for _, tr := range initial {
+			t.view[tr.id] = *tr
+		}
+	}
 	t.status()
 	t.mu.Unlock()
 	for _, tr := range initial {
@@ -264,12 +286,16 @@ func Tail(ctx context.Context, src Source, opts TailOptions, emit func(Change) e
 	if opts.SaveState != nil {
 		saverWG.Go(func() { t.saveLoop(gctx, saverDone) })
 	}
-	err = g.Wait()
+	err = t.wait(ctx, g)
 	close(saverDone)
 	saverWG.Wait()
+	if opts.Flush != nil {
+		opts.Flush()
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closed = true
 	sum := t.sum
 	sum.Ranges, sum.CaughtUp = len(t.state), t.caught
 	sum.State = t.snapshot()
@@ -304,6 +330,7 @@ type tailRange struct {
 	pos       StartFrom
 	caughtUp  bool
 	done      bool // finished by Until or ExitAtEnd
+	gone      int  // consecutive "gone" answers for a partition that is still live
 }
 
 type tailRun struct {
@@ -313,7 +340,19 @@ type tailRun struct {
 	pk     json.RawMessage
 	cancel context.CancelCauseFunc
 
-	mu      sync.Mutex
+	// Lock order: emitMu before mu. emitMu serialises emit calls and is held while emit runs
+	// (which may block on the output); mu guards everything below and is never held across emit,
+	// so the state saver and the shutdown always get it.
+	emitMu sync.Mutex
+
+	mu sync.Mutex
+	// closed is set when Tail returns: a goroutine that comes back from a blocked emit after
+	// that changes nothing.
+	closed bool
+	// view and events exist with TailOptions.Written: view is the state as of the changes
+	// written out, events the position changes not yet folded into it, in delivery order.
+	view    map[int]tailRange
+	events  []tailEvent
 	state   map[int]*tailRange // live ranges (finished ones included) by id
 	nextID  int
 	caught  int
@@ -382,11 +421,50 @@ func rangeStatePosition(rs RangeState, now time.Time) (StartFrom, error) {
 	return s, nil
 }
 
+// tailEvent is one change of the tail's positions: range id moved to pos (or was removed),
+// after the first seq changes were delivered.
+type tailEvent struct {
+	seq     int64
+	id      int
+	removed bool
+	r       tailRange
+}
+
 // add registers a range. Callers hold t.mu.
 func (t *tailRun) add(tr *tailRange) {
 	tr.id = t.nextID
 	t.nextID++
 	t.state[tr.id] = tr
+	t.record(tr, false)
+}
+
+// record notes a new position (or the removal) of tr for the written view. Callers hold t.mu.
+func (t *tailRun) record(tr *tailRange, removed bool) {
+	if t.view == nil {
+		return
+	}
+	t.events = append(t.events, tailEvent{seq: t.sum.Items, id: tr.id, removed: removed, r: *tr})
+}
+
+// wait waits for the range goroutines. Once ctx ends it waits at most StopGrace more: a range
+// blocked in emit (an output nobody reads) must not keep the tail from saving and returning.
+func (t *tailRun) wait(ctx context.Context, g *errgroup.Group) error {
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(t.opts.StopGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+		t.opts.Logger.Warn("the output is blocked: stopping without waiting for it", "grace", t.opts.StopGrace)
+		return nil
+	}
 }
 
 // status reports the counts. Callers hold t.mu.
@@ -405,7 +483,22 @@ func (t *tailRun) stopAll(reason string) {
 }
 
 func (t *tailRun) runRange(ctx context.Context, g *errgroup.Group, tr *tailRange) error {
+	for {
+		again, err := t.readRange(ctx, g, tr)
+		if !again || err != nil {
+			return err
+		}
+	}
+}
+
+// readRange reads tr from its position until it is finished, fails, or the service answers
+// "gone" for a partition that still serves the range (a stale route: 410 with substatus 1000,
+// or 1002 answered by a replica that is behind): then it waits and reports again, and the range
+// is read on from the same position.
+func (t *tailRun) readRange(ctx context.Context, g *errgroup.Group, tr *tailRange) (again bool, err error) {
+	t.mu.Lock()
 	req := ReadRequest{PartitionID: tr.partition, Start: tr.pos, MaxItems: t.opts.PageSize, PartitionKey: t.pk, Mode: t.opts.Mode}
+	t.mu.Unlock()
 	if !tr.whole {
 		req.Range = tr.rng
 	}
@@ -415,54 +508,84 @@ func (t *tailRun) runRange(ctx context.Context, g *errgroup.Group, tr *tailRange
 		page, err := r.Next(ctx)
 		switch {
 		case ctx.Err() != nil:
-			return nil
-		case IsRangeGone(err):
-			return t.split(ctx, g, tr)
+			return false, nil
+		case IsRangeGone(err) || IsStaleRoute(err):
+			live, err := t.split(ctx, g, tr, err)
+			if err != nil || !live {
+				return false, err
+			}
+			tr.gone++
+			d := min(t.opts.Reader.MinBackoff<<min(tr.gone-1, 16), t.opts.Reader.MaxBackoff)
+			if t.opts.Reader.Sleep(ctx, d) != nil {
+				return false, nil
+			}
+			return true, nil
 		case err != nil:
-			return fmt.Errorf("tail range %s: %w", tr.rng, err)
+			return false, fmt.Errorf("tail range %s: %w", tr.rng, err)
 		}
+		tr.gone = 0
 		done, err := t.deliver(tr, before, page)
 		if err != nil || done {
-			return err
+			return false, err
 		}
 	}
 }
 
-// deliver emits a page's changes and moves the range's position. It reports whether the range
-// is finished.
+// deliver emits a page's changes and moves the range's position after each. It reports
+// whether the range is finished. emit runs outside t.mu.
 func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.reason != "" {
+	if t.reason != "" || t.closed {
+		t.mu.Unlock()
 		return true, nil
 	}
 	t.sum.Pages++
 	t.sum.RequestCharge += page.RequestCharge
+	t.mu.Unlock()
 	until := t.opts.Until
 	for i, raw := range page.Items {
 		ch := t.change(raw)
 		if !until.IsZero() && !ch.TS.IsZero() && ch.TS.After(until) {
-			tr.pos = resumeBefore(ch.LSN, before)
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			t.move(tr, resumeBefore(ch.LSN, before))
 			t.finishUntil(tr)
 			return true, nil
 		}
 		ch.PartitionID, ch.Range = tr.partition, tr.rng
-		if err := t.emit(ch); err != nil {
-			tr.pos = resumeBefore(ch.LSN, before)
+		t.emitMu.Lock()
+		err := t.emit(ch)
+		t.emitMu.Unlock()
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return true, nil
+		}
+		if err != nil {
+			t.move(tr, resumeBefore(ch.LSN, before))
+			t.mu.Unlock()
 			return true, err
 		}
 		t.sum.Items++
+		next := continuationAfter(page, before)
+		if i < len(page.Items)-1 {
+			next = resumeBefore(t.change(page.Items[i+1]).LSN, before)
+		}
+		t.move(tr, next)
 		if t.opts.MaxItems > 0 && t.sum.Items >= t.opts.MaxItems {
-			if i == len(page.Items)-1 {
-				tr.pos = continuationAfter(page, before)
-			} else {
-				tr.pos = resumeBefore(t.change(page.Items[i+1]).LSN, before)
-			}
 			t.stopAll(TailStopMaxItems)
+			t.mu.Unlock()
+			return true, nil
+		}
+		stopped := t.reason != ""
+		t.mu.Unlock()
+		if stopped {
 			return true, nil
 		}
 	}
-	tr.pos = continuationAfter(page, before)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.move(tr, continuationAfter(page, before))
 	if len(page.Items) > 0 {
 		if tr.caughtUp {
 			tr.caughtUp = false
@@ -484,6 +607,15 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 		tr.done = true
 	}
 	return tr.done, nil
+}
+
+// move sets tr's position. Callers hold t.mu.
+func (t *tailRun) move(tr *tailRange, pos StartFrom) {
+	if tr.pos == pos {
+		return
+	}
+	tr.pos = pos
+	t.record(tr, false)
 }
 
 // finishUntil marks a range as finished by Until and stops the tail once every range is
@@ -528,14 +660,22 @@ func resumeBefore(lsn int64, before StartFrom) StartFrom {
 }
 
 // split replaces a gone range by the partitions now covering it, each starting at the gone
-// range's position.
-func (t *tailRun) split(ctx context.Context, g *errgroup.Group, tr *tailRange) error {
+// range's position. When the partition still serves the whole range (the "gone" answer, cause,
+// was a stale route), it changes nothing and reports live: read on from the same position.
+func (t *tailRun) split(ctx context.Context, g *errgroup.Group, tr *tailRange, cause error) (live bool, err error) {
 	parts, err := t.src.Partitions(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("list partitions after split of %s: %w", tr.partition, err)
+		return false, fmt.Errorf("list partitions after split of %s: %w", tr.partition, err)
+	}
+	for _, p := range parts {
+		if r, ok := p.Range.Intersect(tr.rng); ok && p.ID == tr.partition && r == tr.rng {
+			t.opts.Logger.Info("partition answered gone but still serves the range: reading on",
+				"partition", tr.partition, "range", tr.rng.String(), "attempt", tr.gone+1, "error", cause.Error())
+			return true, nil
+		}
 	}
 	var children []*tailRange
 	for _, p := range parts {
@@ -543,18 +683,22 @@ func (t *tailRun) split(ctx context.Context, g *errgroup.Group, tr *tailRange) e
 			continue
 		}
 		if r, ok := p.Range.Intersect(tr.rng); ok {
-			children = append(children, &tailRange{partition: p.ID, rng: r, whole: r == p.Range, pos: tr.pos})
+			t.mu.Lock()
+			pos := tr.pos
+			t.mu.Unlock()
+			children = append(children, &tailRange{partition: p.ID, rng: r, whole: r == p.Range, pos: pos})
 		}
 	}
 	if len(children) == 0 {
-		return fmt.Errorf("partition %s is gone and no partition covers range %s", tr.partition, tr.rng)
+		return false, fmt.Errorf("partition %s is gone and no partition covers range %s", tr.partition, tr.rng)
 	}
 	t.mu.Lock()
-	if t.reason != "" {
+	if t.reason != "" || t.closed {
 		t.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	delete(t.state, tr.id)
+	t.record(tr, true)
 	if tr.caughtUp {
 		t.caught--
 	}
@@ -582,7 +726,7 @@ func (t *tailRun) split(ctx context.Context, g *errgroup.Group, tr *tailRange) e
 	for _, c := range children {
 		g.Go(func() error { return t.runRange(ctx, g, c) })
 	}
-	return nil
+	return false, nil
 }
 
 func (t *tailRun) saveLoop(ctx context.Context, done <-chan struct{}) {
@@ -595,6 +739,9 @@ func (t *tailRun) saveLoop(ctx context.Context, done <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if t.opts.Flush != nil {
+			t.opts.Flush()
 		}
 		t.mu.Lock()
 		st := t.snapshot()
@@ -609,13 +756,14 @@ func (t *tailRun) saveLoop(ctx context.Context, done <-chan struct{}) {
 	}
 }
 
-// snapshot is the current state, ranges in key order. Callers hold t.mu.
+// snapshot is the current state, ranges in key order: with TailOptions.Written, as of the
+// changes written out. Callers hold t.mu.
 func (t *tailRun) snapshot() TailState {
 	st := TailState{Version: TailStateVersion, PartitionKey: t.pk, Ranges: []RangeState{}}
 	if t.opts.Mode != LatestVersion {
 		st.Mode = t.opts.Mode.String()
 	}
-	for _, tr := range t.state {
+	add := func(tr *tailRange) {
 		rs := RangeState{PartitionID: tr.partition, Range: tr.rng}
 		if tr.pos.Kind == StartContinuation {
 			rs.Continuation = tr.pos.Continuation
@@ -624,8 +772,35 @@ func (t *tailRun) snapshot() TailState {
 		}
 		st.Ranges = append(st.Ranges, rs)
 	}
+	if t.view != nil {
+		t.fold(t.opts.Written())
+		for _, tr := range t.view {
+			add(&tr)
+		}
+	} else {
+		for _, tr := range t.state {
+			add(tr)
+		}
+	}
 	slices.SortFunc(st.Ranges, func(a, b RangeState) int { return a.Range.Compare(b.Range) })
 	return st
+}
+
+// fold applies to the written view the events of the first written changes. Callers hold t.mu.
+func (t *tailRun) fold(written int64) {
+	n := 0
+	for _, ev := range t.events {
+		if ev.seq > written {
+			break
+		}
+		if ev.removed {
+			delete(t.view, ev.id)
+		} else {
+			t.view[ev.id] = ev.r
+		}
+		n++
+	}
+	t.events = append(t.events[:0], t.events[n:]...)
 }
 
 func jsonInt(raw json.RawMessage) int64 {

@@ -1,0 +1,227 @@
+package cmd
+
+// The adversarial suite for faults, secrets and the terminal: each table is a list of hostile
+// situations (fault schedules on a served emulator, endpoints that never answer, credentials
+// that fail, connection strings and flags that would leak a key, strings that would drive a
+// terminal) and what cfp must do with each. The counts of cases are in docs/scripting.md's
+// companion, the issue notes; add a row for every new case.
+
+import (
+	"context"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+// advPrefix is the lease prefix seedEstimate writes; commands reach it with --lease-id-prefix,
+// since the served emulator's host (127.0.0.1) is not the one the leases were written through.
+const advPrefix = "advlocalhost_k5lnAA==_k5lnAPDiLsw="
+
+// servedFixture seeds shop/orders (20 orders) and shop/leases (one lease per partition, at
+// LSN 0) in a fresh data directory, serves it on a loopback port and returns the emulator and
+// the arguments that reach it.
+func servedFixture(t *testing.T) (*emulator.Emulator, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	seedEstimate(t, dir, advPrefix)
+	emu, err := emulator.Open(emulator.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- emu.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = emu.Close()
+	})
+	return emu, []string{"--endpoint", "http://" + ln.Addr().String() + "/", "-d", "shop", "-c", "orders", "--lease-id-prefix", advPrefix}
+}
+
+// silentEndpoint accepts connections on a loopback port and never answers; it returns the
+// endpoint URL.
+func silentEndpoint(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// faultCase is one command run through a fault schedule on a served emulator.
+type faultCase struct {
+	name  string
+	rules []emulator.FaultRule
+	args  []string
+	code  int
+	// stdout and stderr, when set, must match; notStderr must not.
+	stdout, stderr, notStderr string
+}
+
+var faultCases = []faultCase{
+	{name: "tail -e through four 429s at start",
+		rules: []emulator.FaultRule{{Status: 429, Count: 4, IncludeAccount: true}},
+		args:  []string{"tail", "-e", "--from", "beginning"}, code: 0, stdout: `(?s)("id":"o\d+".*){20}`},
+	{name: "tail -e through 429s on every other request",
+		rules: []emulator.FaultRule{{Status: 429, Fraction: 0.5, Count: 12, IncludeAccount: true}},
+		args:  []string{"tail", "-e", "--from", "beginning"}, code: 0, stdout: `(?s)("id":"o\d+".*){20}`},
+	{name: "estimate through one 503",
+		rules: []emulator.FaultRule{{Status: 503, Count: 1, IncludeAccount: true}},
+		args:  []string{"estimate", "-o", "json"}, code: 0, stdout: `"lag"`},
+	{name: "estimate through 503s on lease reads",
+		rules: []emulator.FaultRule{{Status: 0, Latency: time.Millisecond, Count: 2}, {Status: 503, Count: 3}},
+		args:  []string{"estimate", "-o", "json"}, code: 0, stdout: `"lag"`},
+	{name: "leases list through one 503",
+		rules: []emulator.FaultRule{{Status: 503, Count: 1, IncludeAccount: true}},
+		args:  []string{"leases", "list", "-o", "json"}, code: 0, stdout: `"lease": "0"`},
+	{name: "config --check through one 503",
+		rules: []emulator.FaultRule{{Status: 503, Count: 1, IncludeAccount: true}},
+		args:  []string{"config", "--check"}, code: 0},
+	{name: "config --check through 429s and 503s",
+		rules: []emulator.FaultRule{{Status: 429, Count: 2, IncludeAccount: true}, {Status: 503, Count: 2, IncludeAccount: true}},
+		args:  []string{"config", "--check"}, code: 0},
+	{name: "a lasting 503 is service unavailable, not throttling",
+		rules: []emulator.FaultRule{{Status: 503}},
+		args:  []string{"--max-retries", "1", "estimate"}, code: 1,
+		stderr: `(?m)^cfp: .*service unavailable \(HTTP 503\).*\nTry: the service is unavailable`, notStderr: `429|throttl`},
+	{name: "a lasting 429 is throttling",
+		rules: []emulator.FaultRule{{Status: 429}},
+		args:  []string{"--max-retries", "1", "leases", "list"}, code: 1,
+		stderr: `(?m)^cfp: .*throttled \(HTTP 429\).*\nTry: the account is throttling`},
+	{name: "retries are logged at info without the key",
+		rules: []emulator.FaultRule{{Status: 429, Count: 2, IncludeAccount: true}},
+		args:  []string{"--log-level", "info", "leases", "list"}, code: 0,
+		stderr: `msg="retrying request".*status=429.*reason=throttled`, notStderr: regexp.QuoteMeta(auth.WellKnownKey)},
+	{name: "tail -e through a 410 with substatus 1000",
+		rules: []emulator.FaultRule{{Status: 410, Substatus: 1000, Count: 1, ChangeFeedOnly: true}},
+		args:  []string{"tail", "-e", "--from", "beginning"}, code: 0, stdout: `(?s)("id":"o\d+".*){20}`},
+	{name: "tail -e through a 410/1002 for a live partition",
+		rules: []emulator.FaultRule{{Status: 410, Substatus: 1002, Count: 24, ChangeFeedOnly: true}},
+		args:  []string{"tail", "-e", "--from", "beginning"}, code: 0, stdout: `(?s)("id":"o\d+".*){20}`},
+}
+
+func TestAdversarial_FaultSchedules(t *testing.T) {
+	t.Parallel()
+	for _, tc := range faultCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			emu, base := servedFixture(t)
+			for _, r := range tc.rules {
+				if err := emu.InjectFaults(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			code, stdout, stderr := runCLI(t, ctx, "", append(append([]string{}, base...), tc.args...)...)
+			checkRun(t, code, stdout, stderr, tc.code, tc.stdout, tc.stderr, tc.notStderr)
+		})
+	}
+}
+
+// hangCase is one command against an endpoint that accepts connections and never answers.
+type hangCase struct {
+	name   string
+	args   []string
+	code   int
+	stderr string
+}
+
+var hangCases = []hangCase{
+	{name: "tail -e with a short request timeout",
+		args: []string{"--request-timeout", "200ms", "tail", "-e"}, code: 1,
+		stderr: `(?m)^cfp: .*no answer within 200ms\nTry: the endpoint accepted the request but did not answer`},
+	{name: "estimate with a short request timeout",
+		args: []string{"--request-timeout", "200ms", "estimate"}, code: 1, stderr: `no answer within 200ms`},
+	{name: "tail -e --timeout",
+		args: []string{"--request-timeout", "1m", "tail", "-e", "--timeout", "300ms"}, code: 1, stderr: `(?m)^cfp: gave up after --timeout 300ms`},
+	{name: "estimate --timeout",
+		args: []string{"--request-timeout", "1m", "estimate", "--timeout", "300ms"}, code: 1, stderr: `(?m)^cfp: gave up after --timeout 300ms`},
+	{name: "leases list --timeout",
+		args: []string{"--request-timeout", "1m", "leases", "list", "--timeout", "300ms"}, code: 1, stderr: `(?m)^cfp: gave up after --timeout 300ms`},
+	{name: "config --check --timeout",
+		args: []string{"--request-timeout", "1m", "config", "--check", "--timeout", "300ms"}, code: 1, stderr: `gave up after --timeout 300ms`},
+	{name: "CFP_REQUEST_TIMEOUT",
+		args: []string{"leases", "export"}, code: 1, stderr: `no answer within 250ms`},
+}
+
+func TestAdversarial_SilentEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range hangCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			endpoint := silentEndpoint(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			env := map[string]string{"NO_COLOR": "1", "COSMOS_KEY": auth.WellKnownKey, "CFP_REQUEST_TIMEOUT": "250ms"}
+			args := append([]string{"--endpoint", endpoint, "-d", "shop", "-c", "orders", "-p", "proj"}, tc.args...)
+			code, stdout, stderr := runEnv(ctx, env, "", args...)
+			if ctx.Err() != nil {
+				t.Fatalf("cfp %s still ran at the test deadline", strings.Join(args, " "))
+			}
+			checkRun(t, code, stdout, stderr, tc.code, "", tc.stderr, "")
+		})
+	}
+}
+
+// runEnv runs cfp in process with env as its whole environment.
+func runEnv(ctx context.Context, env map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {
+	ios, in, out, errOut := render.Test()
+	in.WriteString(stdin)
+	code = MainWithIO(ctx, args, ios, func(k string) string { return env[k] })
+	return code, out.String(), errOut.String()
+}
+
+// checkRun compares a run's exit code and output with what a case wants.
+func checkRun(t *testing.T, code int, stdout, stderr string, wantCode int, wantStdout, wantStderr, notStderr string) {
+	t.Helper()
+	if code != wantCode {
+		t.Errorf("exit %d, want %d", code, wantCode)
+	}
+	if wantStdout != "" && !regexp.MustCompile(wantStdout).MatchString(stdout) {
+		t.Errorf("stdout does not match %q", wantStdout)
+	}
+	if wantStderr != "" && !regexp.MustCompile(wantStderr).MatchString(stderr) {
+		t.Errorf("stderr does not match %q", wantStderr)
+	}
+	if notStderr != "" && regexp.MustCompile(notStderr).MatchString(stderr) {
+		t.Errorf("stderr matches %q", notStderr)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
