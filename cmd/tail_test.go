@@ -214,14 +214,19 @@ func TestTail_JSONIsOneDocument(t *testing.T) {
 // emulator's change-feed reads: every document must still be delivered exactly once.
 func TestTail_RidesThroughThrottlingAndUnavailability(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	acct := openLocal(t, dir, 0)
+	// The request policy retries 429 and 503 itself (2 times here, quickly): bursts of 20 get
+	// through it to the tail's own backoff.
+	acct, err := cosmos.Open(context.Background(), cosmos.Config{LocalDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+		Retry: cosmos.RetryOptions{MaxRetries: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer acct.Close()
 	seed(t, acct, 0, 400)
 	emu := acct.Emulator()
-	// The SDK retries a 429 itself (9 times): a burst of 40 gets through it to cfp's backoff.
 	for _, rule := range []emulator.FaultRule{
-		{Status: http.StatusTooManyRequests, Count: 40, ChangeFeedOnly: true, RetryAfter: time.Millisecond},
+		{Status: http.StatusTooManyRequests, Count: 20, ChangeFeedOnly: true, RetryAfter: time.Millisecond},
+		{Status: http.StatusServiceUnavailable, Count: 20, ChangeFeedOnly: true},
 		{Status: http.StatusTooManyRequests, Fraction: 0.25, ChangeFeedOnly: true, RetryAfter: time.Millisecond},
 		{Status: http.StatusServiceUnavailable, Fraction: 0.2, ChangeFeedOnly: true},
 	} {
