@@ -131,6 +131,12 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		e.serveCertPEM(w)
 		return
 	}
+	if len(segs) == 6 && segs[0] == "dbs" && segs[2] == "colls" && segs[4] == "operations" {
+		// Signed over another resource type than the path shows (delete by partition key):
+		// answer what it is, not a signature mismatch.
+		e.notSupported(w, r, "operations/"+segs[5])
+		return
+	}
 	// An unauthenticated client gets its answer and loses its connection.
 	if err := e.verify(r); err != nil {
 		h.Set("Connection", "close")

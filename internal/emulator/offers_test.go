@@ -76,8 +76,10 @@ func TestContainerReplace_KeepsPartitionKey(t *testing.T) {
 func TestNotServed_Is400NotSupported(t *testing.T) {
 	t.Parallel()
 	e := openEmu(t, emulator.Options{})
-	resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/users", nil, "")
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "not supported by cfp emulator") {
-		t.Errorf("GET /dbs/db/users: %d %s, want 400 not supported by cfp emulator", resp.StatusCode, body)
+	for _, path := range []string{"/dbs/db/users", "/dbs/db/colls/c/operations/partitionkeydelete"} {
+		resp, body := rawRequest(t, e, http.MethodPost, path, nil, "{}")
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "not supported by cfp emulator") {
+			t.Errorf("POST %s: %d %s, want 400 not supported by cfp emulator", path, resp.StatusCode, body)
+		}
 	}
 }
