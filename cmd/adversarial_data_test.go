@@ -6,9 +6,11 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -324,4 +326,86 @@ func TestAdversarial_EndlessFiles(t *testing.T) {
 		{name: "leases reset --from-file /dev/zero", args: []string{"leases", "reset", "--from-file", "/dev/zero", "-d", "shop", "-c", "orders", "-p", "orders-proj"}, setup: withLeases,
 			code: 1, stderr: []string{`(?m)^cfp: read --from-file: /dev/zero is larger than 64 MiB$`}},
 	})
+}
+
+func TestAdversarial_LeasesImportFailingPartWayWritesNoInfo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bootstrapLeases(t, dir, "orders-proj")
+	ctx := context.Background()
+	code, export, stderr := runCLI(t, ctx, "", "--local="+dir, "leases", "export", "-d", "shop", "-c", "orders", "-p", "orders-proj")
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, stderr)
+	}
+	// A hostile lease document: over the service's 2 MB document limit, so its write fails.
+	var e struct {
+		Leases  []map[string]any `json:"leases"`
+		Markers []map[string]any `json:"markers"`
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(export), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(export), &e); err != nil || len(e.Leases) != 4 || len(e.Markers) == 0 {
+		t.Fatalf("export has %d leases, %d markers (%v)", len(e.Leases), len(e.Markers), err)
+	}
+	e.Leases[1]["pad"] = strings.Repeat("x", 3<<20)
+	raw["leases"] = e.Leases
+	b, _ := json.Marshal(raw)
+	file := filepath.Join(t.TempDir(), "export.json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, ctx, "", "--local="+dir, "leases", "import", file, "-d", "shop", "--lease-container", "leases2", "--create", "--execute")
+	if code != 3 {
+		t.Fatalf("import: exit %d, want 3 (partial failure)\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, ".info not written: 1 lease(s) were not written") {
+		t.Errorf("stderr does not say the marker was held back:\n%s", stderr)
+	}
+	docs := countItems(t, dir, "shop", "leases2")
+	for id := range docs {
+		if strings.HasSuffix(id, ".info") {
+			t.Errorf("the .info marker %s was written although a lease failed", id)
+		}
+	}
+	if len(docs) != 3 {
+		t.Errorf("lease container holds %d documents, want the 3 leases that could be written", len(docs))
+	}
+}
+
+func TestAdversarial_ProcessWarnsOnUncoveredLeases(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bootstrapLeases(t, dir, "orders-proj")
+	func() {
+		acct := openLocal(t, dir, 4)
+		defer acct.Close()
+		store := processorStore(t, acct, acct.Container("shop", "orders"), "orders-proj")
+		ls, err := store.List(context.Background())
+		if err != nil || len(ls) != 4 {
+			t.Fatalf("leases %d, %v", len(ls), err)
+		}
+		if err := store.Delete(context.Background(), ls[2]); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	ios, _, _, _ := render.Test()
+	var errOut syncBuffer
+	ios.ErrOut = &errOut
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		env := map[string]string{"NO_COLOR": "1"}
+		done <- MainWithIO(ctx, []string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "orders-proj", "--events", "jsonl"}, ios, func(k string) string { return env[k] })
+	}()
+	for i := 0; !strings.Contains(errOut.String(), `"type":"started"`) && i < 2000; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !regexp.MustCompile(`warning: the leases of orders-projlocalhost_\S+ do not cover the key space: .*never processed`).MatchString(errOut.String()) {
+		t.Errorf("no coverage warning at start:\n%s", errOut.String())
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,6 +73,17 @@ func runLeasesExport(ctx context.Context, opts *leasesExportOptions) error {
 	}
 	fmt.Fprintf(f.IO.ErrOut, "Exported %d lease(s) of %s to %s.\n", len(e.Leases), e.Prefix, opts.File)
 	return nil
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // maxExportFile bounds a lease export read by leases import and reset --from-file: an export
@@ -186,6 +198,14 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 	m := mutation{f: f, flags: opts.mutationFlags, none: "Nothing to change.", done: "Wrote %d document(s)."}
 	views := make([]importStepView, 0, len(steps))
 	var replaced []*leases.Lease
+	// Markers (.info, .lock) are written last, and only when every lease was written: a .info
+	// marker over an incomplete lease set tells the next processor not to create the missing
+	// leases, and their changes would never be processed.
+	isMarker := func(id string) bool { return id == leases.InfoID(t.prefix) || id == leases.LockID(t.prefix) }
+	slices.SortStableFunc(steps, func(a, b leases.ImportStep) int {
+		return cmpBool(isMarker(a.ID), isMarker(b.ID))
+	})
+	leaseFailures := 0
 	for _, s := range steps {
 		views = append(views, importStepView{ID: s.ID, Action: s.Action, Owner: nonZero(s.Owner)})
 		if s.Action == leases.ImportUnchanged {
@@ -194,7 +214,22 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 		if l := current[s.ID]; l != nil && s.Action == leases.ImportReplace {
 			replaced = append(replaced, l)
 		}
-		m.changes = append(m.changes, func(ctx context.Context) error { return store.ApplyImport(ctx, s) })
+		if isMarker(s.ID) {
+			m.changes = append(m.changes, func(ctx context.Context) error {
+				if leaseFailures > 0 {
+					return fmt.Errorf("%s not written: %d lease(s) were not written; import again once they can be", s.ID, leaseFailures)
+				}
+				return store.ApplyImport(ctx, s)
+			})
+			continue
+		}
+		m.changes = append(m.changes, func(ctx context.Context) error {
+			err := store.ApplyImport(ctx, s)
+			if err != nil {
+				leaseFailures++
+			}
+			return err
+		})
 	}
 	m.held = liveOwned(replaced, now, opts.Expiration)
 	m.question = fmt.Sprintf("Write %d document(s)?", len(m.changes))

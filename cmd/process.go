@@ -241,6 +241,22 @@ var leaseModes = map[feed.FeedMode]string{
 }
 
 // modeMismatch explains a lease set of another mode in cfp's terms, on one line.
+// warnUncovered warns when an existing lease set does not cover the key space (a lease deleted
+// by hand, or a lease import that failed part way after the .info marker was written): the
+// bootstrap creates leases only for a store without the marker, so the changes of a gap would
+// never be processed.
+func warnUncovered(ctx context.Context, f *factory, store *leases.Store) {
+	ls, err := store.List(ctx)
+	if err != nil || len(ls) == 0 {
+		return
+	}
+	for _, fd := range leases.Check(ls, f.Now(), leases.DefaultExpiration) {
+		if fd.Kind == leases.FindingGap {
+			f.warnf("the leases of %s do not cover the key space: %s; the changes there are never processed (see 'cfp leases list --check')", store.Prefix(), fd.Message)
+		}
+	}
+}
+
 func (o *processOptions) modeMismatch(mm *feed.ModeMismatchError) error {
 	if mm.Refused {
 		return fmt.Errorf("lease %s has Mode %q, which .NET refuses to start on (%s); set its Mode to %q (see cfp leases list --check)",
@@ -338,6 +354,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	}
 	if boot.Existed && o.startSet {
 		o.noteExistingLeases(ctx, store)
+	}
+	if boot.Existed {
+		warnUncovered(ctx, f, store)
 	}
 	events.started(eopts.Instance, f.Global.Processor, store.Prefix(), boot)
 	if o.started != nil {
