@@ -151,8 +151,11 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		}
 		tried[l.Token] = true
 		live := !l.Expired(now, p.opts.Expiration) && !strings.EqualFold(l.Owner, p.opts.Instance)
-		if live && handoffAccepted(l) {
-			continue // its owner finishes the batch in flight, then releases it
+		if live && (handoffAccepted(l) || handedOver(l)) {
+			// Its owner finishes the batch in flight, then hands it over; or it was handed
+			// over and its new owner starts it at its next cycle: asking now would overwrite
+			// the sign that new owner looks for.
+			continue
 		}
 		switch {
 		case live && !cfp[strings.ToLower(l.Owner)]:
@@ -287,9 +290,14 @@ func (p *Processor) handOver(ctx context.Context, l *leases.Lease) (to string, e
 // handedToMe reports whether l was handed over to this host after it asked for it (the owner
 // wrote this host's name as Owner and left the request on it): its next cycle starts it.
 func (p *Processor) handedToMe(l *leases.Lease) bool {
+	return handedOver(l) && strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token)
+}
+
+// handedOver reports whether l carries the sign of a handover to its owner (a request from its
+// previous owner to its owner) that its owner has not acquired yet.
+func handedOver(l *leases.Lease) bool {
 	from, to, ok := strings.Cut(l.Properties[handoffKey], handoffSep)
-	return ok && strings.EqualFold(l.Owner, p.opts.Instance) && strings.EqualFold(to, p.opts.Instance) &&
-		!strings.EqualFold(from, p.opts.Instance) && !p.isOwned(l.Token)
+	return ok && l.Owner != "" && strings.EqualFold(to, l.Owner) && !strings.EqualFold(from, l.Owner)
 }
 
 // askFirst reports whether a steal of the live lease l should be a handoff request: yes,

@@ -210,3 +210,52 @@ func TestProcessor_HandoffNeverLeavesTheLeaseUnowned(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessor_NoRequestOnAHandedOverLease: a lease handed over to a cfp host that has not
+// started it yet carries the request as its new owner's sign (Owner = the requester). Another
+// host must not ask for it then: its request would overwrite the sign, the new owner would
+// never start the lease, and nobody would process it until it expired (seen as a 100-cycle
+// stall of the four-host convergence test).
+func TestProcessor_NoRequestOnAHandedOverLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(2)
+	mem := leases.NewMemDocuments("/id")
+	docs := &cycleDocs{Documents: mem}
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, part := range parts {
+		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+		l.Owner, l.Timestamp = "b", time.Now()
+		if i == 0 {
+			l.Properties["cfpHandoff"] = "a>b" // handed over by a, not started by b yet
+		}
+		if _, err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Announce(ctx, "b", time.Hour); err != nil { // b is a live cfp host
+		t.Fatal(err)
+	}
+	opts := fastOptions("c")
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, 5*time.Second, "three cycles of c", func() bool { return docs.cycles.Load() >= 3 })
+	for _, l := range listLeases(t, mem) {
+		if l.Token == parts[0].ID && l.Properties["cfpHandoff"] != "a>b" {
+			t.Errorf("handed-over lease %s: cfpHandoff %q, want the sign \"a>b\" kept", l.Token, l.Properties["cfpHandoff"])
+		}
+	}
+}
