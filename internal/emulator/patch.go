@@ -61,7 +61,12 @@ func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, i
 // so a concurrent write between the read and the write is not lost (it is retried).
 func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body []byte, ifMatch string) (writeResult, error) {
 	var spec patchSpec
-	if err := json.Unmarshal(body, &spec); err != nil {
+	// The body is {"condition", "operations"} or, from some SDKs, the bare operations array.
+	if trimmed := strings.TrimSpace(string(body)); strings.HasPrefix(trimmed, "[") {
+		if err := json.Unmarshal(body, &spec.Operations); err != nil {
+			return writeResult{}, badRequest("invalid patch body: %v", err)
+		}
+	} else if err := json.Unmarshal(body, &spec); err != nil {
 		return writeResult{}, badRequest("invalid patch body: %v", err)
 	}
 	if len(spec.Operations) == 0 || len(spec.Operations) > maxPatchOps {

@@ -46,6 +46,12 @@ func TestPatchItem(t *testing.T) {
 		t.Errorf("patched document: %v", got)
 	}
 
+	// The JavaScript SDK sends the bare operations array.
+	if resp, body := rawRequest(t, e, http.MethodPatch, "/dbs/db/colls/c/docs/1", map[string]string{"x-ms-documentdb-partitionkey": `["a"]`},
+		`[{"op":"set","path":"/js","value":true}]`); resp.StatusCode != http.StatusOK {
+		t.Errorf("patch with a bare operations array: %d %s", resp.StatusCode, body)
+	}
+
 	bad := azcosmos.PatchOperations{}
 	bad.AppendReplace("/missing", 1)
 	if _, err := cc.PatchItem(ctx, pk, "1", bad, nil); statusOf(err) != http.StatusBadRequest {

@@ -5,11 +5,13 @@
 //
 // It exits 0 when every check passed, 1 when one failed and 2 when it could not run at all.
 // Environment: COSMOS_ENDPOINT (http://127.0.0.1:PORT/) and COSMOS_KEY (the account key, never
-// printed); CFP_JSSDK_DATABASE names the database (default: a fresh jssdk-<time> one).
+// printed); CFP_EMULATOR_CERT, the emulator's certificate (emulator.pem), for the TLS checks; CFP_JSSDK_DATABASE names the database (default: a fresh jssdk-<time> one).
 //
 // Run it through jssdk_test.go (CFP_JSSDK=1 go test ./test/jssdk -v), which starts the emulator.
 
 import { createHmac } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { Agent } from "node:https";
 import { createRequire } from "node:module";
 import { ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
 
@@ -339,6 +341,7 @@ async function main() {
     }
   });
 
+  await featureChecks(database);
   await changeFeedChecks(database);
   await splitCheck(database);
   await mergeCheck(database);
@@ -349,6 +352,83 @@ async function main() {
     const status = await statusOf(() => database.read());
     assert(status === 404, `read after delete answered ${status}, want 404`);
     return "204, then 404";
+  });
+}
+
+async function featureChecks(database) {
+  await check("TLS on the same port, trusting the exported certificate", async () => {
+    const certFile = process.env.CFP_EMULATOR_CERT;
+    assert(certFile, "CFP_EMULATOR_CERT is not set");
+    const tlsEndpoint = endpoint.replace(/^http:/, "https:");
+    const tls = new CosmosClient({ endpoint: tlsEndpoint, key, agent: new Agent({ ca: readFileSync(certFile) }) });
+    const { resource } = await tls.database(database.id).read();
+    assert(resource.id === database.id, `read ${resource.id} over TLS`);
+    const pem = await (await fetch(endpoint + "_explorer/emulator.pem")).text();
+    assert(pem === readFileSync(certFile, "utf8"), "/_explorer/emulator.pem differs from the exported file");
+    tls.dispose();
+    return tlsEndpoint;
+  });
+
+  const { container: feat } = await database.containers.createIfNotExists({ id: "features", partitionKey: "/pk" });
+  await check("patch: incr, add, remove, and a failed condition is 412", async () => {
+    await feat.items.create({ id: "p1", pk: "a", v: 1, gone: true });
+    const { resource } = await feat.item("p1", "a").patch([
+      { op: "incr", path: "/v", value: 2 },
+      { op: "add", path: "/tags", value: ["x"] },
+      { op: "remove", path: "/gone" },
+    ]);
+    assert(resource.v === 3 && resource.tags[0] === "x" && resource.gone === undefined, `patched ${JSON.stringify(resource)}`);
+    const status = await statusOf(() =>
+      feat.item("p1", "a").patch({ condition: "FROM c WHERE c.v > 10", operations: [{ op: "set", path: "/v", value: 0 }] }),
+    );
+    assert(status === 412, `conditional patch answered ${status}, want 412`);
+    return "v 1 -> 3";
+  });
+
+  await check("transactional batch: all or nothing", async () => {
+    const ok = await feat.items.batch(
+      [
+        { operationType: "Create", resourceBody: { id: "b1", pk: "b" } },
+        { operationType: "Upsert", resourceBody: { id: "b2", pk: "b" } },
+        { operationType: "Read", id: "b1" },
+      ],
+      "b",
+    );
+    const codes = ok.result.map((r) => r.statusCode).join(",");
+    assert(codes === "201,201,200", `batch answered ${codes}`);
+    const failed = await feat.items.batch(
+      [
+        { operationType: "Delete", id: "b2" },
+        { operationType: "Create", resourceBody: { id: "b1", pk: "b" } },
+      ],
+      "b",
+    );
+    const fcodes = failed.result.map((r) => r.statusCode).join(",");
+    assert(fcodes === "424,409", `failing batch answered ${fcodes}, want 424,409`);
+    const still = await feat.item("b2", "b").read();
+    assert(still.statusCode === 200, "the delete of the failed batch was not undone");
+    return `${codes}; then ${fcodes}`;
+  });
+
+  await check("offers: manual throughput read and replaced", async () => {
+    const { container: thr } = await database.containers.createIfNotExists({ id: "throughput", partitionKey: "/pk", throughput: 400 });
+    const { resource: offer } = await thr.readOffer();
+    assert(offer?.content?.offerThroughput === 400, `offer ${JSON.stringify(offer)}`);
+    const { resource: replaced } = await client.offer(offer.id).replace({ ...offer, content: { offerThroughput: 600 } });
+    assert(replaced.content.offerThroughput === 600, `replaced offer ${JSON.stringify(replaced)}`);
+    return "400 -> 600 RU/s";
+  });
+
+  await check("aggregates within a partition key", async () => {
+    for (let i = 0; i < 4; i++) await feat.items.upsert({ id: `g${i}`, pk: "g", n: i });
+    const got = {};
+    for (const fn of ["COUNT(1)", "SUM(c.n)", "MIN(c.n)", "MAX(c.n)", "AVG(c.n)"]) {
+      const { resources } = await feat.items.query(`SELECT VALUE ${fn} FROM c`, { partitionKey: "g" }).fetchAll();
+      got[fn] = resources[0];
+    }
+    const s = JSON.stringify(got);
+    assert(s === '{"COUNT(1)":4,"SUM(c.n)":6,"MIN(c.n)":0,"MAX(c.n)":3,"AVG(c.n)":1.5}', s);
+    return s;
   });
 }
 

@@ -50,6 +50,11 @@ var mustCheck = []string{
 	"partition-key-scoped change feed",
 	"split in the middle of a change-feed read (4 partitions)",
 	"merge in the middle of a change-feed read, and a token from before it",
+	"TLS on the same port, trusting the exported certificate",
+	"patch: incr, add, remove, and a failed condition is 412",
+	"transactional batch: all or nothing",
+	"offers: manual throughput read and replaced",
+	"aggregates within a partition key",
 }
 
 func TestJSSDK(t *testing.T) {
@@ -72,7 +77,8 @@ func TestJSSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "check.mjs")
-	cmd.Env = append(testproc.CleanEnv(), "COSMOS_ENDPOINT="+emu.Endpoint, "COSMOS_KEY="+emu.Key)
+	cmd.Env = append(testproc.CleanEnv(), "COSMOS_ENDPOINT="+emu.Endpoint, "COSMOS_KEY="+emu.Key,
+		"CFP_EMULATOR_CERT="+filepath.Join(dir, "data", "emulator.pem"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
