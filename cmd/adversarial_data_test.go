@@ -5,7 +5,9 @@ package cmd
 // error line, what was written). Every case here failed on the code before its fix.
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -407,5 +409,20 @@ func TestAdversarial_ProcessWarnsOnUncoveredLeases(t *testing.T) {
 	<-done
 	if !regexp.MustCompile(`warning: the leases of orders-projlocalhost_\S+ do not cover the key space: .*never processed`).MatchString(errOut.String()) {
 		t.Errorf("no coverage warning at start:\n%s", errOut.String())
+	}
+}
+
+func TestAdversarial_EventErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	p := newProcessEvents(&buf, eventsJSONL, func(s string) string { return s }, time.Now)
+	p.notify(feed.Event{Type: feed.EventError, Lease: "0", Err: errors.New("child said:\nline two\r\n\tline three")})
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 {
+		t.Fatalf("event is not one line: %q", out)
+	}
+	var v struct{ Error string }
+	if err := json.Unmarshal([]byte(out), &v); err != nil || strings.ContainsAny(v.Error, "\r\n\t") {
+		t.Errorf("error field %q (%v) holds line ends", v.Error, err)
 	}
 }

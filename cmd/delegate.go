@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -15,10 +14,7 @@ import (
 )
 
 // Defaults of the delegate flags that the sink does not define.
-const (
-	defaultDelegateMaxRetries = 3
-	delegateStdoutBuffer      = 64 << 10
-)
+const defaultDelegateMaxRetries = 3
 
 // delegateOptions are the flags that say what a command does with each batch of changes, shared
 // by `cfp process` and `cfp replay-from`: JSON lines on stdout by default, --exec once per
@@ -128,9 +124,8 @@ func (d *delegateOptions) handler(f *factory, observe func(feed.Handler) feed.Ha
 		inner = x
 		closers = append(closers, x.Close)
 	default:
-		w := bufio.NewWriterSize(f.IO.Out, delegateStdoutBuffer)
-		inner = sink.NewStdout(w)
-		closers = append(closers, w.Flush)
+		// Unbuffered: each batch is one Write, and a failed one is cut back to a line boundary.
+		inner = sink.NewStdout(f.IO.Out)
 	}
 	if observe != nil {
 		inner = observe(inner)

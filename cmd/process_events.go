@@ -139,7 +139,9 @@ func viewOf(e feed.Event, redact func(string) string) processEventView {
 		v.Range = e.Range.String()
 	}
 	if e.Err != nil {
-		v.Error = redact(e.Err.Error())
+		// One line: an error that carries a child's output or a wrapped message with line ends
+		// must not break a text event or a reader that splits on them.
+		v.Error = oneLine(redact(e.Err.Error()))
 	}
 	return v
 }

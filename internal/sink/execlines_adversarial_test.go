@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -63,5 +65,80 @@ func TestExecLines_Adversarial(t *testing.T) {
 				t.Errorf("stderr (%d bytes) does not say %q:\n%.500s", len(got), tc.stderr, got)
 			}
 		})
+	}
+}
+
+// fullDisk is an output that accepts failAfter bytes of its next write and then fails, like a
+// file on a disk that fills up; with seekable set it can be cut back like an *os.File.
+type fullDisk struct {
+	data      []byte
+	off       int64
+	failAfter int
+}
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	n := len(p)
+	var err error
+	if d.failAfter >= 0 && n > d.failAfter {
+		n, err = d.failAfter, errors.New("no space left on device")
+		d.failAfter = -1
+	}
+	d.data = append(d.data[:d.off], p[:n]...)
+	d.off += int64(n)
+	return n, err
+}
+
+type seekableDisk struct{ *fullDisk }
+
+func (d seekableDisk) Seek(off int64, whence int) (int64, error) {
+	if whence == 1 {
+		off += d.off
+	}
+	d.off = off
+	return off, nil
+}
+
+func (d seekableDisk) Truncate(size int64) error {
+	d.data = d.data[:size]
+	return nil
+}
+
+func TestStdout_FullDiskLeavesWholeLines(t *testing.T) {
+	t.Parallel()
+	for _, seekable := range []bool{true, false} {
+		disk := &fullDisk{failAfter: 30}
+		var w io.Writer = disk
+		if seekable {
+			w = seekableDisk{disk}
+		}
+		s := NewStdout(w)
+		ok := batch("0", `{"id":"before"}`)
+		if err := s.Handle(t.Context(), ok); err != nil {
+			t.Fatal(err)
+		}
+		disk.failAfter = 20
+		b := batch("0", `{"id":"aaaaaaaaaaaa"}`, `{"id":"bbbbbbbbbbbb"}`)
+		if err := s.Handle(t.Context(), b); err == nil {
+			t.Fatal("the write on a full disk succeeded")
+		}
+		if err := s.Handle(t.Context(), b); err != nil { // the retried batch
+			t.Fatal(err)
+		}
+		var lines []string
+		for line := range strings.Lines(string(disk.data)) {
+			if line == "\n" && !seekable {
+				continue
+			}
+			if !json.Valid([]byte(line)) || !strings.HasSuffix(line, "\n") {
+				if seekable || !strings.HasPrefix(line, `{"id":"aaaa`) {
+					t.Errorf("seekable=%v: torn line %q in the output:\n%s", seekable, line, disk.data)
+				}
+				continue
+			}
+			lines = append(lines, strings.TrimSpace(line))
+		}
+		if got := strings.Join(lines, " "); got != `{"id":"before"} {"id":"aaaaaaaaaaaa"} {"id":"bbbbbbbbbbbb"}` {
+			t.Errorf("seekable=%v: whole lines %s", seekable, got)
+		}
 	}
 }

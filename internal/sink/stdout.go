@@ -18,11 +18,25 @@ import (
 // to W. Batches of different leases never interleave: a batch is written with one Write under a
 // lock, and W is flushed (when it has a Flush method, such as *bufio.Writer) before Handle
 // returns, so the host's checkpoint always follows the write.
+//
+// Lines are whole even when a write fails part way (a full disk): when W is a seekable file
+// (Seek and Truncate, like *os.File), the file is cut back to where the batch started, so the
+// retried batch follows the last whole line; otherwise the next write starts with a line end, so
+// the retried batch starts on a line of its own. W should not buffer (a *bufio.Writer keeps a
+// write error for ever); the batch is already one Write.
 type Stdout struct {
 	W io.Writer
 
 	mu  sync.Mutex
 	buf bytes.Buffer
+	// torn is set when a write stopped inside a line that could not be cut back.
+	torn bool
+}
+
+// truncater is a file that can be cut back after a failed write.
+type truncater interface {
+	io.Seeker
+	Truncate(size int64) error
 }
 
 var _ feed.Handler = (*Stdout)(nil)
@@ -43,7 +57,7 @@ func (s *Stdout) Handle(ctx context.Context, b feed.Batch) error {
 			return fmt.Errorf("lease %s: %w", b.LeaseToken, err)
 		}
 	}
-	if _, err := s.W.Write(s.buf.Bytes()); err != nil {
+	if err := s.write(); err != nil {
 		return fmt.Errorf("write batch of lease %s: %w", b.LeaseToken, err)
 	}
 	if f, ok := s.W.(interface{ Flush() error }); ok {
@@ -52,6 +66,39 @@ func (s *Stdout) Handle(ctx context.Context, b feed.Batch) error {
 		}
 	}
 	return nil
+}
+
+// write writes s.buf with one Write, leaving W at a line boundary when it fails; s.mu is held.
+func (s *Stdout) write() error {
+	out := s.buf.Bytes()
+	if s.torn {
+		out = append([]byte{'\n'}, out...)
+	}
+	start := int64(-1)
+	tr, canCut := s.W.(truncater)
+	if canCut {
+		if off, err := tr.Seek(0, io.SeekCurrent); err == nil {
+			start = off
+		}
+	}
+	n, err := s.W.Write(out)
+	if err == nil {
+		s.torn = false
+		return nil
+	}
+	if n > 0 && start >= 0 {
+		if terr := tr.Truncate(start); terr == nil {
+			if _, serr := tr.Seek(start, io.SeekStart); serr == nil {
+				return err
+			}
+		}
+	}
+	if n > 0 && out[n-1] != '\n' {
+		s.torn = true
+	} else if n > 0 {
+		s.torn = false
+	}
+	return err
 }
 
 // appendLine appends item and a newline. An item that spans several lines (the service never
