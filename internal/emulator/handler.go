@@ -283,7 +283,7 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 	case n == 4:
 		switch r.Method {
 		case http.MethodGet:
-			e.readContainer(w, s[1], s[3])
+			e.readContainer(w, r, s[1], s[3])
 			return
 		case http.MethodDelete:
 			e.deleteContainer(w, s[1], s[3])
@@ -578,11 +578,17 @@ func (e *Emulator) replaceContainer(w http.ResponseWriter, r *http.Request, db, 
 	e.writeColl(w, http.StatusOK, chargeWrite, st)
 }
 
-func (e *Emulator) readContainer(w http.ResponseWriter, db, coll string) {
+func (e *Emulator) readContainer(w http.ResponseWriter, r *http.Request, db, coll string) {
 	st, err := e.store.getContainer(db, coll)
 	if err != nil {
 		e.fail(w, err)
 		return
+	}
+	if strings.EqualFold(r.Header.Get("x-ms-documentdb-populatequotainfo"), "true") {
+		// Indexing is never behind: every index transformation is complete.
+		w.Header().Set("x-ms-documentdb-collection-index-transformation-progress", "100")
+		w.Header().Set("x-ms-resource-quota", "collectionSize=10485760;documentSize=10240;documentsSize=10485760;")
+		w.Header().Set("x-ms-resource-usage", "collectionSize=0;documentSize=0;documentsSize=0;")
 	}
 	e.writeColl(w, http.StatusOK, chargeRead, st)
 }

@@ -83,3 +83,25 @@ func TestNotServed_Is400NotSupported(t *testing.T) {
 		}
 	}
 }
+
+func TestContainer_NormalisedDefinitionAndQuotaInfo(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	if resp, body := rawRequest(t, e, http.MethodPost, "/dbs", nil, `{"id":"db"}`); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create database: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := rawRequest(t, e, http.MethodPost, "/dbs/db/colls", nil,
+		`{"id":"c","partitionKey":{"paths":["/pk"]},"indexingPolicy":{"indexingMode":"Consistent","includedPaths":[{"path":"/*"}]}}`); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create container: %d %s", resp.StatusCode, body)
+	}
+	resp, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/c", map[string]string{"x-ms-documentdb-populatequotainfo": "true"}, "")
+	for _, want := range []string{`"excludedPaths":[{"path":"/\"_etag\"/?"}]`, `"indexingMode":"consistent"`, `"automatic":true`,
+		`"geospatialConfig":{"type":"Geography"}`, `"mode":"LastWriterWins"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("container read lacks %s: %s", want, body)
+		}
+	}
+	if got := resp.Header.Get("x-ms-documentdb-collection-index-transformation-progress"); got != "100" {
+		t.Errorf("index transformation progress = %q, want 100", got)
+	}
+}

@@ -527,8 +527,16 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 	}
 	pkJSON, _ := json.Marshal(pk)
 	props["partitionKey"] = pkJSON
-	if _, ok := props["indexingPolicy"]; !ok {
-		props["indexingPolicy"] = json.RawMessage(`{"indexingMode":"consistent","automatic":true,"includedPaths":[{"path":"/*"}],"excludedPaths":[{"path":"/\"_etag\"/?"}]}`)
+	ip, err := normalizeIndexingPolicy(props["indexingPolicy"])
+	if err != nil {
+		return nil, err
+	}
+	props["indexingPolicy"] = ip
+	if _, ok := props["geospatialConfig"]; !ok {
+		props["geospatialConfig"] = json.RawMessage(`{"type":"Geography"}`)
+	}
+	if _, ok := props["conflictResolutionPolicy"]; !ok {
+		props["conflictResolutionPolicy"] = json.RawMessage(`{"mode":"LastWriterWins","conflictResolutionPath":"/_ts","conflictResolutionProcedure":""}`)
 	}
 	for k := range props {
 		if strings.HasPrefix(k, "_") {
@@ -1414,6 +1422,16 @@ func (s *store) replaceContainer(db, coll string, body []byte) (*collState, erro
 		if _, ok := props["indexingPolicy"]; !ok {
 			props["indexingPolicy"] = old["indexingPolicy"]
 		}
+		ip, err := normalizeIndexingPolicy(props["indexingPolicy"])
+		if err != nil {
+			return err
+		}
+		props["indexingPolicy"] = ip
+		for _, k := range []string{"geospatialConfig", "conflictResolutionPolicy"} {
+			if _, ok := props[k]; !ok && old[k] != nil {
+				props[k] = old[k]
+			}
+		}
 		if defaultTTL == nil {
 			delete(props, "defaultTtl")
 		}
@@ -1438,4 +1456,50 @@ func (s *store) replaceContainer(db, coll string, body []byte) (*collState, erro
 		return nil
 	})
 	return st, err
+}
+
+// normalizeIndexingPolicy returns the indexing policy as the service stores it: consistent and
+// automatic unless said otherwise, "/*" included and "/\"_etag\"/?" excluded when the policy
+// indexes (a policy with indexingMode none keeps empty path lists).
+func normalizeIndexingPolicy(raw json.RawMessage) (json.RawMessage, error) {
+	p := map[string]any{}
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, badRequest("invalid indexingPolicy: %v", err)
+		}
+	}
+	mode, _ := p["indexingMode"].(string)
+	if mode == "" {
+		mode = "consistent"
+	}
+	p["indexingMode"] = strings.ToLower(mode)
+	if _, ok := p["automatic"]; !ok {
+		p["automatic"] = true
+	}
+	paths := func(name string) []any {
+		v, _ := p[name].([]any)
+		if v == nil {
+			v = []any{}
+		}
+		return v
+	}
+	inc, exc := paths("includedPaths"), paths("excludedPaths")
+	if p["indexingMode"] != "none" {
+		has := func(list []any, path string) bool {
+			for _, x := range list {
+				if m, ok := x.(map[string]any); ok && m["path"] == path {
+					return true
+				}
+			}
+			return false
+		}
+		if len(inc) == 0 && !has(exc, "/*") {
+			inc = append(inc, map[string]any{"path": "/*"})
+		}
+		if !has(exc, `/"_etag"/?`) {
+			exc = append(exc, map[string]any{"path": `/"_etag"/?`})
+		}
+	}
+	p["includedPaths"], p["excludedPaths"] = inc, exc
+	return json.Marshal(p)
 }
