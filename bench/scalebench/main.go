@@ -38,6 +38,7 @@ type config struct {
 	writes        float64 // documents per second of real time
 	maxCycles     int
 	polls         []time.Duration // the poll intervals of the latency runs
+	engines       []engine
 	json          bool
 	rss           bool
 }
@@ -53,6 +54,7 @@ func main() {
 	flag.Float64Var(&cfg.writes, "writes", 100, "steady write load, documents per second of real time")
 	flag.IntVar(&cfg.maxCycles, "max-cycles", 40, "give up waiting for balance after this many acquire cycles")
 	polls := flag.String("latency-polls", "5s,100ms", "poll intervals of the delivery-latency runs (real time)")
+	engines := flag.String("engines", "cfp,dotnet", "engines to measure (cfp, dotnet; empty: only the memory of one host)")
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	flag.BoolVar(&cfg.rss, "rss", true, "measure one host holding every lease first (peak RSS)")
 	flag.Parse()
@@ -63,6 +65,18 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.polls = append(cfg.polls, d)
+	}
+	for _, name := range strings.Split(*engines, ",") {
+		switch strings.TrimSpace(name) {
+		case "":
+		case cfpEngine.name:
+			cfg.engines = append(cfg.engines, cfpEngine)
+		case dotnetEngine.name:
+			cfg.engines = append(cfg.engines, dotnetEngine)
+		default:
+			fmt.Fprintf(os.Stderr, "scalebench: -engines: unknown engine %q\n", name)
+			os.Exit(2)
+		}
 	}
 	if cfg.hosts < 2 || cfg.leases < 1 || cfg.scale <= 0 {
 		fmt.Fprintln(os.Stderr, "scalebench: -hosts must be at least 2, -leases at least 1, -scale positive")
@@ -94,8 +108,9 @@ func run(ctx context.Context, cfg config, log io.Writer) (*result, error) {
 		}
 		res.Memory = m
 		res.RSSMB = m.VmHWMMB
+		fmt.Fprintf(log, "  peak RSS (VmHWM) %.0f MB, heap in use %.0f MB, %d goroutines\n", m.VmHWMMB, m.HeapInuseMB, m.Goroutines)
 	}
-	for _, e := range []engine{cfpEngine, dotnetEngine} {
+	for _, e := range cfg.engines {
 		fmt.Fprintf(log, "scalebench: %s: %d hosts, %d leases\n", e.name, cfg.hosts, cfg.leases)
 		er, err := measureEngine(ctx, cfg, e, log)
 		if err != nil {

@@ -18,7 +18,8 @@ func TestRun_Tiny(t *testing.T) {
 		t.Skip("runs for about 20 seconds")
 	}
 	cfg := config{leases: 4, hosts: 2, duration: time.Second, latencyFor: time.Second, scale: 65,
-		writes: 20, maxCycles: 40, rss: true, polls: []time.Duration{50 * time.Millisecond}}
+		writes: 20, maxCycles: 40, rss: true, polls: []time.Duration{50 * time.Millisecond},
+		engines: []engine{cfpEngine, dotnetEngine}}
 	res, err := run(context.Background(), cfg, io.Discard)
 	if err != nil {
 		t.Fatal(err)
