@@ -151,7 +151,7 @@ func measureEngine(ctx context.Context, cfg config, e engine, log io.Writer) (en
 		return er, err
 	}
 	er.CyclesStart = w.cyclesUntilBalanced(all)
-	fmt.Fprintf(log, "  start together: %s cycles\n", fmtCycles(er.CyclesStart))
+	fmt.Fprintf(log, "  start together: %s cycles %s\n", fmtCycles(er.CyclesStart), w.spread)
 	w.sleep(2 * w.acquire) // let handoffs in flight settle
 	before := w.docs.snapshot()
 	t0 := time.Now()
@@ -167,7 +167,7 @@ func measureEngine(ctx context.Context, cfg config, e engine, log io.Writer) (en
 	if er.CyclesKill > 0 {
 		er.CyclesKill = max(1, er.CyclesKill-expirationCycles)
 	}
-	fmt.Fprintf(log, "  after %d killed: %s cycles (%s from the kill)\n", kill, fmtCycles(er.CyclesKill), fmtCycles(er.CyclesKillRaw))
+	fmt.Fprintf(log, "  after %d killed: %s cycles (%s from the kill) %s\n", kill, fmtCycles(er.CyclesKill), fmtCycles(er.CyclesKillRaw), w.spread)
 	w.close()
 
 	// 2. H/2 join H - H/2 that are balanced.
@@ -192,7 +192,7 @@ func measureEngine(ctx context.Context, cfg config, e engine, log io.Writer) (en
 	}
 	joined := append(first, more...)
 	er.CyclesJoin = w.cyclesUntilBalanced(joined)
-	fmt.Fprintf(log, "  %d join %d: %s cycles\n", cfg.hosts/2, len(first), fmtCycles(er.CyclesJoin))
+	fmt.Fprintf(log, "  %d join %d: %s cycles %s\n", cfg.hosts/2, len(first), fmtCycles(er.CyclesJoin), w.spread)
 	w.close()
 
 	// 3. Delivery latency at each poll interval (the default, 5s, and 100ms), at real time.

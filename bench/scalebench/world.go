@@ -58,6 +58,7 @@ type world struct {
 	cancel                     context.CancelFunc
 	writer                     sync.WaitGroup
 	hosts                      []host
+	spread                     string // how far from balanced the last wait that gave up was
 	n                          int
 }
 
@@ -147,6 +148,7 @@ func (w *world) cyclesUntilBalanced(hs []host) float64 {
 			return math.Ceil(float64(el) / float64(w.acquire))
 		}
 		if el > limit {
+			w.spread = fmt.Sprintf("%d of %d leases held, %d to %d per host", total, w.cfg.leases, lo, hi)
 			return -1
 		}
 		time.Sleep(5 * time.Millisecond)
