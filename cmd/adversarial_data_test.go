@@ -426,3 +426,77 @@ func TestAdversarial_EventErrorsAreOneLine(t *testing.T) {
 		t.Errorf("error field %q (%v) holds line ends", v.Error, err)
 	}
 }
+
+func TestAdversarial_HostileStateFiles(t *testing.T) {
+	t.Parallel()
+	// One real state file of db/c (4 partitions), then hostile variants of it.
+	dir := t.TempDir()
+	func() {
+		acct := openLocal(t, dir, 4)
+		defer acct.Close()
+		seed(t, acct, 0, 40)
+		createContainer(t, acct, "db", "other", "/pk")
+	}()
+	good := filepath.Join(t.TempDir(), "good.state")
+	code, _, stderr := runCLI(t, context.Background(), "", "--local="+dir, "tail", "-d", "db", "-c", "c", "-e", "--from", "beginning", "--save-state", good)
+	if code != 0 {
+		t.Fatalf("tail: exit %d\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	ranges := st["ranges"].([]any)
+	if len(ranges) != 4 || st["container"] != "c" || st["container_rid"] == nil || st["scope"] == nil {
+		t.Fatalf("state file %s: want 4 ranges, the container and the scope", b)
+	}
+	variant := func(name string, edit func(m map[string]any)) string {
+		m := map[string]any{}
+		_ = json.Unmarshal(b, &m)
+		edit(m)
+		out, _ := json.Marshal(m)
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	missing := variant("missing", func(m map[string]any) { m["ranges"] = []any{ranges[0], ranges[2], ranges[3]} })
+	missingFirst := variant("missing-first", func(m map[string]any) { m["ranges"] = ranges[1:] })
+	duplicate := variant("duplicate", func(m map[string]any) { m["ranges"] = append([]any{ranges[0]}, ranges...) })
+	old := variant("old", func(m map[string]any) {
+		for _, k := range []string{"scope", "database", "container", "container_rid"} {
+			delete(m, k)
+		}
+	})
+	tail := func(file string, coll string) []string {
+		return []string{"--local=" + dir, "tail", "-d", "db", "-c", coll, "-e", "--from", "@" + file}
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"a missing range", tail(missing, "c"), 1, `(?m)^cfp: read tail state \S+: no range covers \S+-\S+$`},
+		{"a missing first range", tail(missingFirst, "c"), 1, `(?m)^cfp: read tail state \S+: no range covers -\S+$`},
+		{"a duplicate range", tail(duplicate, "c"), 1, `(?m)^cfp: read tail state \S+: range \S+ appears twice$`},
+		{"another container's state", tail(good, "other"), 2, `(?m)^cfp: state file \S+ was written for container db/c \(resource id \S+\), not db/other \(resource id \S+\)$`},
+		{"replay-from another container's state", []string{"--local=" + dir, "replay-from", "@" + good, "-d", "db", "-c", "other", "-p", "r"}, 2, `(?m)^cfp: state file \S+ was written for container db/c`},
+		{"an old state file without the container stays readable", tail(old, "c"), 0, `^$`},
+		{"the state file itself resumes", tail(good, "c"), 0, `^$`},
+	} {
+		// Sequential: the cases share one data directory.
+		code, stdout, stderr := runCLI(t, context.Background(), "", tc.args...)
+		if code != tc.code || !regexp.MustCompile(tc.stderr).MatchString(stderr) {
+			t.Errorf("%s: exit %d, want %d; stderr does not match %s:\n%s", tc.name, code, tc.code, tc.stderr, stderr)
+		}
+		if tc.code != 0 && stdout != "" {
+			t.Errorf("%s: stdout %q", tc.name, stdout)
+		}
+	}
+}

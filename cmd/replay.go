@@ -182,6 +182,11 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("open monitored container: %w", err)
 	}
+	if state != nil {
+		if err := checkStateContainer(state, strings.TrimPrefix(strings.TrimSpace(o.From), "@"), info); err != nil {
+			return err
+		}
+	}
 	store, name, err := replayStore(ctx, f, acct, info, o.From, stateBytes, o.Until)
 	if err != nil {
 		return err

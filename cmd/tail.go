@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -329,6 +330,19 @@ func partitionKeyJSON(v string) (json.RawMessage, error) {
 	return b, err
 }
 
+// checkStateContainer refuses a state file written for another container: its continuations
+// and ranges mean nothing here (a state without the container, from an older cfp, is taken
+// as it is).
+func checkStateContainer(st *feed.TailState, file string, info cosmos.ContainerInfo) error {
+	switch {
+	case st.ContainerRID != "" && info.ContainerRID != "" && st.ContainerRID != info.ContainerRID,
+		st.ContainerRID == "" && st.Container != "" && (st.Database != info.Database || st.Container != info.Container):
+		return briefUsageErrorf("state file %s was written for container %s/%s (resource id %s), not %s/%s (resource id %s)",
+			file, st.Database, st.Container, cmp.Or(st.ContainerRID, "-"), info.Database, info.Container, info.ContainerRID)
+	}
+	return nil
+}
+
 // checkPartitionKeyComponents refuses a --partition-key whose number of components is not the
 // container's number of partition key paths: such a key names no logical partition, and the
 // tail would match nothing without a word.
@@ -391,6 +405,17 @@ func runTail(ctx context.Context, o *tailOptions) error {
 			return err
 		}
 	}
+	var info cosmos.ContainerInfo
+	if o.SaveState != "" || o.state != nil {
+		if info, err = src.Info(ctx); err != nil {
+			return err
+		}
+	}
+	if o.state != nil {
+		if err := checkStateContainer(o.state, strings.TrimPrefix(strings.TrimSpace(o.From), "@"), info); err != nil {
+			return err
+		}
+	}
 
 	out := newTailWriter(f.IO, o)
 	status := render.NewStatus(f.IO)
@@ -420,7 +445,10 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		// longer than tailStopGrace.
 		topts.Written = out.written.Load
 		topts.Flush = func() { out.flushWithin(tailStopGrace) }
-		topts.SaveState = func(st feed.TailState) error { return feed.WriteTailState(path, st) }
+		topts.SaveState = func(st feed.TailState) error {
+			st.Database, st.Container, st.ContainerRID = info.Database, info.Container, info.ContainerRID
+			return feed.WriteTailState(path, st)
+		}
 	}
 	if showStatus {
 		topts.OnStatus = func(s feed.TailStatus) {

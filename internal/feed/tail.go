@@ -68,6 +68,14 @@ type TailState struct {
 	// Mode is the change-feed mode the tail read ("all-versions"; "" for latest).
 	Mode   string       `json:"mode,omitempty"`
 	Ranges []RangeState `json:"ranges"`
+	// Scope is the EPK range the tail covers (the whole key space, or its --range); the ranges
+	// tile it. Absent in files written before it existed and for a partition-key tail.
+	Scope *Range `json:"scope,omitempty"`
+	// Database, Container and ContainerRID name the container tailed (set by the caller that
+	// writes the file; absent in older files), so another container's state can be refused.
+	Database     string `json:"database,omitempty"`
+	Container    string `json:"container,omitempty"`
+	ContainerRID string `json:"container_rid,omitempty"`
 }
 
 // TailStatus is reported through TailOptions.OnStatus when it changes.
@@ -253,8 +261,15 @@ func Tail(ctx context.Context, src Source, opts TailOptions, emit func(Change) e
 		pk:    opts.PartitionKey,
 		state: make(map[int]*tailRange),
 	}
-	if opts.State != nil {
+	switch {
+	case opts.State != nil:
 		t.pk = opts.State.PartitionKey
+		t.scope = opts.State.Scope
+	case len(opts.PartitionKey) > 0:
+	case opts.Range != nil:
+		t.scope = new(opts.Range.Normal())
+	default:
+		t.scope = new(leases.FullRange.Normal())
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -338,6 +353,7 @@ type tailRun struct {
 	src    Source
 	emit   func(Change) error
 	pk     json.RawMessage
+	scope  *Range
 	cancel context.CancelCauseFunc
 
 	// Lock order: emitMu before mu. emitMu serialises emit calls and is held while emit runs
@@ -759,7 +775,7 @@ func (t *tailRun) saveLoop(ctx context.Context, done <-chan struct{}) {
 // snapshot is the current state, ranges in key order: with TailOptions.Written, as of the
 // changes written out. Callers hold t.mu.
 func (t *tailRun) snapshot() TailState {
-	st := TailState{Version: TailStateVersion, PartitionKey: t.pk, Ranges: []RangeState{}}
+	st := TailState{Version: TailStateVersion, PartitionKey: t.pk, Ranges: []RangeState{}, Scope: t.scope}
 	if t.opts.Mode != LatestVersion {
 		st.Mode = t.opts.Mode.String()
 	}

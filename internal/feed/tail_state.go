@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/lineio"
 )
 
@@ -55,7 +57,43 @@ func ReadTailState(path string) (*TailState, error) {
 			return nil, fmt.Errorf("read tail state %s: range %s has neither a continuation nor a start", path, rs.Range)
 		}
 	}
+	if err := CheckStateRanges(st); err != nil {
+		return nil, fmt.Errorf("read tail state %s: %w", path, err)
+	}
 	return &st, nil
+}
+
+// CheckStateRanges reports whether the ranges of a state tile its scope: sorted by key, no two
+// share a key (a duplicate range would deliver its changes twice) and no key between the
+// first and the last is left out (a missing range would never be read). With a Scope (files
+// written since it exists), the ranges start at its Min and end at its Max too.
+func CheckStateRanges(st TailState) error {
+	rs := make([]Range, len(st.Ranges))
+	for i, r := range st.Ranges {
+		rs[i] = r.Range.Normal()
+	}
+	slices.SortFunc(rs, Range.Compare)
+	for i := 1; i < len(rs); i++ {
+		prev, cur := rs[i-1], rs[i]
+		switch c := leases.CompareEPK(prev.Max, cur.Min); {
+		case prev.Equal(cur):
+			return fmt.Errorf("range %s appears twice", cur)
+		case c > 0:
+			return fmt.Errorf("ranges %s and %s overlap", prev, cur)
+		case c < 0:
+			return fmt.Errorf("no range covers %s-%s", prev.Max, cur.Min)
+		}
+	}
+	if st.Scope != nil && len(rs) > 0 {
+		scope := st.Scope.Normal()
+		if leases.CompareEPK(rs[0].Min, scope.Min) != 0 {
+			return fmt.Errorf("no range covers %s-%s", scope.Min, rs[0].Min)
+		}
+		if last := rs[len(rs)-1]; leases.CompareEPK(last.Max, scope.Max) != 0 {
+			return fmt.Errorf("no range covers %s-%s", last.Max, scope.Max)
+		}
+	}
+	return nil
 }
 
 // WriteTailState writes st to path atomically (a temporary file in the same directory, synced,
