@@ -189,10 +189,11 @@ func (a *Account) openKey(endpoint, key string, opts *azcosmos.ClientOptions) (*
 }
 
 func (a *Account) openEntra(endpoint string, opts *azcosmos.ClientOptions) (*Account, error) {
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	dac, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
-		return nil, fmt.Errorf("open account %s: microsoft entra id: %w", endpoint, err)
+		return nil, fmt.Errorf("open account %s: microsoft entra id: %w", endpoint, &EntraError{Err: err})
 	}
+	cred := entraCredential{dac}
 	client, err := azcosmos.NewClient(endpoint, cred, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open account %s: %w", endpoint, err)
@@ -240,6 +241,32 @@ func (a *Account) finish(client *azcosmos.Client, endpoint string, ma *metaAuth,
 		a.log.Warn("the endpoint is a regional endpoint: lease ids embed the endpoint host, so processors started through it write a lease set separate from the global endpoint's; use the global endpoint with --preferred-regions instead",
 			"host", a.host, "region", region)
 	}
+}
+
+// EntraError is a failure to get a Microsoft Entra ID token: no credential is available, or
+// the one found was refused. Commands exit 4 on it, like on a refused key.
+type EntraError struct{ Err error }
+
+func (e *EntraError) Error() string { return "microsoft entra id: " + e.Err.Error() }
+func (e *EntraError) Unwrap() error { return e.Err }
+
+// AuthError reports true: the credential failed.
+func (e *EntraError) AuthError() bool { return true }
+
+// Hint says how to provide a credential.
+func (e *EntraError) Hint() string {
+	return "sign in (az login), or set AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET or a managed identity; or use an account key (COSMOS_KEY, --key-file)"
+}
+
+// entraCredential marks every token failure of its credential as an *EntraError.
+type entraCredential struct{ azcore.TokenCredential }
+
+func (c entraCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tk, err := c.TokenCredential.GetToken(ctx, opts)
+	if err != nil && ctx.Err() == nil {
+		return tk, &EntraError{Err: err}
+	}
+	return tk, err
 }
 
 // LocalEndpoint is the endpoint azcosmos uses for the embedded emulator on the absolute
