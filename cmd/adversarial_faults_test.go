@@ -8,7 +8,10 @@ package cmd
 
 import (
 	"context"
+	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -223,5 +226,109 @@ func checkRun(t *testing.T, code int, stdout, stderr string, wantCode int, wantS
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
+
+// secretCase is one way of passing a credential that must never show in cfp's output.
+type secretCase struct {
+	name  string
+	env   map[string]string
+	args  []string
+	files map[string]string // name -> content, written to the case's directory; "@name" in args is its path
+	code  int
+	// stdout and stderr, when set, must match.
+	stdout, stderr string
+}
+
+const (
+	advSecret = "c2VjcmV0LWtleS1uZXZlci1wcmludGVk" // must never be printed
+	advCS     = "AccountEndpoint=https://acct.documents.azure.com:443/;AccountKey=" + advSecret + ";"
+	advLease  = "AccountEndpoint=https://leases.documents.azure.com:443/;AccountKey=" + advSecret + ";"
+)
+
+var secretCases = []secretCase{
+	{name: "a connection string without ';' keeps its key out of endpoint",
+		args: []string{"--connection-string", "AccountEndpoint=https://acct.documents.azure.com:443/AccountKey=" + advSecret, "config", "-o", "json"},
+		code: 2, stderr: `(?m)^cfp: --connection-string: parse connection string: AccountKey is missing$`},
+	{name: "the same from the environment",
+		env:  map[string]string{"COSMOS_CONNECTION_STRING": "AccountEndpoint=https://acct.documents.azure.com:443/AccountKey=" + advSecret},
+		args: []string{"config"}, code: 2, stderr: `^cfp: COSMOS_CONNECTION_STRING: parse connection string: AccountKey is missing\n$`},
+	{name: "a bad endpoint scheme quoting a key",
+		args: []string{"--connection-string", "AccountEndpoint=ftp://acct/AccountKey=" + advSecret + ";AccountKey=" + advSecret, "config"},
+		code: 2, stderr: `must start with https:// or http://`},
+	{name: "an endpoint that is not a URL",
+		args: []string{"--endpoint", "acct.documents.azure.com", "config"},
+		code: 2, stderr: `^cfp: --endpoint: endpoint "acct.documents.azure.com" must start with https:// or http://\n$`},
+	{name: "a lease endpoint that is not a URL",
+		env:  map[string]string{"COSMOS_ENDPOINT": "https://acct.documents.azure.com:443/", "COSMOS_KEY": advSecret},
+		args: []string{"--lease-endpoint", "leases:443", "config"}, code: 2, stderr: `^cfp: --lease-endpoint: endpoint "leases:443"`},
+	{name: "a lease connection string without ';'",
+		env:  map[string]string{"COSMOS_ENDPOINT": "https://acct.documents.azure.com:443/", "COSMOS_KEY": advSecret},
+		args: []string{"--lease-connection-string", "AccountEndpoint=https://l/AccountKey=" + advSecret, "config"}, code: 2,
+		stderr: `AccountKey is missing`},
+	{name: "--connection-string warns like --key",
+		args: []string{"--connection-string", advCS, "config", "-o", "json"}, code: 0,
+		stderr: `^cfp: warning: --connection-string puts the account key in shell history and the process list; use --connection-string-file or COSMOS_CONNECTION_STRING\n$`,
+		stdout: `"endpoint": "https://acct.documents.azure.com:443/"`},
+	{name: "--lease-connection-string warns",
+		env:  map[string]string{"COSMOS_CONNECTION_STRING": advCS},
+		args: []string{"--lease-connection-string", advLease, "config", "-o", "json"}, code: 0,
+		stderr: `^cfp: warning: --lease-connection-string puts the account key in shell history and the process list; use --lease-connection-string-file or CFP_LEASE_CONNECTION_STRING\n$`},
+	{name: "COSMOS_CONNECTION_STRING does not warn",
+		env: map[string]string{"COSMOS_CONNECTION_STRING": advCS}, args: []string{"config", "-o", "json"}, code: 0, stderr: `^$`},
+	{name: "--connection-string-file",
+		files: map[string]string{"cs": advCS + "\n"},
+		args:  []string{"--connection-string-file", "@cs", "config", "-o", "table"}, code: 0, stderr: `^$`,
+		stdout: `(?m)^endpoint\thttps://acct.documents.azure.com:443/\t--connection-string-file .*cs$`},
+	{name: "--connection-string-file wins over COSMOS_CONNECTION_STRING",
+		env:   map[string]string{"COSMOS_CONNECTION_STRING": "AccountEndpoint=https://other/;AccountKey=b3RoZXI=;"},
+		files: map[string]string{"cs": advCS},
+		args:  []string{"--connection-string-file", "@cs", "config", "-o", "json"}, code: 0, stdout: `"endpoint": "https://acct.documents.azure.com:443/"`},
+	{name: "--lease-connection-string-file",
+		env:   map[string]string{"COSMOS_CONNECTION_STRING": advCS},
+		files: map[string]string{"lcs": advLease},
+		args:  []string{"--lease-connection-string-file", "@lcs", "config", "-o", "json"}, code: 0, stderr: `^$`,
+		stdout: `"endpoint": "https://leases.documents.azure.com:443/"`},
+	{name: "a missing connection string file",
+		args: []string{"--connection-string-file", "missing.cs", "config"}, code: 1,
+		stderr: `(?m)^cfp: read --connection-string-file: open missing.cs: no such file or directory\nTry: pass a file that holds only the connection string$`},
+	{name: "an empty connection string file", files: map[string]string{"cs": "\n"},
+		args: []string{"--connection-string-file", "@cs", "config"}, code: 2, stderr: `is empty`},
+	{name: "--connection-string-file with --connection-string",
+		files: map[string]string{"cs": advCS},
+		args:  []string{"--connection-string-file", "@cs", "--connection-string", advCS, "config"}, code: 2},
+}
+
+func TestAdversarial_Secrets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range secretCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			args := append([]string{}, tc.args...)
+			for name, content := range tc.files {
+				path := filepath.Join(dir, name)
+				if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				for i, a := range args {
+					if a == "@"+name {
+						args[i] = path
+					}
+				}
+			}
+			env := map[string]string{"NO_COLOR": "1"}
+			maps.Copy(env, tc.env)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			code, stdout, stderr := runEnv(ctx, env, "", args...)
+			checkRun(t, code, stdout, stderr, tc.code, tc.stdout, tc.stderr, "")
+			if strings.Contains(stdout+stderr, advSecret) {
+				t.Errorf("the key was printed:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+			}
+			if strings.Count(stderr, "cfp: ")-strings.Count(stderr, "cfp: warning: ") > 1 {
+				t.Errorf("more than one error line:\n%s", stderr)
+			}
+		})
 	}
 }

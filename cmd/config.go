@@ -188,6 +188,14 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 	if opts.check {
 		v.Checks, checkErr = runChecks(ctx, f)
 	}
+	// Nothing printed may hold a key, whatever a malformed setting put where.
+	v.Endpoint = f.redact(v.Endpoint)
+	if v.LeaseAccount != nil {
+		v.LeaseAccount.Endpoint = f.redact(v.LeaseAccount.Endpoint)
+	}
+	for i := range v.Checks {
+		v.Checks[i].Detail = f.redact(v.Checks[i].Detail)
+	}
 	err = p.Print(ctx, v, func(t *render.Table) {
 		*t = *render.NewTable(f.IO, "setting", "value", "source")
 		t.Row("account", v.Account, accountSource)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -61,12 +62,16 @@ type globalOptions struct {
 	KeyFile          string
 	Key              string
 	ConnectionString string
-	Auth             string
-	Local            string
-	Database         string
-	Container        string
-	LeaseContainer   string
-	LeaseDatabase    string
+	// ConnectionStringFile and LeaseConnectionStringFile name files that hold the connection
+	// strings (setup reads them into ConnectionString and LeaseConnectionString).
+	ConnectionStringFile      string
+	LeaseConnectionStringFile string
+	Auth                      string
+	Local                     string
+	Database                  string
+	Container                 string
+	LeaseContainer            string
+	LeaseDatabase             string
 	// The lease account, when the lease container lives in another account than the
 	// monitored container (empty: the monitored account).
 	LeaseEndpoint         string
@@ -101,6 +106,17 @@ func (g *globalOptions) source(name string) string {
 	return "default"
 }
 
+// origin names where the value of the global flag name came from for an error message: the
+// flag ("--endpoint"), its environment variable, or a file flag.
+func (g *globalOptions) origin(name string) string {
+	switch s := g.source(name); s {
+	case "flag", "default":
+		return "--" + name
+	default:
+		return s
+	}
+}
+
 // Flag names and the environment variables behind them.
 var globalEnv = []struct{ flag, env string }{
 	{"endpoint", "COSMOS_ENDPOINT"},
@@ -125,7 +141,8 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&g.Endpoint, "endpoint", "", "account endpoint `URL` (env COSMOS_ENDPOINT)")
 	fs.StringVar(&g.KeyFile, "key-file", "", "read the account key from `FILE` (env COSMOS_KEY holds the key itself)")
 	fs.StringVar(&g.Key, "key", "", "account `KEY` (avoid: it leaks into shell history and ps; use --key-file or COSMOS_KEY)")
-	fs.StringVar(&g.ConnectionString, "connection-string", "", "account connection `STRING`: AccountEndpoint=...;AccountKey=...; (env COSMOS_CONNECTION_STRING)")
+	fs.StringVar(&g.ConnectionString, "connection-string", "", "account connection `STRING`: AccountEndpoint=...;AccountKey=...; (avoid: it leaks into shell history and ps; use --connection-string-file or env COSMOS_CONNECTION_STRING)")
+	fs.StringVar(&g.ConnectionStringFile, "connection-string-file", "", "read the account connection string from `FILE`")
 	enumFlag(fs, &g.Auth, "auth", "", "", "authentication: key (default when a key is given) or entra (Microsoft Entra ID)", "key", "entra")
 	fs.StringVar(&g.Local, "local", "", "use the embedded emulator on `DIR`, in process (default .cfp; env CFP_LOCAL); write --local=DIR")
 	fs.Lookup("local").NoOptDefVal = defaultLocalDir
@@ -135,7 +152,8 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&g.LeaseDatabase, "lease-database", "", "`DATABASE` of the lease container (default: --database; env CFP_LEASE_DATABASE)")
 	fs.StringVar(&g.LeaseEndpoint, "lease-endpoint", "", "endpoint `URL` of a separate lease account (default: the monitored account; env CFP_LEASE_ENDPOINT)")
 	fs.StringVar(&g.LeaseKeyFile, "lease-key-file", "", "read the lease account's key from `FILE` (env CFP_LEASE_KEY holds the key itself)")
-	fs.StringVar(&g.LeaseConnectionString, "lease-connection-string", "", "connection `STRING` of a separate lease account (env CFP_LEASE_CONNECTION_STRING)")
+	fs.StringVar(&g.LeaseConnectionString, "lease-connection-string", "", "connection `STRING` of a separate lease account (avoid: it leaks into shell history and ps; use --lease-connection-string-file or env CFP_LEASE_CONNECTION_STRING)")
+	fs.StringVar(&g.LeaseConnectionStringFile, "lease-connection-string-file", "", "read the connection string of a separate lease account from `FILE`")
 	enumFlag(fs, &g.LeaseAuth, "lease-auth", "", "", "lease account authentication: key (default when a lease key is given) or entra", "key", "entra")
 	fs.StringVarP(&g.Processor, "processor", "p", "", "processor `NAME`, the lease prefix (env CFP_PROCESSOR)")
 	fs.StringVar(&g.LeaseIDPrefix, "lease-id-prefix", "", "the whole lease id `PREFIX` before \"..\", for leases written through another host name")
@@ -382,8 +400,14 @@ func (f *factory) accountConfig() (accountConfig, error) {
 		if k := connectionStringKey(cfg.ConnectionString); k != "" {
 			f.addSecret(k)
 		}
+		if _, err := cosmos.ParseConnectionString(cfg.ConnectionString); err != nil {
+			return cfg, briefUsageErrorf("%s: %w", g.origin("connection-string"), err)
+		}
 		cfg.Auth = "key"
 		return cfg, nil
+	}
+	if err := cosmos.CheckEndpoint(g.Endpoint); err != nil {
+		return cfg, briefUsageErrorf("%s: %w", g.origin("endpoint"), err)
 	}
 	cfg.Endpoint = g.Endpoint
 	key, err := f.accountKey()
@@ -442,7 +466,13 @@ func (f *factory) leaseAccountConfig() (cfg accountConfig, separate bool, err er
 		cfg.ConnectionString, cfg.Auth = g.LeaseConnectionString, "key"
 		f.addSecret(cfg.ConnectionString)
 		f.addSecret(connectionStringKey(cfg.ConnectionString))
+		if _, err := cosmos.ParseConnectionString(cfg.ConnectionString); err != nil {
+			return cfg, true, briefUsageErrorf("%s: %w", g.origin("lease-connection-string"), err)
+		}
 		return cfg, true, nil
+	}
+	if err := cosmos.CheckEndpoint(g.LeaseEndpoint); err != nil {
+		return cfg, true, briefUsageErrorf("%s: %w", g.origin("lease-endpoint"), err)
 	}
 	cfg.Endpoint = g.LeaseEndpoint
 	key := envKey
@@ -536,14 +566,26 @@ func (f *factory) addSecret(s string) {
 	f.secrets = append(f.secrets, s)
 }
 
-// redact masks every known secret in s.
+// redact masks every known secret in s, and whatever follows "AccountKey=" (up to a ';',
+// a quote or a blank), known or not: a malformed connection string must not leak its key
+// through a field that was parsed wrongly.
 func (f *factory) redact(s string) string {
 	f.secretsMu.Lock()
 	defer f.secretsMu.Unlock()
 	for _, sec := range f.secrets {
 		s = strings.ReplaceAll(s, sec, "[REDACTED]")
 	}
-	return s
+	return redactAccountKey(s)
+}
+
+var accountKeyParam = regexp.MustCompile(`(?i)(AccountKey\s*=)[^;"'\s]*`)
+
+// redactAccountKey masks the value of every "AccountKey=" in s.
+func redactAccountKey(s string) string {
+	if !strings.Contains(strings.ToLower(s), "accountkey") {
+		return s
+	}
+	return accountKeyParam.ReplaceAllString(s, "${1}[REDACTED]")
 }
 
 // outputFormat resolves -o for a command whose default off a terminal is pipe (usually

@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -101,6 +102,12 @@ func newRootCmd(f *factory) *cobra.Command {
 	root.MarkFlagsMutuallyExclusive("connection-string", "key-file")
 	root.MarkFlagsMutuallyExclusive("lease-endpoint", "lease-connection-string")
 	root.MarkFlagsMutuallyExclusive("lease-key-file", "lease-connection-string")
+	for _, other := range []string{"connection-string", "endpoint", "local", "key", "key-file"} {
+		root.MarkFlagsMutuallyExclusive("connection-string-file", other)
+	}
+	for _, other := range []string{"lease-connection-string", "lease-endpoint", "lease-key-file"} {
+		root.MarkFlagsMutuallyExclusive("lease-connection-string-file", other)
+	}
 	_ = root.PersistentFlags().MarkHidden("key")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &UsageError{Err: err}
@@ -156,6 +163,35 @@ func (f *factory) setup(c *cobra.Command) error {
 	if fl := c.Flags().Lookup("key"); fl != nil && fl.Changed {
 		f.addSecret(f.Global.Key)
 		f.warnf("--key puts the account key in shell history and the process list; use --key-file or COSMOS_KEY")
+	}
+	for _, cs := range []struct {
+		flag, file, env string
+		value, path     *string
+	}{
+		{"connection-string", "connection-string-file", "COSMOS_CONNECTION_STRING", &f.Global.ConnectionString, &f.Global.ConnectionStringFile},
+		{"lease-connection-string", "lease-connection-string-file", "CFP_LEASE_CONNECTION_STRING", &f.Global.LeaseConnectionString, &f.Global.LeaseConnectionStringFile},
+	} {
+		if fl := c.Flags().Lookup(cs.flag); fl != nil && fl.Changed {
+			f.addSecret(*cs.value)
+			f.addSecret(connectionStringKey(*cs.value))
+			f.warnf("--%s puts the account key in shell history and the process list; use --%s or %s", cs.flag, cs.file, cs.env)
+		}
+		if *cs.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(*cs.path)
+		if err != nil {
+			return withHint(fmt.Errorf("read --%s: %w", cs.file, err), "pass a file that holds only the connection string")
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return briefUsageErrorf("--%s %s is empty", cs.file, *cs.path)
+		}
+		f.addSecret(v)
+		f.addSecret(connectionStringKey(v))
+		// The file wins over the variable (a flag wins over its variable).
+		*cs.value = v
+		f.Global.sources[cs.flag] = "--" + cs.file + " " + *cs.path
 	}
 	return nil
 }

@@ -64,8 +64,10 @@ func ParseConnectionString(s string) (ConnectionString, error) {
 	return cs, nil
 }
 
-// checkEndpoint reports whether endpoint is an absolute http(s) URL with a host. The error quotes
-// the endpoint, which is not secret.
+// CheckEndpoint reports whether endpoint is an absolute http(s) URL with a host. The error quotes
+// the endpoint, which is not secret (callers still mask "AccountKey=..." in what they print).
+func CheckEndpoint(endpoint string) error { return checkEndpoint(endpoint) }
+
 func checkEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
