@@ -140,13 +140,13 @@ func (e *Emulator) batchOne(st *collState, db, coll string, comps []any, op batc
 		if prev == nil {
 			return batchResult{}, errNotFound
 		}
-		return batchResult{StatusCode: http.StatusOK, RequestCharge: chargeRead, ETag: prev.Etag, ResourceBody: prev.Body}, nil
+		return batchResult{StatusCode: http.StatusOK, RequestCharge: chargeRead, ETag: prev.Etag, ResourceBody: withoutLSN(prev.Body)}, nil
 	case "Patch":
 		res, err := e.patch(st, db, coll, id, comps, op.ResourceBody, op.IfMatch)
 		if err != nil {
 			return batchResult{}, err
 		}
-		return batchResult{StatusCode: http.StatusOK, RequestCharge: chargeWrite, ETag: res.Item.Etag, ResourceBody: res.Item.Body}, nil
+		return batchResult{StatusCode: http.StatusOK, RequestCharge: chargeWrite, ETag: res.Item.Etag, ResourceBody: withoutLSN(res.Item.Body)}, nil
 	case "Create":
 		kind = opCreate
 	case "Upsert":
@@ -164,7 +164,7 @@ func (e *Emulator) batchOne(st *collState, db, coll string, comps []any, op batc
 	}
 	out := batchResult{StatusCode: status, RequestCharge: chargeWrite, ETag: res.Item.Etag}
 	if kind != opDelete {
-		out.ResourceBody = res.Item.Body
+		out.ResourceBody = withoutLSN(res.Item.Body)
 	}
 	return out, nil
 }

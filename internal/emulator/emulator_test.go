@@ -129,10 +129,17 @@ func TestItems_CRUDAndETags(t *testing.T) {
 	if err := json.Unmarshal(read.Value, &body); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"} {
+	for _, p := range []string{"_rid", "_self", "_etag", "_ts", "_attachments"} {
 		if _, ok := body[p]; !ok {
 			t.Errorf("read item lacks %s: %s", p, read.Value)
 		}
+	}
+	// As on the service, _lsn is on change-feed items only.
+	if _, ok := body["_lsn"]; ok {
+		t.Errorf("read item has _lsn: %s", read.Value)
+	}
+	if feed, _ := drainAll(t, cc); len(feed) == 0 || feed[0].LSN == 0 {
+		t.Errorf("change-feed items lack _lsn: %+v", feed)
 	}
 	if body["_etag"] == "client-forged" || string(read.ETag) != body["_etag"] {
 		t.Errorf("etag header %q, body _etag %v: want the server's etag in both", read.ETag, body["_etag"])

@@ -717,7 +717,7 @@ func (e *Emulator) writeItemResponse(w http.ResponseWriter, r *http.Request, st 
 		w.WriteHeader(status)
 		return
 	}
-	writeJSON(w, status, chargeWrite, res.Item.Body)
+	writeJSON(w, status, chargeWrite, withoutLSN(res.Item.Body))
 }
 
 // itemOpRequest is one item write: of a request, or of a transactional batch.
@@ -798,7 +798,7 @@ func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, http.StatusOK, chargeRead, it.Body)
+	writeJSON(w, http.StatusOK, chargeRead, withoutLSN(it.Body))
 }
 
 // --- change feed -----------------------------------------------------------------------------

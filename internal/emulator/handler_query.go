@@ -224,8 +224,9 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 	}
 	project := func(doc map[string]any, body []byte) ([]byte, bool, error) {
 		if !q.Projects() {
-			return body, true, nil
+			return withoutLSN(body), true, nil
 		}
+		delete(doc, "_lsn")
 		v, ok, err := q.Project(doc, params)
 		if err != nil || !ok {
 			return nil, ok, err
