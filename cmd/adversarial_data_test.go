@@ -500,3 +500,45 @@ func TestAdversarial_HostileStateFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestAdversarial_ResetPastTheLatestLSN(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bootstrapLeases(t, dir, "orders-proj")
+	func() {
+		acct := openLocal(t, dir, 4)
+		defer acct.Close()
+		c := acct.Container("shop", "orders")
+		for i := range 20 {
+			if err := c.UpsertItem(context.Background(), fmt.Sprintf("o%d", i), []byte(fmt.Sprintf(`{"id":"o%d"}`, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}()
+	ctx := context.Background()
+	target := []string{"--local=" + dir, "-d", "shop", "-c", "orders", "-p", "orders-proj"}
+	reset := func(extra ...string) (int, string, string) {
+		return runCLI(t, ctx, "", append(append([]string{"leases", "reset", "--to-lsn", "1000000"}, target...), extra...)...)
+	}
+	// The plan marks every lease and warns; --execute refuses before writing.
+	code, stdout, stderr := reset("-o", "table")
+	if code != 0 || !strings.Contains(stdout, "past the latest LSN") || !strings.Contains(stderr, "--to-lsn 1000000 is past the latest LSN of 4 lease(s)' partitions") {
+		t.Fatalf("plan: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = reset("--execute")
+	if code != 1 || !regexp.MustCompile(`(?m)^cfp: --to-lsn 1000000 is past the latest LSN of 4 lease\(s\)' partitions \(0 latest \d+, `).MatchString(stderr) {
+		t.Fatalf("--execute: exit %d, want 1\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, ctx, "", append([]string{"leases", "list", "--check"}, target...)...)
+	if code != 0 {
+		t.Fatalf("--check before the reset: exit %d\n%s", code, stderr)
+	}
+	// --force writes it; --check then reports every such lease.
+	if code, _, stderr = reset("--execute", "--force"); code != 0 {
+		t.Fatalf("--execute --force: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, ctx, "", append([]string{"leases", "list", "--check"}, target...)...)
+	if code != 3 || strings.Count(stderr, "beyond-latest-lsn: continuation LSN 1000000 is past the partition's latest LSN") != 4 {
+		t.Errorf("--check after the reset: exit %d, want 3 with 4 findings\n%s", code, stderr)
+	}
+}

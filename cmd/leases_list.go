@@ -154,6 +154,9 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		checkOpts = append(checkOpts, leases.WithPartitions(cparts))
 	}
 	findings := leases.Check(set.leases, now, opts.Expiration, checkOpts...)
+	if t.monitored != nil {
+		findings = append(findings, leases.BeyondLatest(set.leases, latestLSNs(ctx, f, t.monitored, set.leases))...)
+	}
 	return checkResult(f.IO, printFindings(f.IO, "", findings, f.lockFix(t.prefix)))
 }
 

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +63,9 @@ change feed of the lease's own range and written in the lease's own family forma
   --to-now         after the latest change (skip everything pending)
   --to-time T      before the first change at or after T (RFC 3339)
   --by-duration D  like --to-time, D before now (e.g. 1h, 90m)
-  --to-lsn N       after LSN N, for every targeted lease
+  --to-lsn N       after LSN N, for every targeted lease; an N past a partition's latest
+                   LSN (which would skip the changes up to it) is marked in the plan and
+                   refused with --execute unless --force
   --from-file F    the continuations saved by 'cfp leases export' in F, matched by token
 
 --lease TOKEN (repeatable) limits the reset to some leases; the default is all of them.
@@ -188,8 +193,30 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 		planOpts = append(planOpts, leases.ResetForce())
 	}
 	steps := leases.PlanReset(sel, target, planOpts...)
-	if err := printResetPlan(ctx, f, p, steps); err != nil {
+	// A target LSN past the partition's latest one (a typo) would skip every change written
+	// until then: the plan says so, and --execute refuses it without --force.
+	var beyond map[string]int64
+	if opts.toLSNSet && t.monitored != nil {
+		latest := latestLSNs(ctx, f, t.monitored, sel)
+		for _, s := range steps {
+			if to, ok := s.ToLSN(); ok && latest[s.Token] > 0 && to > latest[s.Token] {
+				if beyond == nil {
+					beyond = map[string]int64{}
+				}
+				beyond[s.Token] = latest[s.Token]
+			}
+		}
+	}
+	if err := printResetPlan(ctx, f, p, steps, beyond, opts.Force); err != nil {
 		return err
+	}
+	if len(beyond) > 0 && !opts.Force {
+		err := withHint(fmt.Errorf("--to-lsn %d is past the latest LSN of %d lease(s)' partitions (%s): the changes up to it would be skipped",
+			opts.ToLSN, len(beyond), beyondList(beyond)), "check the LSN ('cfp estimate' shows each partition's latest), or pass --force to reset past it anyway")
+		if opts.Execute {
+			return err
+		}
+		f.warnf("%v", err)
 	}
 
 	m := mutation{f: f, flags: opts.mutationFlags, nameHeld: true, none: "Nothing to change.", done: "Reset %d lease(s)."}
@@ -218,7 +245,32 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 	return m.run(ctx)
 }
 
-func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []leases.ResetStep) error {
+// latestLSNs reads each lease's partition's latest LSN the way estimate does (one read from the
+// lease's position); a lease whose read failed is left out.
+func latestLSNs(ctx context.Context, f *factory, src feed.Source, ls []*leases.Lease) map[string]int64 {
+	lags, _, err := feed.Estimate(ctx, src, ls, feed.EstimateOptions{ReadFromBeginning: true, Now: f.Now, Logger: f.Log})
+	out := map[string]int64{}
+	if err != nil {
+		return out
+	}
+	for _, l := range lags {
+		if l.Latest > 0 {
+			out[l.Token] = l.Latest
+		}
+	}
+	return out
+}
+
+// beyondList writes "token (latest N)" for each lease, in token order.
+func beyondList(beyond map[string]int64) string {
+	var parts []string
+	for _, tok := range slices.SortedFunc(maps.Keys(beyond), compareTokens) {
+		parts = append(parts, fmt.Sprintf("%s latest %d", tok, beyond[tok]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []leases.ResetStep, beyond map[string]int64, force bool) error {
 	views := make([]resetStepView, 0, len(steps))
 	for _, s := range steps {
 		v := resetStepView{Lease: s.Token, Owner: nonZero(s.Owner), Live: s.Live, From: nonZero(s.From), Changed: s.Changed()}
@@ -253,6 +305,10 @@ func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []
 				note = "live owner: refused without --force"
 			case s.Err != nil:
 				note = s.Err.Error()
+			case beyond[s.Token] > 0 && force:
+				note = fmt.Sprintf("past the latest LSN %d (--force)", beyond[s.Token])
+			case beyond[s.Token] > 0:
+				note = fmt.Sprintf("past the latest LSN %d: refused without --force", beyond[s.Token])
 			case s.Live:
 				note = "live owner: taken (--force)"
 			case !s.Changed():

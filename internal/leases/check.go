@@ -34,6 +34,7 @@ const (
 	FindingRefusedMode   FindingKind = "refused-mode"            // a Mode .NET refuses to start on
 	FindingUnreadable    FindingKind = "unreadable-continuation" // a continuation cfp cannot decode
 	FindingFutureTime    FindingKind = "future-timestamp"        // a lease timestamp ahead of now
+	FindingBeyondLatest  FindingKind = "beyond-latest-lsn"       // a continuation past its partition's latest LSN
 )
 
 // FutureTolerance is how far a lease timestamp may lie ahead of the checking clock before
@@ -313,4 +314,22 @@ func maxEPK(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// BeyondLatest returns an error finding for every lease whose continuation is an LSN above its
+// partition's latest LSN (latest maps lease tokens to it; leases missing from it or with 0 are
+// not judged). Such a lease skips every change up to its continuation once they are written,
+// while the lag looks like nothing is pending.
+func BeyondLatest(ls []*Lease, latest map[string]int64) []Finding {
+	var out []Finding
+	for _, l := range ls {
+		lsn, ok := ParseLSN(l.Continuation)
+		top := latest[l.Token]
+		if !ok || top <= 0 || lsn <= top {
+			continue
+		}
+		out = append(out, Finding{Kind: FindingBeyondLatest, Severity: SeverityError, Tokens: []string{l.Token},
+			Message: fmt.Sprintf("continuation LSN %d is past the partition's latest LSN %d: the next %d changes written there would be skipped", lsn, top, lsn-top)})
+	}
+	return out
 }
