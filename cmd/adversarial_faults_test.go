@@ -8,6 +8,7 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -330,5 +332,75 @@ func TestAdversarial_Secrets(t *testing.T) {
 				t.Errorf("more than one error line:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// hostileStrings are ids and owners that would drive a terminal if printed raw.
+var hostileStrings = []string{
+	"title\x1b]0;pwned\x07",
+	"clear\x1b[2J\x1b[H",
+	"row\nfake-lease\tfake-owner",
+	"c1\u009b2J",
+	"bidi\u202eevil",
+}
+
+// TestAdversarial_HostileStringsReachNoTerminal writes documents and a lease owner made of
+// hostileStrings and shows them the ways a person sees them (tail's terminal line, the lease
+// table on a terminal and in a pipe): no control character reaches stdout raw; JSON output
+// escapes them (encoding/json) or, for C1 and bidi controls, keeps them for the program that
+// reads it.
+func TestAdversarial_HostileStringsReachNoTerminal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	acct := openLocal(t, dir, 1)
+	ctx := context.Background()
+	c := createContainer(t, acct, "shop", "orders", "/id")
+	createContainer(t, acct, "shop", "leases", "/id")
+	for _, s := range hostileStrings {
+		body, _ := json.Marshal(map[string]string{"id": s, "note": s})
+		if err := c.UpsertItem(ctx, s, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, err := c.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := leases.NewStore(acct.LeaseDocuments("shop", "leases"), advPrefix, leases.StoreOptions{})
+	l := leases.NewDotNetV0(advPrefix, parts[0].ID, parts[0].Range, "")
+	l.Owner, l.Timestamp = strings.Join(hostileStrings, "|"), time.Now()
+	if _, err := store.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	_ = acct.Close()
+
+	raw := regexp.MustCompile("[\x00-\x08\x0b-\x1f\x7f]|\u009b|\u202e|\x1b\\]|\x1b\\[[0-9;]*[A-HJKST]")
+	for _, tc := range []struct {
+		name string
+		tty  bool
+		args []string
+		rows int // lines on stdout, when known
+	}{
+		{"tail on a terminal", true, []string{"tail", "-e", "--from", "beginning", "-o", "table"}, len(hostileStrings)},
+		{"leases list on a terminal", true, []string{"leases", "list", "-o", "table"}, 0},
+		{"leases list in a pipe", false, []string{"leases", "list", "-o", "table"}, 0},
+	} {
+		ios, _, out, errOut := render.Test()
+		ios.IsStdoutTTY, ios.Width = tc.tty, 200
+		args := append([]string{"--local=" + dir, "-d", "shop", "-c", "orders", "--lease-id-prefix", advPrefix}, tc.args...)
+		code := MainWithIO(ctx, args, ios, func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] })
+		if code != 0 {
+			t.Errorf("%s: exit %d, stderr %q", tc.name, code, errOut)
+			continue
+		}
+		if m := raw.FindString(out.String()); m != "" {
+			t.Errorf("%s: stdout holds %q raw:\n%q", tc.name, m, out.String())
+		}
+		if regexp.MustCompile(`(?m)^fake-lease`).MatchString(out.String()) {
+			t.Errorf("%s: a newline in an owner made a row:\n%s", tc.name, out)
+		}
+		if tc.rows > 0 && strings.Count(out.String(), "\n") != tc.rows {
+			t.Errorf("%s: %d lines, want %d:\n%q", tc.name, strings.Count(out.String(), "\n"), tc.rows, out)
+		}
 	}
 }

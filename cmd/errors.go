@@ -12,6 +12,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // Exit codes of cfp; `cfp help exit-codes` documents them and scripts rely on them.
@@ -190,10 +191,10 @@ func printError(w io.Writer, err error, redact func(string) string) {
 	if errors.As(err, &exitErr) && exitErr.Err == nil {
 		return
 	}
-	msg := oneLine(redact(err.Error()))
+	msg := render.Safe(oneLine(redact(err.Error())))
 	fmt.Fprintf(w, "cfp: %s\n", msg)
 	if h := hintOf(err); h != "" {
-		fmt.Fprintf(w, "Try: %s\n", oneLine(redact(h)))
+		fmt.Fprintf(w, "Try: %s\n", render.Safe(oneLine(redact(h))))
 	}
 }
 

@@ -641,7 +641,7 @@ func (f *factory) printer(pipe render.Format) (*render.Printer, error) {
 // warnf writes a warning line to stderr: "cfp: warning: ...".
 func (f *factory) warnf(format string, args ...any) {
 	msg := f.redact(fmt.Sprintf(format, args...))
-	fmt.Fprintf(f.IO.ErrOut, "cfp: warning: %s\n", f.IO.StderrStyles().Warning.Render(oneLine(msg)))
+	fmt.Fprintf(f.IO.ErrOut, "cfp: warning: %s\n", f.IO.StderrStyles().Warning.Render(render.Safe(oneLine(msg))))
 }
 
 // newLogger builds the run's logger on stderr from --log-level and --log-format. Attribute

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // processEventView is one line of `cfp process --events jsonl`: a public contract
@@ -171,7 +172,7 @@ func textEvent(v processEventView) string {
 	fmt.Fprintf(&b, "cfp: %s %s", v.Time.UTC().Format(time.RFC3339), v.Type)
 	kv := func(k, val string) {
 		if val != "" {
-			fmt.Fprintf(&b, " %s=%s", k, val)
+			fmt.Fprintf(&b, " %s=%s", k, render.Safe(val))
 		}
 	}
 	kv("owner", v.Owner)
@@ -199,7 +200,7 @@ func textEvent(v processEventView) string {
 		kv("reason", v.Reason)
 	}
 	if v.Error != "" {
-		fmt.Fprintf(&b, " error=%q", oneLine(v.Error))
+		fmt.Fprintf(&b, " error=%q", oneLine(v.Error)) // %q escapes control characters
 	}
 	b.WriteByte('\n')
 	return b.String()

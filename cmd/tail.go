@@ -875,7 +875,7 @@ func (t *tailWriter) appendPretty(dst []byte, ch feed.Change) []byte {
 		op = s.Error.Render(op)
 	}
 	line := fmt.Sprintf("%s %s %s %s%s %s\n", s.Muted.Render(when), s.Warning.Render(where), s.Muted.Render(lsn),
-		op, s.Bold.Render(id), string(body))
+		op, s.Bold.Render(render.Safe(id)), render.Safe(string(body)))
 	return append(dst, line...)
 }
 

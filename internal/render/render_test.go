@@ -258,7 +258,8 @@ func TestTable_TSVCleansCells(t *testing.T) {
 	if err := tbl.Render(); err != nil {
 		t.Fatal(err)
 	}
-	if want := "A\tB\nx y\tline1 line2\n"; out.String() != want {
+	// Control characters are escaped (Safe), so a cell can neither split a column nor a row.
+	if want := "A\tB\nx\\ty\tline1\\nline2\n"; out.String() != want {
 		t.Errorf("TSV = %q, want %q", out.String(), want)
 	}
 }

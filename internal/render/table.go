@@ -39,8 +39,13 @@ func (t *Table) Truncatable(i int) *Table {
 }
 
 // Row adds a row. Missing cells are empty; extra cells are an error at Render.
+// Control characters in cells are escaped (Safe, keeping cfp's own colours).
 func (t *Table) Row(cells ...string) {
-	t.rows = append(t.rows, cells)
+	row := make([]string, len(cells))
+	for i, c := range cells {
+		row[i] = safeStyled(c)
+	}
+	t.rows = append(t.rows, row)
 }
 
 // Len returns the number of rows added.
