@@ -180,6 +180,13 @@ var hangCases = []hangCase{
 		args: []string{"--request-timeout", "1m", "leases", "list", "--timeout", "300ms"}, code: 1, stderr: `(?m)^cfp: gave up after --timeout 300ms`},
 	{name: "config --check --timeout",
 		args: []string{"--request-timeout", "1m", "config", "--check", "--timeout", "300ms"}, code: 1, stderr: `gave up after --timeout 300ms`},
+	{name: "estimate --watch: an error line for every failed interval, and it goes on",
+		args: []string{"--request-timeout", "100ms", "estimate", "--watch", "10ms", "--count", "3"}, code: 1,
+		stderr: `(?s)(cfp: warning: estimate \d{4}-\d\d-\d\dT[^ ]+Z: .*no answer within 100ms.*\n){3}cfp: the last estimate of --count 3 failed`},
+	{name: "estimate --watch with --timeout is refused",
+		args: []string{"estimate", "--watch", "1s", "--timeout", "1s"}, code: 2, stderr: `^cfp: --timeout applies to one estimate`},
+	{name: "tail without -e with --timeout is refused",
+		args: []string{"tail", "--timeout", "1s"}, code: 2, stderr: `^cfp: --timeout needs -e/--exit-at-end`},
 	{name: "CFP_REQUEST_TIMEOUT",
 		args: []string{"leases", "export"}, code: 1, stderr: `no answer within 250ms`},
 }

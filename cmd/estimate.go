@@ -347,18 +347,37 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := f.openLeaseTarget(ctx, true)
-	if err != nil {
-		return err
-	}
-	store := t.store()
-	if !opts.AllowEmpty {
-		ls, err := store.List(ctx)
+	// open resolves the lease target and checks the processor has leases, once. A watch calls
+	// it in every round until it succeeds, so an account that does not answer at start is one
+	// error line per interval, not the end of the watch.
+	var t *leaseTarget
+	var store *leases.Store
+	var fatal error // a processor with no leases: the watch cannot recover from it
+	open := func() error {
+		if t != nil {
+			return nil
+		}
+		lt, err := f.openLeaseTarget(ctx, true)
 		if err != nil {
 			return err
 		}
-		if len(ls) == 0 {
-			return t.noLeases(ctx, f)
+		st := lt.store()
+		if !opts.AllowEmpty {
+			ls, err := st.List(ctx)
+			if err != nil {
+				return err
+			}
+			if len(ls) == 0 {
+				fatal = lt.noLeases(ctx, f)
+				return fatal
+			}
+		}
+		t, store = lt, st
+		return nil
+	}
+	if !opts.watching {
+		if err := open(); err != nil {
+			return err
 		}
 	}
 	formula, err := feed.ParseFormula(cmp.Or(opts.Formula, feed.FormulaDotNet.String()))
@@ -375,6 +394,9 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	}
 	tracker := &feed.ProgressTracker{StuckAfter: opts.StuckAfter}
 	estimate := func() (estimateView, error) {
+		if err := open(); err != nil {
+			return estimateView{}, err
+		}
 		ls, err := store.List(ctx)
 		if err != nil {
 			return estimateView{}, err
@@ -420,15 +442,19 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	redraw := p.Format == render.FormatTable && p.Query == nil && f.IO.IsStdoutTTY
 	ticker := time.NewTicker(opts.Watch)
 	defer ticker.Stop()
-	var last error
+	var last, failed error
 	for n := 1; ; n++ {
 		v, err := estimate()
+		failed = err
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
+		case fatal != nil:
+			return fatal
 		case err != nil:
-			// One failed round does not end a watch; the next may succeed.
-			f.warnf("estimate: %v", err)
+			// One failed round does not end a watch; the next may succeed. Every failed
+			// round says so on stderr.
+			f.warnf("estimate %s: %v", f.Now().UTC().Format(time.RFC3339), err)
 			gauges.failed()
 			hl.round(errors.New(f.redact(err.Error())))
 		default:
@@ -451,6 +477,9 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 			}
 		}
 		if opts.Count > 0 && n >= opts.Count {
+			if failed != nil {
+				return fmt.Errorf("the last estimate of --count %d failed: %w", opts.Count, failed)
+			}
 			if last != nil {
 				return &ExitError{Code: exitThreshold}
 			}
