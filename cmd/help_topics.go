@@ -22,7 +22,9 @@ const helpExitCodes = `cfp exits with one of these codes, so scripts and health 
        clean (batches in flight finished and checkpointed, every lease released), so a
        supervisor (systemd Restart=on-failure, Kubernetes) sees a deliberate stop
   1    error: the operation failed (the message says what, and a "Try:" line says how to
-       fix it when the cause is known)
+       fix it when the cause is known); also a --timeout that ran out, a request with no
+       answer within --request-timeout, and throttling (429) or unavailability (503) that
+       outlasted --max-retries
   2    usage: a bad flag or argument, conflicting options, or no account or container
        configured; nothing was done
   3    threshold crossed or partial failure: 'cfp estimate --max-lag N' found more lag,
