@@ -569,10 +569,19 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 			return true, nil
 		}
 		ch.PartitionID, ch.Range = tr.partition, tr.rng
+		// emitMu is held from the check of the stop reason until the change is counted, so that
+		// two ranges never both emit the change that reaches MaxItems (a tail -n 25 printed 26).
 		t.emitMu.Lock()
-		err := t.emit(ch)
-		t.emitMu.Unlock()
 		t.mu.Lock()
+		stop := t.reason != "" || t.closed
+		t.mu.Unlock()
+		if stop {
+			t.emitMu.Unlock()
+			return true, nil
+		}
+		err := t.emit(ch)
+		t.mu.Lock()
+		t.emitMu.Unlock()
 		if t.closed {
 			t.mu.Unlock()
 			return true, nil
