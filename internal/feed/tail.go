@@ -58,6 +58,11 @@ type RangeState struct {
 	// Start is the start position ("now", "beginning" or an RFC 3339 time) when the range has
 	// no continuation yet.
 	Start string `json:"start,omitempty"`
+	// Skip is how many changes with the LSN right after Continuation were already delivered. A
+	// merged partition holds its parents' changes with their own LSNs, so two changes can share
+	// one; a tail that stopped between them resumes before that LSN and skips the ones it had
+	// printed. Absent (0) in files written before it existed.
+	Skip int `json:"skip,omitempty"`
 }
 
 // TailState is the JSON-serialisable position of a tail: one entry per range. Resuming from it
@@ -343,6 +348,7 @@ type tailRange struct {
 	rng       Range // the range tailed
 	whole     bool  // rng is the partition's whole range: send no EPK restriction
 	pos       StartFrom
+	skip      int // changes at the LSN right after pos already delivered (RangeState.Skip)
 	caughtUp  bool
 	done      bool // finished by Until or ExitAtEnd
 	gone      int  // consecutive "gone" answers for a partition that is still live
@@ -391,6 +397,9 @@ func (t *tailRun) initialRanges(ctx context.Context) ([]*tailRange, error) {
 				return nil, err
 			}
 			tr := &tailRange{partition: rs.PartitionID, rng: rs.Range, pos: pos}
+			if pos.Kind == StartContinuation && rs.Skip > 0 {
+				tr.skip = rs.Skip
+			}
 			for _, p := range parts {
 				if p.ID == rs.PartitionID && p.Range == rs.Range {
 					tr.whole = true
@@ -559,12 +568,20 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 	t.sum.RequestCharge += page.RequestCharge
 	t.mu.Unlock()
 	until := t.opts.Until
+	lsns := make([]int64, len(page.Items))
 	for i, raw := range page.Items {
+		lsns[i] = t.change(raw).LSN
+	}
+	first := t.skipDelivered(tr, before, lsns)
+	for i, raw := range page.Items {
+		if i < first {
+			continue
+		}
 		ch := t.change(raw)
 		if !until.IsZero() && !ch.TS.IsZero() && ch.TS.After(until) {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			t.move(tr, resumeBefore(ch.LSN, before))
+			t.move(tr, resumeAt(lsns, i, before))
 			t.finishUntil(tr)
 			return true, nil
 		}
@@ -587,14 +604,14 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 			return true, nil
 		}
 		if err != nil {
-			t.move(tr, resumeBefore(ch.LSN, before))
+			t.move(tr, resumeAt(lsns, i, before))
 			t.mu.Unlock()
 			return true, err
 		}
 		t.sum.Items++
-		next := continuationAfter(page, before)
+		next := position{pos: continuationAfter(page, before)}
 		if i < len(page.Items)-1 {
-			next = resumeBefore(t.change(page.Items[i+1]).LSN, before)
+			next = resumeAt(lsns, i+1, before)
 		}
 		t.move(tr, next)
 		if t.opts.MaxItems > 0 && t.sum.Items >= t.opts.MaxItems {
@@ -610,7 +627,7 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.move(tr, continuationAfter(page, before))
+	t.move(tr, position{pos: continuationAfter(page, before)})
 	if len(page.Items) > 0 {
 		if tr.caughtUp {
 			tr.caughtUp = false
@@ -635,12 +652,55 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 }
 
 // move sets tr's position. Callers hold t.mu.
-func (t *tailRun) move(tr *tailRange, pos StartFrom) {
-	if tr.pos == pos {
+func (t *tailRun) move(tr *tailRange, p position) {
+	if tr.pos == p.pos && tr.skip == p.skip {
 		return
 	}
-	tr.pos = pos
+	tr.pos, tr.skip = p.pos, p.skip
 	t.record(tr, false)
+}
+
+// position is where a range reads on: pos, less the first skip changes at the LSN right after
+// it, which were delivered.
+type position struct {
+	pos  StartFrom
+	skip int
+}
+
+// resumeAt is the position that reads the page's change i next: just before its LSN, skipping
+// the changes of the page before i that share that LSN (a merged partition's parents' changes
+// keep their LSNs, so two can be equal).
+func resumeAt(lsns []int64, i int, before StartFrom) position {
+	if lsns[i] <= 0 {
+		return position{pos: before}
+	}
+	skip := 0
+	for _, l := range lsns[:i] {
+		if l == lsns[i] {
+			skip++
+		}
+	}
+	return position{pos: resumeBefore(lsns[i], before), skip: skip}
+}
+
+// skipDelivered is the index of the page's first change not yet delivered: a page read from a
+// position with a skip starts with changes at that LSN that were delivered before it.
+func (t *tailRun) skipDelivered(tr *tailRange, before StartFrom, lsns []int64) int {
+	t.mu.Lock()
+	skip := tr.skip
+	t.mu.Unlock()
+	if skip == 0 || before.Kind != StartContinuation {
+		return 0
+	}
+	at, ok := ContinuationLSN(before.Continuation)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for n < len(lsns) && n < skip && lsns[n] == at+1 {
+		n++
+	}
+	return n
 }
 
 // finishUntil marks a range as finished by Until and stops the tail once every range is
@@ -791,7 +851,7 @@ func (t *tailRun) snapshot() TailState {
 	add := func(tr *tailRange) {
 		rs := RangeState{PartitionID: tr.partition, Range: tr.rng}
 		if tr.pos.Kind == StartContinuation {
-			rs.Continuation = tr.pos.Continuation
+			rs.Continuation, rs.Skip = tr.pos.Continuation, tr.skip
 		} else {
 			rs.Start = FormatStart(tr.pos)
 		}
