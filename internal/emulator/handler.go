@@ -131,12 +131,6 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		e.serveCertPEM(w)
 		return
 	}
-	if len(segs) == 6 && segs[0] == "dbs" && segs[2] == "colls" && segs[4] == "operations" {
-		// Signed over another resource type than the path shows (delete by partition key):
-		// answer what it is, not a signature mismatch.
-		e.notSupported(w, r, "operations/"+segs[5])
-		return
-	}
 	// An unauthenticated client gets its answer and loses its connection.
 	if err := e.verify(r); err != nil {
 		h.Set("Connection", "close")
@@ -336,6 +330,14 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			e.patchItem(w, r, s[1], s[3], s[5])
 			return
 		}
+	}
+	if len(s) == 6 && s[0] == "dbs" && s[2] == "colls" && s[4] == "operations" {
+		if s[5] == "partitionkeydelete" && r.Method == http.MethodPost {
+			e.deleteByPartitionKey(w, r, s[1], s[3])
+			return
+		}
+		e.notSupported(w, r, "operations/"+s[5])
+		return
 	}
 	e.notSupported(w, r, "this operation")
 }
@@ -1014,4 +1016,35 @@ func putBody(b []byte) {
 		return
 	}
 	bodyPool.Put(&b)
+}
+
+// deleteByPartitionKey serves POST .../operations/partitionkeydelete: every item of the logical
+// partition in x-ms-documentdb-partitionkey is deleted at once (the service deletes in the
+// background but hides the items at once; here they are gone when the answer comes), each a
+// delete on the change feed. The service answers 200 with no body.
+func (e *Emulator) deleteByPartitionKey(w http.ResponseWriter, r *http.Request, db, coll string) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	comps, ok, err := headerPK(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	if !ok {
+		e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
+		return
+	}
+	if len(comps) != len(st.Paths) {
+		e.fail(w, &badRequestError{msg: "Partition key provided either doesn't correspond to definition in the collection or doesn't match partition key field values specified in the document.", substatus: 1001})
+		return
+	}
+	if _, err := e.store.deletePartition(db, coll, epk.Canonical(comps)); err != nil {
+		e.fail(w, err)
+		return
+	}
+	w.Header().Set(hdrCharge, formatCharge(chargeWrite))
+	w.WriteHeader(http.StatusOK)
 }

@@ -1503,3 +1503,48 @@ func normalizeIndexingPolicy(raw json.RawMessage) (json.RawMessage, error) {
 	p["includedPaths"], p["excludedPaths"] = inc, exc
 	return json.Marshal(p)
 }
+
+// deletePartition deletes every item of the logical partition canonicalPK in one commit, each as
+// a delete does (its own LSN and a delete in the operation log), and returns how many it deleted.
+func (s *store) deletePartition(db, coll, canonicalPK string) (int, error) {
+	var n int
+	var opErr error
+	err := s.commits.do(func(tx *bolt.Tx) error {
+		n, opErr = 0, nil
+		st, cb, err := loadColl(tx, db, coll)
+		if err != nil {
+			if errors.Is(err, errNotFound) {
+				opErr = err
+				return nil
+			}
+			return err
+		}
+		prefix := partitionPrefix(canonicalPK)
+		type stored struct {
+			key []byte
+			it  item
+		}
+		var found []stored
+		c := cb.Bucket(bucketItems).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			it, err := decodeItem(v, true)
+			if err != nil {
+				return err
+			}
+			found = append(found, stored{bytes.Clone(k), it})
+		}
+		now := s.now()
+		for _, f := range found {
+			ttl := expired(st.DefaultTTL, f.it.Ts, f.it.Body, now)
+			if _, err := deleteStoredTx(cb, st, f.key, f.it, now.Unix(), ttl); err != nil {
+				return err
+			}
+		}
+		n = len(found)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, opErr
+}

@@ -109,6 +109,12 @@ func nextLSN(cb *bolt.Bucket, rangeID uint32) (uint64, error) {
 // expireTx deletes the expired item it stored at key like a delete would (a new LSN on its range,
 // a delete in the operation log), marking the log record as a TTL expiry. It returns the new LSN.
 func expireTx(cb *bolt.Bucket, st *collState, key []byte, it item, now int64) (uint64, error) {
+	return deleteStoredTx(cb, st, key, it, now, true)
+}
+
+// deleteStoredTx deletes the item it stored at key as a delete does: a new LSN on its range and a
+// delete in the operation log, marked as a TTL expiry when ttl is set. It returns the new LSN.
+func deleteStoredTx(cb *bolt.Bucket, st *collState, key []byte, it item, now int64, ttl bool) (uint64, error) {
 	r, ok := st.rangeForEPK(it.EPK)
 	if !ok {
 		return 0, fmt.Errorf("no live range holds EPK %s", it.EPK)
@@ -123,7 +129,7 @@ func expireTx(cb *bolt.Bucket, st *collState, key []byte, it item, now int64) (u
 	if err := cb.Bucket(bucketItems).Delete(key); err != nil {
 		return 0, err
 	}
-	rec := logRecord{Op: opDelete.String(), Key: key, PrevLSN: it.LSN, Ts: now, EPK: it.EPK, TTLExpired: true}
+	rec := logRecord{Op: opDelete.String(), Key: key, PrevLSN: it.LSN, Ts: now, EPK: it.EPK, TTLExpired: ttl}
 	var doc map[string]any
 	if json.Unmarshal(it.Body, &doc) == nil {
 		rec.PK = partitionKeyObject(st.Paths, epk.FromDocument(doc, st.Paths))

@@ -52,6 +52,10 @@ func ResourceFromPath(path string) (resourceType, resourceLink string) {
 		// Offers are addressed by resource id: the link signed is the id, in lower case.
 		return "offers", strings.ToLower(segs[1])
 	}
+	if len(segs) == 6 && segs[0] == "dbs" && segs[2] == "colls" && segs[4] == "operations" {
+		// An operation on a container (delete by partition key) is signed over the container.
+		return "colls", strings.Join(segs[:4], "/")
+	}
 	if len(segs)%2 == 1 {
 		return segs[len(segs)-1], strings.Join(segs[:len(segs)-1], "/")
 	}

@@ -67,6 +67,7 @@ func TestResourceFromPath(t *testing.T) {
 		{"/dbs/d/colls/c/docs/a b é", "docs", "dbs/d/colls/c/docs/a b é"},
 		{"/dbs/d/colls/c/", "colls", "dbs/d/colls/c"},
 		{"/offers", "offers", ""},
+		{"/dbs/d/colls/c/operations/partitionkeydelete", "colls", "dbs/d/colls/c"},
 	}
 	for _, tc := range tests {
 		gotType, gotLink := ResourceFromPath(tc.path)
