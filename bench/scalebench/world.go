@@ -135,6 +135,7 @@ func (w *world) add(n int) ([]host, error) {
 // when it did not happen within cfg.maxCycles.
 func (w *world) cyclesUntilBalanced(hs []host) float64 {
 	t0 := time.Now()
+	w.spread = ""
 	limit := time.Duration(w.cfg.maxCycles) * w.acquire
 	for {
 		total, lo, hi := 0, math.MaxInt, 0
