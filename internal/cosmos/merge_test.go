@@ -413,3 +413,24 @@ func TestContainer_ReadPage_TimeAfterMerge(t *testing.T) {
 		t.Errorf("read of the merged partition from %s = %v, want %v", cut, got, sorted(after))
 	}
 }
+
+// TestPartitions_MergedPartitionNamesBothParents: after a merge the listed partition names both
+// merged partitions as parents, which is how the split handler finds the partition that
+// replaced a Java PK-range lease's partition (such a lease has no range to look it up by).
+func TestPartitions_MergedPartitionNamesBothParents(t *testing.T) {
+	t.Parallel()
+	a := openLocal(t, 2)
+	c := newFeedContainer(t, a)
+	partitions(t, c) // listed once before, as a running host has
+	merged, err := a.Emulator().Merge("db", "orders", []string{"0", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := partitions(t, c)
+	if len(ps) != 1 || ps[0].ID != merged {
+		t.Fatalf("Partitions() after the merge = %+v, want only %s", ps, merged)
+	}
+	if got := slices.Sorted(slices.Values(ps[0].Parents)); !slices.Equal(got, []string{"0", "1"}) {
+		t.Errorf("merged partition %s parents = %v, want [0 1]", merged, got)
+	}
+}

@@ -14,9 +14,10 @@ import (
 // split handles a lease whose range is gone (a split or a merge): the partitions now covering
 // its range get child leases in the parent's family, each resuming from the parent's last read
 // position (see readPosition) with the parent's properties, acquired by this
-// host; then the parent is deleted. A PK-range lease whose range now lies in one partition
+// host; then the parent is deleted. A .NET v0 lease whose range now lies in one partition
 // (a merge) becomes one EPK lease over its range, as in .NET; an EPK lease in that case is
-// kept and only read from its new partition.
+// kept and only read from its new partition; a Java PK-range lease gets a lease per partition
+// whose parents name it, as in Java, the merged one starting low enough for both parents.
 //
 // The lease writes (create or take the children, delete the parent, release) run under a fresh
 // deadline (ReleaseTimeout), not the run context: a shutdown in the middle completes the split,
@@ -87,12 +88,27 @@ func (w *worker) split() (CloseReason, error) {
 		w.splitFailures = 0
 		p.log.Info("lease moved to a merged partition", "lease", parent.Token, "partition", over[0].ID)
 		return "", nil
-	case len(over) == 1:
+	case len(over) == 1 && parent.Family != leases.FamilyJavaPK:
 		m := parent.Merged()
 		if m == parent {
 			return retry("split lease", fmt.Errorf("lease %s has no range to merge", parent.Token))
 		}
 		children = []*leases.Lease{m}
+	case parent.Family == leases.FamilyJavaPK:
+		// Java makes a PK-range lease per partition whose parents name the gone one, a merge
+		// included (a Java pkversion host reads no other lease kind), starting at the parent's
+		// continuation. A merged partition's items keep their parents' LSNs, so a child that
+		// starts at one parent's position would skip the other parent's undelivered changes:
+		// cfp starts it at the lowest position of the parents' leases (see mergedStart).
+		all, err := p.store.List(ctx)
+		if err != nil {
+			return retry("split lease", err)
+		}
+		for _, part := range over {
+			c := parent.Child(part.ID, part.Range)
+			c.Continuation = mergedStart(parent, part, all)
+			children = append(children, c)
+		}
 	default:
 		for _, part := range over {
 			if parent.NamesPartition() && !parent.HasRange() {
@@ -173,6 +189,31 @@ func (w *worker) split() (CloseReason, error) {
 		p.start(c)
 	}
 	return CloseSplit, nil
+}
+
+// mergedStart is where the child lease over part of the PK-range lease parent starts: the
+// parent's continuation, or the lowest continuation of the other PK-range leases in all named
+// after one of part's parents (the partitions merged into it) when lower. A parent lease without
+// a continuation makes it start without one too (at the processor's start position), as that
+// parent's own lease would have; a parent continuation that is not an LSN is kept as it is.
+func mergedStart(parent *leases.Lease, part Partition, all []*leases.Lease) string {
+	start := parent.Continuation
+	low, ok := leases.ParseLSN(start)
+	if !ok {
+		return start
+	}
+	for _, l := range all {
+		if !l.NamesPartition() || l.Token == parent.Token || !slices.Contains(part.Parents, l.Token) {
+			continue
+		}
+		if l.Continuation == "" {
+			return ""
+		}
+		if n, ok := l.LSN(); ok && n < low {
+			low, start = n, l.Continuation
+		}
+	}
+	return start
 }
 
 // readPosition is the continuation of the worker's last read when every batch read was

@@ -380,3 +380,100 @@ func TestProcessor_SplitChildrenCreatedUnownedWithoutHandoffProperties(t *testin
 		}
 	}
 }
+
+// TestProcessor_JavaPKMergeDeliversBothParents: two Java PK-range leases whose partitions are
+// merged. The first handled parent (the other is held by a host that stopped, until it
+// expires) creates the merged partition's lease, as Java does; that lease must start low
+// enough to deliver the other parent's changes too, since a merged partition's items keep
+// their parents' LSNs. Before, the merge stranded the leases (no range to build a merged lease
+// from) and nothing written after it was delivered; a child at the first parent's continuation
+// would skip the other parent's changes. At the end one Java PK lease names the merged
+// partition and none names a gone one.
+func TestProcessor_JavaPKMergeDeliversBothParents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(2)
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pks by partition, so that partition 0 is far ahead of partition 1 in LSNs.
+	var in0, in1 []int
+	for i := 0; len(in0) < 40 || len(in1) < 10; i++ {
+		if parts[0].Range.Contains(feedtest.EPK(fmt.Sprintf("pk%d", i))) {
+			in0 = append(in0, i)
+		} else {
+			in1 = append(in1, i)
+		}
+	}
+	write := func(ns []int) {
+		for _, n := range ns {
+			writeDocs(t, src, n, n+1)
+		}
+	}
+	write(in0[:35])
+	write(in1[:5])
+	docs := leases.NewMemDocuments("/id")
+	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	now := time.Now()
+	for i, owner := range []string{"", "host-gone"} {
+		lsn, err := src.LSN(parts[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := leases.LeaseID(testPrefix, parts[i].ID)
+		ownerJSON, ts := "null", "null"
+		if owner != "" {
+			ownerJSON, ts = fmt.Sprintf("%q", owner), fmt.Sprintf("%q", leases.FormatJavaTime(now))
+		}
+		body := fmt.Sprintf(`{"id":%q,"LeaseToken":%q,"ContinuationToken":%q,"timestamp":%s,"Owner":%s}`, id, parts[i].ID, leases.FormatLSN(lsn), ts, ownerJSON)
+		if _, err := docs.Create(ctx, id, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The changes no lease delivered yet, in both partitions, then the merge.
+	write(in0[35:])
+	write(in1[5:])
+	merged, err := src.Merge(parts[0].ID, parts[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOptions("host-1")
+	opts.Expiration = time.Second
+	rec := newRecorder(0)
+	startHost(t, src, docs, rec.handler("host-1"), opts)
+	want := append(append([]int(nil), in0[35:]...), in1[5:]...)
+	waitFor(t, 10*time.Second, "every change written before the merge and after the leases' checkpoints", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, n := range want {
+			if rec.seen[fmt.Sprintf("doc%d", n)] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, 10*time.Second, "one lease, over the merged partition", func() bool {
+		ls := listLeases(t, docs)
+		return len(ls) == 1 && ls[0].Token == merged
+	})
+	l := listLeases(t, docs)[0]
+	if l.Family != leases.FamilyJavaPK || l.ID != leases.LeaseID(testPrefix, merged) {
+		t.Errorf("merged lease %s is %s, want a Java PK lease %s", l.ID, l.Family, leases.LeaseID(testPrefix, merged))
+	}
+	rec.mu.Lock()
+	if len(rec.overlaps) > 0 {
+		t.Errorf("leases handled by two hosts at once: %v", rec.overlaps)
+	}
+	rec.mu.Unlock()
+	// New changes go on being delivered from the merged lease.
+	writeDocs(t, src, 1000, 1005)
+	waitFor(t, 10*time.Second, "changes after the merge", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.seen["doc1004"] > 0 && rec.seen["doc1000"] > 0
+	})
+}
