@@ -96,7 +96,7 @@ func (s *store) changeFeedAll(db, coll string, req feedRequest) (feedPage, error
 			e := rec.EPK
 			if e == "" {
 				var err error
-				if e, err = legacyEPK(log, sources, st.Paths, rec); err != nil || e == "" {
+				if e, err = legacyEPK(log, sources, &st.collRecord, rec); err != nil || e == "" {
 					return false, err
 				}
 			}
@@ -216,7 +216,7 @@ func previousImage(log *bolt.Bucket, sources []uint32, rec logRecord) (json.RawM
 
 // legacyEPK computes the EPK of a record written before records kept it: from its body, or
 // for a delete from its previous image. "" when neither is available.
-func legacyEPK(log *bolt.Bucket, sources []uint32, paths []string, rec *logRecord) (string, error) {
+func legacyEPK(log *bolt.Bucket, sources []uint32, coll *collRecord, rec *logRecord) (string, error) {
 	body := rec.Body
 	if body == nil && rec.PrevLSN != 0 {
 		var err error
@@ -231,7 +231,7 @@ func legacyEPK(log *bolt.Bucket, sources []uint32, paths []string, rec *logRecor
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return "", fmt.Errorf("corrupt op log body: %w", err)
 	}
-	rec.EPK = epk.HashV2(epk.FromDocument(doc, paths))
+	rec.EPK = coll.hashPK(epk.FromDocument(doc, coll.Paths))
 	return rec.EPK, nil
 }
 

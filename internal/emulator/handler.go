@@ -761,7 +761,7 @@ func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (in
 		}
 		wr.Body, wr.ID = raw, docID
 	}
-	wr.PK, wr.EPK = epk.Canonical(comps), epk.HashV2(comps)
+	wr.PK, wr.EPK = epk.Canonical(comps), st.hashPK(comps)
 	res, err := e.store.writeItem(db, coll, wr)
 	if err != nil {
 		return 0, res, err
@@ -877,7 +877,7 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		e.fail(w, err)
 		return
 	} else if ok {
-		req.PK, req.PKEPK = epk.Canonical(comps), epk.HashV2(comps)
+		req.PK, req.PKComps = epk.Canonical(comps), comps
 	}
 	req.StartEPK, req.EndEPK = r.Header.Get(hdrStartEPK), r.Header.Get(hdrEndEPK)
 	// If-Modified-Since applies together with a continuation: the JavaScript SDK sends the start

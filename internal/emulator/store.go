@@ -18,6 +18,8 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/cfp-dev/cfp/internal/emulator/epk"
 )
 
 // Storage layout (bbolt):
@@ -109,6 +111,17 @@ type collRecord struct {
 	// DefaultTTL is the container's defaultTtl in seconds (-1: on, no default expiry); nil
 	// when time to live is off.
 	DefaultTTL *int64 `json:"defaultTtl,omitempty"`
+	// PKVersion is the partition key version: 1 routes by the V1 hash, anything else (2, or 0
+	// in containers stored before it was recorded) by the V2 hash.
+	PKVersion int `json:"pkVersion,omitempty"`
+}
+
+// hashPK returns the effective partition key of a partition key's components.
+func (c *collRecord) hashPK(comps []any) string {
+	if c.PKVersion == 1 {
+		return epk.HashV1(comps)
+	}
+	return epk.HashV2(comps)
 }
 
 type rangeRecord struct {
@@ -510,8 +523,11 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 	if pk.Version == 0 {
 		pk.Version = 2
 	}
-	if pk.Version != 2 {
-		return nil, badRequest("only partition key version 2 is supported")
+	if pk.Version != 1 && pk.Version != 2 {
+		return nil, badRequest("partition key version %d is not 1 or 2", pk.Version)
+	}
+	if pk.Version == 1 && (pk.Kind == "MultiHash" || len(pk.Paths) > 1) {
+		return nil, badRequest("a hierarchical (MultiHash) partition key needs partition key version 2")
 	}
 	for _, p := range pk.Paths {
 		if !strings.HasPrefix(p, "/") {
@@ -572,7 +588,7 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 			DB: db, DBRID: dbr.RID, ID: def.ID, RID: encodeRID(ridB),
 			Etag: newEtag(), Ts: now, Props: propsJSON, Paths: pk.Paths,
 			NextRange: uint32(s.partitions), RangesGen: 1, Partitions: s.partitions,
-			DefaultTTL: defaultTTL,
+			DefaultTTL: defaultTTL, PKVersion: pk.Version,
 		}
 		v, err := json.Marshal(rec)
 		if err != nil {
@@ -591,6 +607,9 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 			}
 		}
 		bounds := initialBoundaries(s.partitions)
+		if pk.Version == 1 {
+			bounds = initialBoundariesV1(s.partitions)
+		}
 		st = &collState{collRecord: rec}
 		for i := 0; i < s.partitions; i++ {
 			r := rangeRecord{ID: uint32(i), Min: bounds[i], Max: bounds[i+1], Parents: []string{}, Live: true, Ts: now}
@@ -627,6 +646,32 @@ func initialBoundaries(n int) []string {
 		out[i] = epkHex(v)
 	}
 	return out
+}
+
+// initialBoundariesV1 tiles ["", "FF") for a V1 container as the service does: at the EPKs of
+// equal shares of the 32-bit hash space.
+func initialBoundariesV1(n int) []string {
+	out := make([]string, n+1)
+	out[0], out[n] = "", epkTop
+	for i := 1; i < n; i++ {
+		out[i] = epk.NumberEPK(float64((uint64(1) << 32) * uint64(i) / uint64(n)))
+	}
+	return out
+}
+
+// epkValueV1 reads a V1 range boundary as its hash value ("" is 0, "FF" is 2^32).
+func epkValueV1(s string) (uint64, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case epkTop:
+		return 1 << 32, nil
+	}
+	f, ok := epk.ParseNumberEPK(s)
+	if !ok || f < 0 || f > 1<<32 {
+		return 0, fmt.Errorf("invalid V1 range boundary %q", s)
+	}
+	return uint64(f), nil
 }
 
 func epkHex(v *big.Int) string {
@@ -963,7 +1008,7 @@ func (s *store) readItem(db, coll, pk, id string) (item, string, error) {
 type feedRequest struct {
 	RangeID       string // "" when scoped by partition key (or a single-range container)
 	PK            string // canonical partition key, "" for none
-	PKEPK         string // the partition key's EPK when PK is set
+	PKComps       []any  // the partition key's components when PK is set
 	StartEPK      string // x-ms-start-epk, "" for none
 	EndEPK        string // x-ms-end-epk, "" for none
 	Since         uint64
@@ -1004,9 +1049,10 @@ func feedScope(st *collState, req feedRequest) (rangeRecord, error) {
 		}
 		return r, nil
 	case req.PK != "":
-		r, ok := st.rangeForEPK(req.PKEPK)
+		pkEPK := st.hashPK(req.PKComps)
+		r, ok := st.rangeForEPK(pkEPK)
 		if !ok {
-			return rangeRecord{}, fmt.Errorf("no live range holds EPK %s", req.PKEPK)
+			return rangeRecord{}, fmt.Errorf("no live range holds EPK %s", pkEPK)
 		}
 		return r, nil
 	}
@@ -1205,18 +1251,10 @@ func (s *store) split(db, coll, rangeID string) ([]string, error) {
 		if !ok || !parent.Live {
 			return errRangeGone
 		}
-		lo, err := epkValue(parent.Min)
+		mid, err := splitPoint(st, parent)
 		if err != nil {
 			return err
 		}
-		hi, err := epkValue(parent.Max)
-		if err != nil {
-			return err
-		}
-		if new(big.Int).Sub(hi, lo).Cmp(big.NewInt(2)) < 0 {
-			return badRequest("range %s is too small to split", rangeID)
-		}
-		mid := epkHex(new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1))
 		now := s.now().Unix()
 		parents := append(append([]string{}, parent.Parents...), parent.idString())
 		a := rangeRecord{ID: st.NextRange, Min: parent.Min, Max: mid, Parents: parents, Live: true, Ts: now, Merged: parent.Merged}
@@ -1547,4 +1585,35 @@ func (s *store) deletePartition(db, coll, canonicalPK string) (int, error) {
 		return 0, err
 	}
 	return n, opErr
+}
+
+// splitPoint is the boundary that halves a range: in the masked 128-bit space of V2 EPKs, or in
+// the 32-bit hash space of a V1 container.
+func splitPoint(st *collState, r rangeRecord) (string, error) {
+	if st.PKVersion == 1 {
+		lo, err := epkValueV1(r.Min)
+		if err != nil {
+			return "", err
+		}
+		hi, err := epkValueV1(r.Max)
+		if err != nil {
+			return "", err
+		}
+		if hi-lo < 2 {
+			return "", badRequest("range %s is too small to split", r.idString())
+		}
+		return epk.NumberEPK(float64((lo + hi) / 2)), nil
+	}
+	lo, err := epkValue(r.Min)
+	if err != nil {
+		return "", err
+	}
+	hi, err := epkValue(r.Max)
+	if err != nil {
+		return "", err
+	}
+	if new(big.Int).Sub(hi, lo).Cmp(big.NewInt(2)) < 0 {
+		return "", badRequest("range %s is too small to split", r.idString())
+	}
+	return epkHex(new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)), nil
 }

@@ -1,5 +1,6 @@
 // Package epk owns the emulator's partition-key arithmetic: V2 effective
-// partition key (EPK) hashing with MurmurHash3 x64_128, the
+// partition key (EPK) hashing with MurmurHash3 x64_128, V1 hashing with
+// MurmurHash3 x86_32 and the service's binary key encoding, the
 // x-ms-documentdb-partitionkey header codec, extraction of partition-key
 // components from documents, and the semantic equality and canonical form the
 // storage layer keys logical partitions by (spec/cosmos-gateway.md §4.2, §8).
