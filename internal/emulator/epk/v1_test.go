@@ -58,6 +58,22 @@ func TestHashV1_DotNetVectors(t *testing.T) {
 	if want := "05C1D39FA55F0408D1C0D1BF2ED281D284D282D282D1BBD1B9000103020005C016"; got != want {
 		t.Errorf("HashV1(managed/native key) = %s, want %s", got, want)
 	}
+	// Single values of every type, as the JavaScript SDK's hashV1PartitionKey hashes them, but
+	// for 0: JS (and Python) encode the number 0 as 05 80, while .NET's and Java's
+	// WriteForBinaryEncoding (a do-while loop) always write a last chunk, 05 80 00.
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{"", "05C1CF33970FF80800"}, {"a", "05C1D78593652C086200"}, {"asdf", "05C1E7035DAF84086274656700"},
+		{"hello", "05C1EFF74961FE0869666D6D7000"}, {0.0, "05C1BF6DA11560058000"}, {1.0, "05C1ED172B6B2605BFF0"},
+		{-1.0, "05C1D1A5BDDF9C054010"}, {true, "05C1D7C5A903D803"}, {false, "05C1DB857D857C02"},
+		{nil, "05C1ED45D7475601"}, {Undefined{}, "05C1D529E345DC00"},
+	} {
+		if got := HashV1([]any{tc.in}); got != tc.want {
+			t.Errorf("HashV1(%#v) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
 	if HashV1(nil) != "" {
 		t.Errorf("HashV1(empty key) = %q, want \"\"", HashV1(nil))
 	}
