@@ -226,7 +226,6 @@ func (h *cfpHost) stop() {
 type dotnetHost struct {
 	h       *dotnettest.Host
 	started chan error
-	err     error
 	once    sync.Once
 	stopped atomic.Bool
 }
