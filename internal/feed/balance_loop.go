@@ -268,7 +268,17 @@ func (p *Processor) handOver(ctx context.Context, l *leases.Lease) (to string, e
 	if err != nil {
 		return "", err
 	}
-	_, err = p.store.Update(ctx, l, func(n *leases.Lease) error {
+	// The stored version, not the worker's copy: Update tries its mutation on the lease it is
+	// given first, and a copy from before the request was written carries no request, so the
+	// lease was released (unowned for a cycle) instead of handed over.
+	cur, err := p.store.Get(ctx, l)
+	if errors.Is(err, leases.ErrNotFound) {
+		return "", errNoHandoff // deleted meanwhile (a split): the release finds nothing to do
+	}
+	if err != nil {
+		return "", err
+	}
+	_, err = p.store.Update(ctx, cur, func(n *leases.Lease) error {
 		if !strings.EqualFold(n.Owner, p.opts.Instance) {
 			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
 		}
