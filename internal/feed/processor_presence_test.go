@@ -105,7 +105,10 @@ func TestProcessor_FourHostsConvergeInFewCycles(t *testing.T) {
 			startN(tc.first, 4)
 			cycles := waitEven(t, mem, hosts, 8, counted)
 			t.Logf("even 8/8/8/8 after %d acquire cycles", cycles)
-			if cycles > 5 {
+			// Under the race detector the hosts' timers slow unevenly, and the cycle count
+			// measures the detector as much as the balancer: the bound is asserted without it
+			// (convergence itself is asserted either way, by waitEven's deadline).
+			if cycles > 5 && !raceEnabled {
 				t.Errorf("even 8/8/8/8 after %d acquire cycles, want at most 5", cycles)
 			}
 			rec.mu.Lock()
