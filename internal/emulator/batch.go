@@ -39,18 +39,8 @@ type undoStep struct {
 // applied or none. Operations run in order; when one fails, the ones before it are undone and
 // the answer is 207 with the failed operation's status and 424 for every other.
 func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll string) {
-	st, err := e.store.getContainer(db, coll)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
-	comps, ok, err := headerPK(r)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
+	st, comps, ok := e.keyedContainer(w, r, db, coll, "a transactional batch needs the %s header")
 	if !ok {
-		e.fail(w, badRequest("a transactional batch needs the %s header", hdrPartitionKey))
 		return
 	}
 	body, err := readBody(r)

@@ -647,6 +647,27 @@ func (e *Emulator) readPKRanges(w http.ResponseWriter, r *http.Request, db, coll
 
 // --- items -----------------------------------------------------------------------------------
 
+// keyedContainer resolves the container of a request that names one logical partition and
+// the partition key of its header; missing names the header in the 400 (a format with one %s).
+// On failure it has answered the request and reports false.
+func (e *Emulator) keyedContainer(w http.ResponseWriter, r *http.Request, db, coll, missing string) (*collState, []any, bool) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return nil, nil, false
+	}
+	comps, ok, err := headerPK(r)
+	if err != nil {
+		e.fail(w, err)
+		return nil, nil, false
+	}
+	if !ok {
+		e.fail(w, badRequest(missing, hdrPartitionKey))
+		return nil, nil, false
+	}
+	return st, comps, true
+}
+
 // headerPK parses the partition-key header; ok is false when the header is absent.
 func headerPK(r *http.Request) (comps []any, ok bool, err error) {
 	v := r.Header.Get(hdrPartitionKey)
@@ -776,18 +797,8 @@ func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (in
 }
 
 func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
-	st, err := e.store.getContainer(db, coll)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
-	comps, ok, err := headerPK(r)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
+	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
 	if !ok {
-		e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
 		return
 	}
 	it, rangeID, err := e.store.readItem(db, coll, epk.Canonical(comps), id)
@@ -1023,18 +1034,8 @@ func putBody(b []byte) {
 // background but hides the items at once; here they are gone when the answer comes), each a
 // delete on the change feed. The service answers 200 with no body.
 func (e *Emulator) deleteByPartitionKey(w http.ResponseWriter, r *http.Request, db, coll string) {
-	st, err := e.store.getContainer(db, coll)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
-	comps, ok, err := headerPK(r)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
+	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
 	if !ok {
-		e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
 		return
 	}
 	if len(comps) != len(st.Paths) {

@@ -30,18 +30,8 @@ const maxPatchOps = 10
 
 // patchItem serves PATCH on an item: read, apply the operations, replace if unchanged since.
 func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
-	st, err := e.store.getContainer(db, coll)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
-	comps, ok, err := headerPK(r)
-	if err != nil {
-		e.fail(w, err)
-		return
-	}
+	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
 	if !ok {
-		e.fail(w, badRequest("the %s header is required", hdrPartitionKey))
 		return
 	}
 	body, err := readBody(r)
