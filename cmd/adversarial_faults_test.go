@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 // advPrefix is the lease prefix seedEstimate writes; commands reach it with --lease-id-prefix,
@@ -53,38 +53,6 @@ func servedFixture(t *testing.T) (*emulator.Emulator, []string) {
 		_ = emu.Close()
 	})
 	return emu, []string{"--endpoint", "http://" + ln.Addr().String() + "/", "-d", "shop", "-c", "orders", "--lease-id-prefix", advPrefix}
-}
-
-// silentEndpoint accepts connections on a loopback port and never answers; it returns the
-// endpoint URL.
-func silentEndpoint(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/"
 }
 
 // faultCase is one command run through a fault schedule on a served emulator.
@@ -196,7 +164,7 @@ func TestAdversarial_SilentEndpoint(t *testing.T) {
 	for _, tc := range hangCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			endpoint := silentEndpoint(t)
+			endpoint := "http://" + testproc.SilentListener(t) + "/"
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			env := map[string]string{"NO_COLOR": "1", "COSMOS_KEY": auth.WellKnownKey, "CFP_REQUEST_TIMEOUT": "250ms"}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 // lockedBuffer is a log sink that the SDK's goroutines may write while the test reads it.
@@ -168,7 +168,7 @@ func TestRequestPolicy_WritesAndBudget(t *testing.T) {
 // attempt after the request timeout, with a *RequestTimeoutError, instead of hanging.
 func TestRequestPolicy_Timeout(t *testing.T) {
 	t.Parallel()
-	addr := silentListener(t)
+	addr := testproc.SilentListener(t)
 	a, err := Open(context.Background(), Config{
 		Endpoint: "http://" + addr + "/", Key: auth.WellKnownKey,
 		RequestTimeout: 150 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
@@ -187,38 +187,6 @@ func TestRequestPolicy_Timeout(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("Partitions() returned only at the test deadline: %v", err)
 	}
-}
-
-// silentListener accepts connections on a loopback port and never answers; it returns the
-// address.
-func silentListener(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
 }
 
 func TestRequestPolicy_Backoff(t *testing.T) {
