@@ -3,7 +3,6 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -142,58 +141,6 @@ func newRootCmd(f *factory) *cobra.Command {
 		c.Flags().SortFlags = false
 	})
 	return root
-}
-
-// setup runs before every command: it applies the environment to unset flags, builds the
-// logger and warns about keys on the command line.
-func (f *factory) setup(c *cobra.Command) error {
-	if err := f.Global.applyEnv(c.Flags(), f.Getenv); err != nil {
-		return err
-	}
-	if f.Global.NoColor {
-		f.IO.ColorEnabled, f.IO.StderrColorEnabled = false, false
-	}
-	f.Log = f.newLogger()
-	if f.Global.RequestTimeout <= 0 {
-		return briefUsageErrorf("--request-timeout must be positive, got %s", f.Global.RequestTimeout)
-	}
-	if f.Global.MaxRetries < 0 {
-		return briefUsageErrorf("--max-retries must not be negative, got %d", f.Global.MaxRetries)
-	}
-	if fl := c.Flags().Lookup("key"); fl != nil && fl.Changed {
-		f.addSecret(f.Global.Key)
-		f.warnf("--key puts the account key in shell history and the process list; use --key-file or COSMOS_KEY")
-	}
-	for _, cs := range []struct {
-		flag, file, env string
-		value, path     *string
-	}{
-		{"connection-string", "connection-string-file", "COSMOS_CONNECTION_STRING", &f.Global.ConnectionString, &f.Global.ConnectionStringFile},
-		{"lease-connection-string", "lease-connection-string-file", "CFP_LEASE_CONNECTION_STRING", &f.Global.LeaseConnectionString, &f.Global.LeaseConnectionStringFile},
-	} {
-		if fl := c.Flags().Lookup(cs.flag); fl != nil && fl.Changed {
-			f.addSecret(*cs.value)
-			f.addSecret(connectionStringKey(*cs.value))
-			f.warnf("--%s puts the account key in shell history and the process list; use --%s or %s", cs.flag, cs.file, cs.env)
-		}
-		if *cs.path == "" {
-			continue
-		}
-		b, err := os.ReadFile(*cs.path)
-		if err != nil {
-			return withHint(fmt.Errorf("read --%s: %w", cs.file, err), "pass a file that holds only the connection string")
-		}
-		v := strings.TrimSpace(string(b))
-		if v == "" {
-			return briefUsageErrorf("--%s %s is empty", cs.file, *cs.path)
-		}
-		f.addSecret(v)
-		f.addSecret(connectionStringKey(v))
-		// The file wins over the variable (a flag wins over its variable).
-		*cs.value = v
-		f.Global.sources[cs.flag] = "--" + cs.file + " " + *cs.path
-	}
-	return nil
 }
 
 // walk calls fn on c and every command below it.
