@@ -10,10 +10,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() {
-	registerCommand("", func(f *factory) *cobra.Command { return addTimeoutFlag(f, newConfigCmd(f), nil) })
-}
-
 type configOptions struct {
 	f     *factory
 	check bool

@@ -24,8 +24,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand(groupLocal, newDemoCmd) }
-
 // The demo's setup: names, partitions and the short lease timings that make balancing and
 // splits visible within seconds.
 const (

@@ -19,8 +19,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand(groupLocal, newEmulatorCmd) }
-
 // Defaults of `cfp emulator`.
 const (
 	defaultEmulatorAddr = "localhost:8081"

@@ -18,15 +18,12 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() {
-	registerCommand(groupFeed, func(f *factory) *cobra.Command {
-		return addTimeoutFlag(f, newEstimateCmd(f), func(c *cobra.Command) string {
-			if c.Flags().Changed("watch") || c.Flags().Changed("metrics-addr") {
-				return "applies to one estimate: with --watch each interval is bounded by --request-timeout"
-			}
-			return ""
-		})
-	})
+// estimateTimeoutRefusal says why --timeout does not apply to an estimate that keeps running.
+func estimateTimeoutRefusal(c *cobra.Command) string {
+	if c.Flags().Changed("watch") || c.Flags().Changed("metrics-addr") {
+		return "applies to one estimate: with --watch each interval is bounded by --request-timeout"
+	}
+	return ""
 }
 
 // defaultWatchInterval is the .NET push estimator's period.

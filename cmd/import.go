@@ -24,8 +24,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand(groupLocal, newImportCmd) }
-
 // Defaults of `cfp import`.
 const (
 	defaultImportConcurrency = 16

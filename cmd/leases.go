@@ -18,8 +18,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand(groupLeases, newLeasesCmd) }
-
 const leasesLong = `Inspect and repair the lease container of a change feed processor.
 
 A change feed processor (.NET, Java, or 'cfp process') splits a container's change feed

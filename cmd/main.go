@@ -3,9 +3,9 @@
 // cancelled on SIGINT/SIGTERM, runs the command, prints any error as one line and returns the
 // exit code. main.go only exits with its result.
 //
-// Each command lives in its own file (tail.go, leases_reset.go, ...) with an options struct, a
-// newXCmd(f *factory) constructor that registers itself with registerCommand, and a runX
-// function that tests call without cobra.
+// Each top-level command lives in its own file (tail.go, leases_reset.go, ...) with an options
+// struct, a newXCmd(f *factory) constructor, and a runX function that tests call without
+// cobra; addCommands in root.go builds the command tree from the constructors.
 package cmd
 
 import (

@@ -17,8 +17,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/sink"
 )
 
-func init() { registerCommand(groupFeed, newProcessCmd) }
-
 // Values of --events.
 const (
 	eventsText  = "text"

@@ -20,8 +20,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() { registerCommand(groupFeed, newReplayCmd) }
-
 // Replay timings: a replay is usually the only host of its leases, so it balances and probes
 // often; the lease expiration keeps the .NET default.
 const (

@@ -19,21 +19,6 @@ const (
 	groupLocal  = "local"
 )
 
-// registered holds the constructors of the top-level commands, added by each command's file
-// with registerCommand in an init function, so that adding a command touches only its own file.
-var registered []registration
-
-type registration struct {
-	group string
-	new   func(*factory) *cobra.Command
-}
-
-// registerCommand adds a top-level command to cfp under group (groupFeed, groupLeases,
-// groupLocal, or "" for the additional commands). Call it from an init function.
-func registerCommand(group string, newCmd func(*factory) *cobra.Command) {
-	registered = append(registered, registration{group: group, new: newCmd})
-}
-
 func init() {
 	// Run the root's persistent pre-run (env, logger, warnings) even when a command has its own.
 	cobra.EnableTraverseRunHooks = true
@@ -112,25 +97,7 @@ func newRootCmd(f *factory) *cobra.Command {
 		return &UsageError{Err: err}
 	})
 
-	root.AddCommand(newVersionCmd(f), newCompletionCmd(f))
-	groups := map[string]bool{}
-	for _, r := range registered {
-		c := r.new(f)
-		if r.group != "" {
-			c.GroupID = r.group
-			groups[r.group] = true
-		}
-		root.AddCommand(c)
-	}
-	for _, g := range []cobra.Group{
-		{ID: groupFeed, Title: "Change feed commands:"},
-		{ID: groupLeases, Title: "Lease commands:"},
-		{ID: groupLocal, Title: "Local emulator commands:"},
-	} {
-		if groups[g.ID] {
-			root.AddGroup(&g)
-		}
-	}
+	addCommands(root, f)
 	addHelpTopics(root)
 	root.SetHelpCommandGroupID("")
 	root.SetCompletionCommandGroupID("")
@@ -141,6 +108,31 @@ func newRootCmd(f *factory) *cobra.Command {
 		c.Flags().SortFlags = false
 	})
 	return root
+}
+
+// addCommands adds cfp's commands to root, each under its help group: the whole command tree
+// in one place.
+func addCommands(root *cobra.Command, f *factory) {
+	root.AddGroup(
+		&cobra.Group{ID: groupFeed, Title: "Change feed commands:"},
+		&cobra.Group{ID: groupLeases, Title: "Lease commands:"},
+		&cobra.Group{ID: groupLocal, Title: "Local emulator commands:"},
+	)
+	add := func(group string, c *cobra.Command) {
+		c.GroupID = group
+		root.AddCommand(c)
+	}
+	add(groupFeed, addTimeoutFlag(f, newTailCmd(f), tailTimeoutRefusal))
+	add(groupFeed, newProcessCmd(f))
+	add(groupFeed, addTimeoutFlag(f, newEstimateCmd(f), estimateTimeoutRefusal))
+	add(groupFeed, newReplayCmd(f))
+	add(groupLeases, newLeasesCmd(f))
+	add(groupLocal, newEmulatorCmd(f))
+	add(groupLocal, newImportCmd(f))
+	add(groupLocal, newDemoCmd(f))
+	add("", addTimeoutFlag(f, newConfigCmd(f), nil))
+	add("", newVersionCmd(f))
+	add("", newCompletionCmd(f))
 }
 
 // walk calls fn on c and every command below it.

@@ -23,15 +23,12 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func init() {
-	registerCommand(groupFeed, func(f *factory) *cobra.Command {
-		return addTimeoutFlag(f, newTailCmd(f), func(c *cobra.Command) string {
-			if e, _ := c.Flags().GetBool("exit-at-end"); !e {
-				return "needs -e/--exit-at-end: a tail that follows runs until interrupted"
-			}
-			return ""
-		})
-	})
+// tailTimeoutRefusal says why --timeout does not apply to a tail that follows.
+func tailTimeoutRefusal(c *cobra.Command) string {
+	if e, _ := c.Flags().GetBool("exit-at-end"); !e {
+		return "needs -e/--exit-at-end: a tail that follows runs until interrupted"
+	}
+	return ""
 }
 
 // Defaults of `cfp tail`.
