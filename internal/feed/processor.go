@@ -193,17 +193,14 @@ type Processor struct {
 	lh    LeaseHandler // h, when it keeps per-lease state
 	opts  ProcessorOptions
 	log   *slog.Logger
-	limit *logLimiter
+	limit *rateLog
 
 	bootMu sync.Mutex
 	boot   *BootstrapResult
 
-	hoMu      sync.Mutex
-	asked     map[string]handoffAsk // handoff requests this host made (to the owner), by token
-	handedOff map[string]handoffAsk // leases this host handed off (to the requester), by token
-	floor     int                   // this host's fair share at the last cycle: it keeps that many
+	ho *handoffs // taken before mu (see handoffs)
 
-	mu    sync.Mutex
+	mu    sync.Mutex             // guards owned, group and run
 	owned map[string]*ownedLease // by token
 	// workerEnded gets a value (when it has room) each time a worker ended.
 	workerEnded chan struct{}
@@ -233,10 +230,10 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 	p := &Processor{
 		src: src, store: store, h: h, opts: opts,
 		log:   opts.Logger.With("owner", opts.Instance),
-		limit: newLogLimiter(opts.Now, DefaultMaxErrorBackoff),
 		owned: map[string]*ownedLease{}, workerEnded: make(chan struct{}, 1),
-		asked: map[string]handoffAsk{}, handedOff: map[string]handoffAsk{},
+		ho: newHandoffs(),
 	}
+	p.limit = newRateLog(p.log, opts.Now, DefaultMaxErrorBackoff)
 	p.lh, _ = h.(LeaseHandler)
 	return p, nil
 }
@@ -380,10 +377,7 @@ func (p *Processor) logLockWait(h *leases.LockHolder, wait time.Duration) {
 	if h == nil || h.Owner == "" {
 		level = slog.LevelWarn
 	}
-	if ok, _ := p.limit.allow("bootstrap-lock\x00" + level.String()); !ok {
-		return
-	}
-	p.log.Log(context.Background(), level, "waiting for the bootstrap lock; another host is initializing the lease store", attrs...)
+	p.limit.logAt(context.Background(), level, limitKey("bootstrap lock", level.String()), "waiting for the bootstrap lock; another host is initializing the lease store", attrs...)
 }
 
 // createMissing runs under the bootstrap lock: one v0 lease per partition not yet covered,

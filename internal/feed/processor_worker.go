@@ -285,7 +285,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			continue
 		}
 		failures = 0
-		p.limit.reset("read change feed\x00" + w.info.Token)
+		p.limit.reset(limitKey("read change feed", w.info.Token))
 		if len(page.Items) == 0 {
 			if w.checkpointed == "" && w.pending == "" && w.base.Kind == StartNow {
 				w.base = w.reader.Position() // "now" resolved: rewind here, not to a later now
@@ -419,7 +419,7 @@ func (w *worker) checkpoint(ctx context.Context) (lost bool) {
 		ol.update(l, start)
 		p.checkHandoff(ol, l)
 		w.checkpointed, w.pending, w.deferred = w.pending, "", false
-		p.limit.reset("checkpoint lease\x00" + w.info.Token)
+		p.limit.reset(limitKey("checkpoint lease", w.info.Token))
 		p.notify(Event{Type: EventCheckpoint, Lease: w.info.Token, Range: w.info.Range, Continuation: w.checkpointed})
 		return false
 	case errors.Is(err, leases.ErrLeaseLost):
@@ -488,18 +488,6 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 	p.log.Info("lease released", "lease", w.info.Token)
 	p.notify(Event{Type: EventReleased, Lease: w.info.Token, Range: w.info.Range})
 	return nil
-}
-
-// handlerError logs (rate-limited) and notifies a handler failure.
-func (p *Processor) handlerError(ctx context.Context, info LeaseInfo, err error) {
-	p.notify(Event{Type: EventError, Lease: info.Token, Range: info.Range, Err: err, Cause: CauseUser})
-	if ok, suppressed := p.limit.allow("handler\x00" + info.Token); ok {
-		attrs := []any{"lease", info.Token, "err", err}
-		if suppressed > 0 {
-			attrs = append(attrs, "suppressed", suppressed)
-		}
-		p.log.WarnContext(ctx, "handler failed", attrs...)
-	}
 }
 
 // route builds the lease's reader: a PK-range lease reads its partition; an EPK lease reads

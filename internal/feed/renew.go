@@ -92,7 +92,7 @@ func (p *Processor) renew(ctx context.Context, ol *ownedLease) {
 		if p.checkHandoff(ol, renewed) {
 			p.renew(ctx, ol) // tell the requester at once
 		}
-		p.limit.reset("renew lease\x00" + ol.token)
+		p.limit.reset(limitKey("renew lease", ol.token))
 	case errors.Is(err, leases.ErrLeaseLost):
 		ol.lose(err)
 	case ctx.Err() != nil:

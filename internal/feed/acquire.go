@@ -1,0 +1,272 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Acquire: the balancing goroutine. Every AcquireInterval it lists the leases and the presence
+// records, plans with PlanAcquireWithHosts (balance.go) and takes its share: free and expired
+// leases at once, live leases of cfp hosts by asking for them (handoff.go), live leases of .NET
+// and Java hosts the .NET way, one per cycle.
+
+// balanceLoop runs an acquire cycle at once and then every AcquireInterval until ctx ends,
+// then deletes this host's presence record.
+//
+// A host that holds more than its share while another live host holds less expects handoff
+// requests: it checks for them once more half way to its next cycle, so that a lease moves
+// within one cycle of the requester (ask, then take) more often than not.
+func (p *Processor) balanceLoop(ctx context.Context) {
+	defer p.withdraw(ctx)
+	t := time.NewTicker(p.opts.AcquireInterval)
+	defer t.Stop()
+	watch := time.NewTimer(p.opts.AcquireInterval / 2)
+	defer watch.Stop()
+	donor := p.acquireCycle(ctx, true)
+	for {
+		if !donor {
+			watch.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			donor = p.acquireCycle(ctx, false)
+			watch.Reset(p.opts.AcquireInterval / 2)
+		case <-watch.C:
+			p.answerHandoffs(ctx)
+			donor = false
+		}
+	}
+}
+
+// answerHandoffs lists the leases and hands off those this host holds that another host asked
+// for (within its fair share, see checkHandoff).
+func (p *Processor) answerHandoffs(ctx context.Context) {
+	all, err := p.store.List(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.infraError(ctx, "list leases", "", err)
+		}
+		return
+	}
+	for _, l := range all {
+		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
+			if p.checkHandoff(ol, l) {
+				p.renew(ctx, ol) // tell the requester at once
+			}
+		}
+	}
+}
+
+// acquireCycle refreshes this host's presence record, lists the leases and the presence
+// records, answers handoff requests for leases this host holds, plans with
+// PlanAcquireWithHosts and acquires (or asks for) the plan. The first cycle also takes back
+// every lease that still names this instance, live or not, as .NET does at start-up. It
+// reports whether this host holds more than its fair share while another live host holds
+// less (a donor, which should expect handoff requests).
+func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
+	p.announce(ctx)
+	all, hosts, err := p.store.ListWithHosts(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.infraError(ctx, "list leases", "", err)
+			p.cycleDone(err)
+		}
+		return
+	}
+	p.limit.reset(limitKey("list leases", ""))
+	now := p.opts.Now()
+	p.pruneHandoffs(now)
+
+	candidates := make([]*leases.Lease, 0, len(all))
+	for _, l := range all {
+		if to, ok := p.coolingDown(l.Token, now); ok && l.Expired(now, p.opts.Expiration) {
+			// Handed off lately and not taken yet: count it for the host that asked for it,
+			// so that this host does not plan to take it back.
+			l = l.Clone()
+			l.Owner, l.Timestamp = to, now
+		}
+		candidates = append(candidates, l)
+	}
+	live := leases.LiveHosts(candidates, hosts, now, p.opts.Expiration)
+	floor := p.setFloor(len(all), live)
+	for _, l := range all {
+		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
+			if p.checkHandoff(ol, l) {
+				p.renew(ctx, ol) // tell the requester at once
+			}
+		}
+	}
+	donor = p.holding() > floor && hungry(candidates, live, p.opts.Instance, floor, now, p.opts.Expiration)
+	plan := PlanAcquireWithHosts(candidates, live, p.opts.Instance, now, p.opts.Expiration)
+	var mine []*leases.Lease
+	for _, l := range all {
+		switch {
+		case first && strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token) && !handoffAsked(l, p.opts.Instance):
+			mine = append(mine, l)
+		case !first && p.handedToMe(l):
+			mine = append(mine, l) // handed over by its owner (see handOver)
+		}
+	}
+	plan = append(mine, plan...)
+	tried := map[string]bool{}
+	fill := p.rangeFiller(ctx)
+	cfp := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		cfp[strings.ToLower(h.Instance)] = true
+	}
+	stoleForeign := false
+	for _, l := range plan {
+		if ctx.Err() != nil {
+			return
+		}
+		if tried[l.Token] || p.isOwned(l.Token) {
+			continue
+		}
+		tried[l.Token] = true
+		live := !l.Expired(now, p.opts.Expiration) && !strings.EqualFold(l.Owner, p.opts.Instance)
+		if live && (handoffAccepted(l) || handedOver(l)) {
+			// Its owner finishes the batch in flight, then hands it over; or it was handed
+			// over and its new owner starts it at its next cycle: asking now would overwrite
+			// the sign that new owner looks for.
+			continue
+		}
+		switch {
+		case live && !cfp[strings.ToLower(l.Owner)]:
+			// An owner without a presence record is not a cfp host (a .NET or Java host):
+			// it never answers a handoff request, so steal the .NET way, at once and one
+			// lease per cycle (FeedManagement/EqualPartitionsBalancingStrategy.cs lines 77-78,
+			// 87-93).
+			if stoleForeign {
+				continue
+			}
+			stoleForeign = true
+		case live && p.askFirst(l, now):
+			p.askHandoff(ctx, l, now)
+			continue
+		}
+		// Under a fresh deadline: a write cut off by shutdown could land with its answer lost,
+		// leaving the lease owned here until it expired; start releases it when stopping.
+		actx, cancel := p.fresh(ctx)
+		acquired, err := p.acquire(actx, l, fill(l))
+		cancel()
+		if errors.Is(err, leases.ErrLeaseLost) {
+			p.log.Debug("lease taken by another host first", "lease", l.Token, "err", err)
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				p.infraError(ctx, "acquire lease", l.Token, err)
+			}
+			continue
+		}
+		from := "free"
+		if l.Owner != "" && !strings.EqualFold(l.Owner, p.opts.Instance) {
+			from = l.Owner
+		}
+		p.log.Info("lease acquired", "lease", l.Token, "range", l.Range.String(), "from", from)
+		p.start(acquired)
+	}
+	p.cycleDone(nil)
+	return donor
+}
+
+// cycleDone tells ProcessorOptions.OnAcquireCycle that an acquire cycle ended.
+func (p *Processor) cycleDone(err error) {
+	if p.opts.OnAcquireCycle != nil {
+		p.opts.OnAcquireCycle(err)
+	}
+}
+
+// acquire takes l (free, expired, or stolen) if its owner has not changed since it was
+// listed, and clears any handoff request on it. A lease without a range gets rng (when not
+// zero) in the same replace, as .NET's acquire fills in a missing FeedRange
+// (LeaseManagement/DocumentServiceLeaseManagerCosmos.cs, AcquireAsync, lines 60-84).
+func (p *Processor) acquire(ctx context.Context, l *leases.Lease, rng Range) (*leases.Lease, error) {
+	seen := l.Owner
+	return p.store.Update(ctx, l, func(n *leases.Lease) error {
+		if n.Owner != seen {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if !n.HasRange() && rng != (Range{}) {
+			n.Range = rng
+		}
+		n.Owner = p.opts.Instance
+		delete(n.Properties, handoffKey)
+		delete(n.Properties, handoffAcceptedKey)
+		return nil
+	})
+}
+
+// rangeFiller returns the range an acquire writes on a lease that has none: a .NET v0 lease
+// without FeedRange (pre-FeedRange v3 leases, V2 PartitionId leases) gets the range of the live
+// partition its token names, as .NET's acquire looks it up in the partition key range cache,
+// so that a later merge can replace it by an EPK lease over that range. The partitions are
+// listed once per cycle, and only when a lease needs them; a partition that is already gone
+// (or a listing that fails) leaves the lease as it is, as in .NET. Java PK-range documents have
+// no range field, so nothing is written on them.
+func (p *Processor) rangeFiller(ctx context.Context) func(*leases.Lease) Range {
+	var parts []Partition
+	listed := false
+	return func(l *leases.Lease) Range {
+		if l.HasRange() || l.Family != leases.FamilyDotNetV0 {
+			return Range{}
+		}
+		if !listed {
+			listed = true
+			var err error
+			if parts, err = p.src.Partitions(ctx); err != nil && ctx.Err() == nil {
+				p.infraError(ctx, "list partitions", l.Token, err)
+			}
+		}
+		rt, err := Route(l, parts)
+		if err != nil {
+			return Range{}
+		}
+		return rt.Partition.Range
+	}
+}
+
+// errNoHandoff: the lease carries no handoff request addressed to this host.
+// hungry reports whether a live host other than self holds fewer than floor live leases.
+func hungry(ls []*leases.Lease, live []string, self string, floor int, now time.Time, expiration time.Duration) bool {
+	held := map[string]int{}
+	for _, l := range ls {
+		if !l.Expired(now, expiration) {
+			held[strings.ToLower(l.Owner)]++
+		}
+	}
+	for _, h := range live {
+		if !strings.EqualFold(h, self) && held[strings.ToLower(h)] < floor {
+			return true
+		}
+	}
+	return false
+}
+
+// holding counts the leases whose worker is not stopping.
+func (p *Processor) holding() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, ol := range p.owned {
+		if ol.ctx.Err() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// isOwned reports whether a worker runs for token.
+func (p *Processor) isOwned(token string) bool { return p.ownedLease(token) != nil }
+
+func (p *Processor) ownedLease(token string) *ownedLease {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned[token]
+}

@@ -1,0 +1,277 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Handoff: how cfp hosts move a lease between them without ever processing it twice at once.
+//
+// .NET steals a lease by overwriting its Owner, so the old owner may still be in the middle of
+// a batch when the new one starts reading. A cfp host that plans to steal a lease from a live
+// cfp owner first asks for it: it writes properties["cfpHandoff"] = "<owner>><requester>" on
+// the lease (an If-Match write that keeps the Owner). The owner sees the request at its next
+// renew, checkpoint or balancing cycle, stops delivering batches, lets the batch in flight
+// finish, checkpoints and hands the lease over in one conditional replace that sets Owner to
+// the requester (see handOver: the lease is never unowned, so a .NET or Java host cannot take
+// it in between), and stays away from it for a few cycles; the requester starts it at its next
+// cycle. While the batch in flight finishes, the owner renews the lease with
+// properties["cfpHandoffAccepted"] = "<owner>" on it: no cfp host asks for or steals a live
+// lease whose owner accepted its handoff, it waits for the handover (or the expiration, if the
+// owner dies). An owner without a presence record is no cfp host (a .NET or Java host ignores
+// the property): it is never asked, its leases are stolen the .NET way, one per acquire cycle.
+// A cfp owner that does not answer within the lease expiration (a host that cannot write) has
+// the lease stolen the same way: a cfp host that could not write its lease since the request
+// has stopped processing it by then (see ownedLease.valid). Java leases do not persist
+// properties: they are stolen directly. Taking a lease always removes both properties.
+const (
+	handoffKey         = "cfpHandoff"
+	handoffAcceptedKey = "cfpHandoffAccepted"
+	handoffSep         = ">"
+)
+
+var errNoHandoff = errors.New("no handoff request")
+
+// handOver gives l to the host whose request it carries in one conditional replace: Owner =
+// the requester; the request stays on the lease as the requester's sign that it was handed the
+// lease (its acquire removes it), the acceptance mark goes. The lease is never unowned in
+// between, so a .NET or Java host, which sees only owners, cannot take it, and the requester
+// starts it at its next cycle.
+// It returns errNoHandoff when the stored lease carries no request to this host or the
+// requester has no presence record any more (the caller releases it then), a *leases.LeaseLostError when another host owns it.
+func (p *Processor) handOver(ctx context.Context, l *leases.Lease) (to string, err error) {
+	hosts, err := p.store.Hosts(ctx)
+	if err != nil {
+		return "", err
+	}
+	// The stored version, not the worker's copy: Update tries its mutation on the lease it is
+	// given first, and a copy from before the request was written carries no request, so the
+	// lease was released (unowned for a cycle) instead of handed over.
+	cur, err := p.store.Get(ctx, l)
+	if errors.Is(err, leases.ErrNotFound) {
+		return "", errNoHandoff // deleted meanwhile (a split): the release finds nothing to do
+	}
+	if err != nil {
+		return "", err
+	}
+	_, err = p.store.Update(ctx, cur, func(n *leases.Lease) error {
+		if !strings.EqualFold(n.Owner, p.opts.Instance) {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		from, req, ok := strings.Cut(n.Properties[handoffKey], handoffSep)
+		if !ok || !strings.EqualFold(from, p.opts.Instance) || strings.TrimSpace(req) == "" || strings.EqualFold(req, p.opts.Instance) {
+			return errNoHandoff
+		}
+		if !slices.ContainsFunc(hosts, func(h leases.Host) bool { return strings.EqualFold(h.Instance, req) }) {
+			return errNoHandoff // the requester stopped (its record is gone)
+		}
+		to = req
+		n.Owner = req
+		delete(n.Properties, handoffAcceptedKey)
+		return nil
+	})
+	return to, err
+}
+
+// handedToMe reports whether l was handed over to this host after it asked for it (the owner
+// wrote this host's name as Owner and left the request on it): its next cycle starts it.
+func (p *Processor) handedToMe(l *leases.Lease) bool {
+	return handedOver(l) && strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token)
+}
+
+// handedOver reports whether l carries the sign of a handover to its owner (a request from its
+// previous owner to its owner) that its owner has not acquired yet.
+func handedOver(l *leases.Lease) bool {
+	from, to, ok := strings.Cut(l.Properties[handoffKey], handoffSep)
+	return ok && l.Owner != "" && strings.EqualFold(to, l.Owner) && !strings.EqualFold(from, l.Owner)
+}
+
+// askFirst reports whether a steal of the live lease l should be a handoff request: yes,
+// unless the lease cannot carry one or an earlier request went unanswered for too long.
+func (p *Processor) askFirst(l *leases.Lease, now time.Time) bool {
+	if l.Family == leases.FamilyJavaPK || l.Family == leases.FamilyJavaEPK {
+		return false
+	}
+	asked, ok := p.ho.askedOf(l.Token)
+	if !ok || asked.owner != l.Owner {
+		return true
+	}
+	return now.Sub(asked.at) < p.opts.Expiration
+}
+
+// askHandoff writes the handoff request on l (once per owner).
+func (p *Processor) askHandoff(ctx context.Context, l *leases.Lease, now time.Time) {
+	if asked, ok := p.ho.askedOf(l.Token); ok && asked.owner == l.Owner {
+		return // asked already: wait for the answer
+	}
+	seen := l.Owner
+	_, err := p.store.Update(ctx, l, func(n *leases.Lease) error {
+		if n.Owner != seen {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if n.Properties == nil {
+			n.Properties = map[string]string{}
+		}
+		n.Properties[handoffKey] = seen + handoffSep + p.opts.Instance
+		return nil
+	})
+	if errors.Is(err, leases.ErrLeaseLost) {
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.infraError(ctx, "ask for lease", l.Token, err)
+		}
+		return
+	}
+	p.ho.recordAsk(l.Token, handoffAsk{owner: seen, at: now})
+	p.log.Info("lease handoff requested", "lease", l.Token, "from", seen)
+}
+
+// handoffAsked reports whether l carries a handoff request addressed to owner.
+func handoffAsked(l *leases.Lease, owner string) bool {
+	from, to, ok := strings.Cut(l.Properties[handoffKey], handoffSep)
+	return ok && strings.EqualFold(from, owner) && !strings.EqualFold(to, owner)
+}
+
+// handoffAccepted reports whether the owner of l accepted a handoff request on it: it hands
+// the lease over once its batch in flight finished.
+func handoffAccepted(l *leases.Lease) bool {
+	from, _, ok := strings.Cut(l.Properties[handoffKey], handoffSep)
+	return ok && l.Owner != "" && strings.EqualFold(from, l.Owner) && strings.EqualFold(l.Properties[handoffAcceptedKey], l.Owner)
+}
+
+// checkHandoff stops the worker of ol when l (its newest version) asks for a handoff, unless
+// this host would be left with less than its fair share (the floor of the last cycle): a
+// request made from an older view of the hosts waits until the views agree. It reports
+// whether it accepted the request; the lease's renewals then say so (see renew).
+func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
+	if l == nil || !handoffAsked(l, p.opts.Instance) || ol.ctx.Err() != nil {
+		return false
+	}
+	_, to, _ := strings.Cut(l.Properties[handoffKey], handoffSep)
+	return p.ho.accept(l.Token, handoffAsk{owner: to, at: p.opts.Now()}, func(floor int) bool {
+		if ol.ctx.Err() != nil {
+			return false // handed off by a concurrent check
+		}
+		if held := p.holding(); held <= floor {
+			p.log.Debug("lease handoff refused: at the fair share", "lease", l.Token, "to", to, "held", held)
+			return false
+		}
+		p.log.Info("lease handoff", "lease", l.Token, "to", to)
+		ol.cancel(errHandoff)
+		return true
+	})
+}
+
+// setFloor records and returns this host's fair share after a listing of n leases among the
+// live hosts (self counted even when absent): a handoff request never takes it below that.
+func (p *Processor) setFloor(n int, live []string) int {
+	hosts := len(live)
+	if !slices.ContainsFunc(live, func(h string) bool { return strings.EqualFold(h, p.opts.Instance) }) {
+		hosts++
+	}
+	return p.ho.setFloor(n / hosts)
+}
+
+// coolingDown reports whether this host handed token off lately, and to whom.
+func (p *Processor) coolingDown(token string, now time.Time) (string, bool) {
+	h, ok := p.ho.handedOffOf(token)
+	return h.owner, ok && now.Sub(h.at) < 3*p.opts.AcquireInterval
+}
+
+// pruneHandoffs forgets old requests and cool-downs.
+func (p *Processor) pruneHandoffs(now time.Time) {
+	p.ho.prune(now, 3*p.opts.AcquireInterval, 2*p.opts.Expiration)
+}
+
+// handoffAsk is a handoff request: to (or from) owner, at a time.
+type handoffAsk struct {
+	owner string
+	at    time.Time
+}
+
+// handoffs is this host's memory of handoffs: the requests it made, the leases it handed off
+// lately (it stays away from them for a few cycles), and its fair share at the last acquire
+// cycle, which no accepted request takes it below. Its methods are safe for concurrent use:
+// the balancing goroutine, the renew goroutine and the workers all call them.
+//
+// Lock order: handoffs.mu comes before Processor.mu. accept runs its decision under mu, and
+// that decision counts the held leases under Processor.mu (Processor.holding), so that two
+// concurrent checks cannot both hand off the last lease above the floor. Never call a
+// handoffs method while holding Processor.mu.
+type handoffs struct {
+	mu        sync.Mutex
+	asked     map[string]handoffAsk // requests this host made (to the owner), by token
+	handedOff map[string]handoffAsk // leases this host handed off (to the requester), by token
+	floor     int                   // this host's fair share at the last cycle
+}
+
+func newHandoffs() *handoffs {
+	return &handoffs{asked: map[string]handoffAsk{}, handedOff: map[string]handoffAsk{}}
+}
+
+// askedOf returns the request this host made for token, if any.
+func (h *handoffs) askedOf(token string) (handoffAsk, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.asked[token]
+	return a, ok
+}
+
+// recordAsk remembers a request this host wrote on token.
+func (h *handoffs) recordAsk(token string, a handoffAsk) {
+	h.mu.Lock()
+	h.asked[token] = a
+	h.mu.Unlock()
+}
+
+// handedOffOf returns to whom, and when, this host handed token off, if it did.
+func (h *handoffs) handedOffOf(token string) (handoffAsk, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.handedOff[token]
+	return a, ok
+}
+
+// accept calls give with the floor, under mu; when give agrees (it stops the lease's worker),
+// it records the handoff of token to a.owner and reports true. give may take Processor.mu.
+func (h *handoffs) accept(token string, a handoffAsk, give func(floor int) bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !give(h.floor) {
+		return false
+	}
+	h.handedOff[token] = a
+	return true
+}
+
+// setFloor records this host's fair share and returns it.
+func (h *handoffs) setFloor(floor int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.floor = floor
+	return floor
+}
+
+// prune forgets the handoffs older than coolDown and the requests older than askTTL.
+func (h *handoffs) prune(now time.Time, coolDown, askTTL time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for t, a := range h.handedOff {
+		if now.Sub(a.at) >= coolDown {
+			delete(h.handedOff, t)
+		}
+	}
+	for t, a := range h.asked {
+		if now.Sub(a.at) >= askTTL {
+			delete(h.asked, t)
+		}
+	}
+}
