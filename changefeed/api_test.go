@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 )
 
@@ -66,4 +68,51 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestDependencies: the package needs nothing beyond azcosmos's own dependencies and the
+// engine's (cfp's engine packages and errgroup): no Microsoft Entra ID library, no embedded
+// emulator, no bbolt. A user who imports it gets azcosmos's dependency tree and no more.
+func TestDependencies(t *testing.T) {
+	t.Parallel()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("the dependency check runs go list, and the go command is not on PATH: %v", err)
+	}
+	list := func(pkg string) map[string]bool {
+		cmd := exec.Command(gobin, "list", "-deps", pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, stderr.Bytes())
+		}
+		set := map[string]bool{}
+		for _, l := range strings.Fields(string(out)) {
+			set[l] = true
+		}
+		return set
+	}
+	allowed := list("github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos")
+	engine := []string{
+		"github.com/cfp-dev/cfp/changefeed", "github.com/cfp-dev/cfp/internal/buildinfo",
+		"github.com/cfp-dev/cfp/internal/cosmos", "github.com/cfp-dev/cfp/internal/feed",
+		"github.com/cfp-dev/cfp/internal/leases", "github.com/cfp-dev/cfp/internal/lineio",
+		"github.com/cfp-dev/cfp/internal/emulator/epk", // the partition key hash, pure Go
+		"golang.org/x/sync/errgroup",
+	}
+	for _, p := range engine {
+		allowed[p] = true
+	}
+	var extra []string
+	for p := range list(".") {
+		if strings.Contains(p, ".") && !allowed[p] { // standard library paths have no dot
+			extra = append(extra, p)
+		}
+	}
+	sort.Strings(extra)
+	if len(extra) > 0 {
+		t.Errorf("changefeed depends on packages beyond azcosmos's and the engine's:\n%s", strings.Join(extra, "\n"))
+	}
 }

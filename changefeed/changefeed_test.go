@@ -15,7 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/changefeed"
-	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 )
@@ -46,7 +46,7 @@ func newFixture(t *testing.T, partitions int, opts *azcosmos.ClientOptions) *fix
 		t.Fatal(err)
 	}
 	// Each fixture has an endpoint of its own: azcosmos keeps process-wide caches by endpoint.
-	client, err := azcosmos.NewClientWithKey(cosmos.LocalEndpoint(dir), cred, opts)
+	client, err := azcosmos.NewClientWithKey(account.LocalEndpoint(dir), cred, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -174,7 +175,7 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 			defer os.RemoveAll(dir)
 		}
 	}
-	acct, err := cosmos.Open(ctx, cosmos.Config{LocalDir: dir, LocalPartitions: demoPartitions, Logger: f.Log})
+	acct, err := account.Open(ctx, account.Config{LocalDir: dir, LocalPartitions: demoPartitions, Logger: f.Log})
 	if err != nil {
 		return withHint(fmt.Errorf("open the demo's emulator: %w", err), "pass another --data directory, or stop the cfp that holds it")
 	}
@@ -225,7 +226,7 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 }
 
 // setup creates the database, the containers and the lease store.
-func (r *demoRun) setup(ctx context.Context, acct *cosmos.Account) error {
+func (r *demoRun) setup(ctx context.Context, acct *account.Account) error {
 	if err := acct.CreateDatabaseIfNotExists(ctx, demoDatabase); err != nil {
 		return fmt.Errorf("create demo database: %w", err)
 	}
@@ -248,7 +249,7 @@ func (r *demoRun) setup(ctx context.Context, acct *cosmos.Account) error {
 
 // run writes orders for the duration with the two processors running, splits a partition
 // halfway, then lets the processors catch up and stops them.
-func (r *demoRun) run(ctx context.Context, acct *cosmos.Account) error {
+func (r *demoRun) run(ctx context.Context, acct *account.Account) error {
 	procCtx, stopProcs := context.WithCancel(ctx)
 	defer stopProcs()
 	procs, err := errgroupProcessors(procCtx, r)
@@ -399,7 +400,7 @@ func (r *demoRun) write(ctx context.Context) error {
 }
 
 // splitHalfway splits the first partition at half the duration.
-func (r *demoRun) splitHalfway(ctx context.Context, acct *cosmos.Account) error {
+func (r *demoRun) splitHalfway(ctx context.Context, acct *account.Account) error {
 	t := time.NewTimer(r.o.Duration / 2)
 	defer t.Stop()
 	select {

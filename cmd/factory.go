@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -27,16 +28,16 @@ type factory struct {
 	Now func() time.Time
 	// Account opens the configured account on first use and returns the same account on
 	// later calls; MainWithIO closes it when the command returns. Tests may replace it.
-	Account func(ctx context.Context) (*cosmos.Account, error)
+	Account func(ctx context.Context) (*account.Account, error)
 
 	accountMu sync.Mutex
-	account   *cosmos.Account
+	account   *account.Account
 
 	// leaseAcct is the separate lease account (--lease-endpoint, --lease-connection-string),
 	// opened on first use by leaseAccount; nil when the lease container is in the monitored
 	// account.
 	leaseMu   sync.Mutex
-	leaseAcct *cosmos.Account
+	leaseAcct *account.Account
 
 	queryOnce sync.Once
 	query     *render.Query
@@ -81,7 +82,7 @@ func (f *factory) leaseDatabase() string {
 
 // openAccount is the default factory.Account: it resolves the configuration and opens the
 // account once.
-func (f *factory) openAccount(ctx context.Context) (*cosmos.Account, error) {
+func (f *factory) openAccount(ctx context.Context) (*account.Account, error) {
 	f.accountMu.Lock()
 	defer f.accountMu.Unlock()
 	if f.account != nil {
@@ -102,7 +103,7 @@ func (f *factory) openAccount(ctx context.Context) (*cosmos.Account, error) {
 // leaseAccount returns the account of the lease container: the lease account when one is
 // configured (--lease-endpoint, --lease-connection-string), opened on first use, else the
 // monitored account (f.Account), with no second client.
-func (f *factory) leaseAccount(ctx context.Context) (*cosmos.Account, error) {
+func (f *factory) leaseAccount(ctx context.Context) (*account.Account, error) {
 	cfg, separate, err := f.leaseAccountConfig()
 	if err != nil {
 		return nil, err
@@ -136,8 +137,8 @@ func (f *factory) monitoredHost(ctx context.Context) (string, error) {
 
 // open opens the account cfg describes, turning the errors a user can fix into usage errors
 // and hints.
-func (f *factory) open(ctx context.Context, cfg accountConfig, leasesOnly bool) (*cosmos.Account, error) {
-	acct, err := cosmos.Open(ctx, cosmos.Config{
+func (f *factory) open(ctx context.Context, cfg accountConfig, leasesOnly bool) (*account.Account, error) {
+	acct, err := account.Open(ctx, account.Config{
 		LeasesOnly:       leasesOnly,
 		Endpoint:         cfg.Endpoint,
 		Key:              cfg.Key,

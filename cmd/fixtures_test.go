@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
@@ -33,9 +34,9 @@ func (b *syncBuffer) String() string {
 // containers it creates partitions physical partitions (0: the emulator's default). The
 // emulator's warnings are discarded. The caller closes the account, and must do so before cfp
 // opens the same directory.
-func openLocal(t testing.TB, dir string, partitions int) *cosmos.Account {
+func openLocal(t testing.TB, dir string, partitions int) *account.Account {
 	t.Helper()
-	acct, err := cosmos.Open(context.Background(), cosmos.Config{
+	acct, err := account.Open(context.Background(), account.Config{
 		LocalDir: dir, LocalPartitions: partitions, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -46,7 +47,7 @@ func openLocal(t testing.TB, dir string, partitions int) *cosmos.Account {
 
 // createContainer creates the database db when missing and, in it, the container name
 // partitioned on pkPath when missing, and returns the container.
-func createContainer(t testing.TB, acct *cosmos.Account, db, name, pkPath string) *cosmos.Container {
+func createContainer(t testing.TB, acct *account.Account, db, name, pkPath string) *cosmos.Container {
 	t.Helper()
 	ctx := context.Background()
 	if err := acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
@@ -61,7 +62,7 @@ func createContainer(t testing.TB, acct *cosmos.Account, db, name, pkPath string
 
 // processorStore returns the lease store of processor proc over the container c of acct, its
 // leases kept in the container leases of c's database.
-func processorStore(t testing.TB, acct *cosmos.Account, c *cosmos.Container, proc string) *leases.Store {
+func processorStore(t testing.TB, acct *account.Account, c *cosmos.Container, proc string) *leases.Store {
 	t.Helper()
 	info, err := c.Info(context.Background())
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -192,7 +193,7 @@ func runImport(ctx context.Context, opts *importOptions) error {
 
 // container returns the target container and its partition key paths, creating it first with
 // --create.
-func (o *importOptions) container(ctx context.Context, acct *cosmos.Account) (*cosmos.Container, [][]string, error) {
+func (o *importOptions) container(ctx context.Context, acct *account.Account) (*cosmos.Container, [][]string, error) {
 	db, name := o.f.Global.Database, o.f.Global.Container
 	if o.Create {
 		err := retryThrottled(ctx, func() error { return acct.CreateDatabaseIfNotExists(ctx, db) })

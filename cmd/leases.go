@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -85,7 +86,7 @@ func newLeasesCmd(f *factory) *cobra.Command {
 type leaseTarget struct {
 	// acct is the lease container's account: the lease account (--lease-endpoint, ...) or the
 	// monitored account.
-	acct   *cosmos.Account
+	acct   *account.Account
 	docs   leases.Documents
 	prefix string
 	// monitored is the monitored container, in the monitored account; nil when the prefix came

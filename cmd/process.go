@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -387,7 +388,7 @@ func processStallAfter(acquire time.Duration) time.Duration {
 
 // leaseStore opens (or creates) the lease container in the lease account and returns the store
 // of the processor's prefix, which embeds the host of mon, the monitored account.
-func (o *processOptions) leaseStore(ctx context.Context, mon *cosmos.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
+func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
 	f := o.f
 	acct, err := f.leaseAccount(ctx)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
@@ -31,7 +31,7 @@ func TestProcess_AllVersionsDeliversEveryOperation(t *testing.T) {
 	f := &factory{IO: ios, Getenv: func(string) string { return "" }, Now: time.Now,
 		Global: &globalOptions{Local: dir, Database: "shop", Container: "orders", LeaseContainer: "leases", Processor: "audit"}}
 	f.Log = f.newLogger()
-	f.Account = func(context.Context) (*cosmos.Account, error) { return acct, nil }
+	f.Account = func(context.Context) (*account.Account, error) { return acct, nil }
 	opts := &processOptions{f: f, Instance: "h", StartFrom: "now", Mode: "all-versions", Events: eventsNone,
 		CreateLeaseContainer: true, delegate: delegateOptions{OnError: "stop"},
 		AcquireInterval: 100 * time.Millisecond, RenewInterval: 300 * time.Millisecond, Expiration: 3 * time.Second,

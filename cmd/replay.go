@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -285,7 +286,7 @@ func describeStart(w replayWindow, from string) string {
 // replayStore opens the lease container (in the lease account) and returns the store of the
 // replay's own prefix, which embeds the host of mon, the monitored account, and its processor
 // name.
-func replayStore(ctx context.Context, f *factory, mon *cosmos.Account, info cosmos.ContainerInfo, from string, state []byte, until string) (*leases.Store, string, error) {
+func replayStore(ctx context.Context, f *factory, mon *account.Account, info cosmos.ContainerInfo, from string, state []byte, until string) (*leases.Store, string, error) {
 	ldb, lname := f.leaseDatabase(), f.Global.LeaseContainer
 	acct, err := f.leaseAccount(ctx)
 	if err != nil {

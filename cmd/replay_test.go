@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -144,7 +145,7 @@ type replayFixture struct {
 	dir string
 }
 
-func (fx replayFixture) open(t *testing.T) (*cosmos.Account, *cosmos.Container) {
+func (fx replayFixture) open(t *testing.T) (*account.Account, *cosmos.Container) {
 	t.Helper()
 	acct := openLocal(t, fx.dir, 4)
 	return acct, acct.Container("shop", "orders")
@@ -184,7 +185,7 @@ func docIDs(prefix string, from, to int) []string {
 }
 
 // leaseDocBodies returns the raw documents of the lease container whose id starts with prefix.
-func leaseDocBodies(t *testing.T, acct *cosmos.Account, prefix string) map[string]string {
+func leaseDocBodies(t *testing.T, acct *account.Account, prefix string) map[string]string {
 	t.Helper()
 	docs, err := acct.LeaseDocuments("shop", "leases").QueryPrefix(context.Background(), prefix)
 	if err != nil {

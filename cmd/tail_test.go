@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -30,7 +31,7 @@ func seedDir(t *testing.T, dir string, from, n int) {
 }
 
 // seed upserts {id: d<i>, pk: p<i%3>, n: i} for i in [from, from+n) with a few writers.
-func seed(t *testing.T, acct *cosmos.Account, from, n int) {
+func seed(t *testing.T, acct *account.Account, from, n int) {
 	t.Helper()
 	ctx := context.Background()
 	c := createContainer(t, acct, "db", "c", "/pk")
@@ -216,7 +217,7 @@ func TestTail_RidesThroughThrottlingAndUnavailability(t *testing.T) {
 	t.Parallel()
 	// The request policy retries 429 and 503 itself (2 times here, quickly): bursts of 20 get
 	// through it to the tail's own backoff.
-	acct, err := cosmos.Open(context.Background(), cosmos.Config{LocalDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+	acct, err := account.Open(context.Background(), account.Config{LocalDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
 		Retry: cosmos.RetryOptions{MaxRetries: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +240,7 @@ func TestTail_RidesThroughThrottlingAndUnavailability(t *testing.T) {
 	var logs syncWriter
 	f := &factory{IO: ios, Global: &globalOptions{Database: "db", Container: "c"}, Getenv: func(string) string { return "" },
 		Now: time.Now, Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	f.Account = func(context.Context) (*cosmos.Account, error) { return acct, nil }
+	f.Account = func(context.Context) (*account.Account, error) { return acct, nil }
 	opts := &tailOptions{f: f, From: "beginning", ExitAtEnd: true, Mode: "latest", Poll: 10 * time.Millisecond,
 		SaveEvery: time.Second, PageSize: 9, Concurrency: 4}
 	if err := opts.validate(); err != nil {

@@ -111,22 +111,6 @@ func TestRegionalHost(t *testing.T) {
 	}
 }
 
-func TestLocalEndpoint(t *testing.T) {
-	t.Parallel()
-	a, b := LocalEndpoint("/data/one"), LocalEndpoint("/data/two")
-	if a != LocalEndpoint("/data/one/") {
-		t.Errorf("LocalEndpoint is not stable for the same directory: %s vs %s", a, LocalEndpoint("/data/one/"))
-	}
-	if a == b {
-		t.Errorf("two directories share the endpoint %s", a)
-	}
-	for _, e := range []string{a, b} {
-		var port int
-		if _, err := fmt.Sscanf(e, "http://localhost:%d/", &port); err != nil || port < 10000 || port > 59999 {
-			t.Errorf("LocalEndpoint = %s, want http://localhost:<10000-59999>/", e)
-		}
-	}
-}
 
 func TestParseSessionToken(t *testing.T) {
 	t.Parallel()

@@ -29,11 +29,11 @@ import (
 // is stale right after a split). It shares the account's transport and signs like the SDK.
 type metaClient struct {
 	endpoint string
-	auth     *metaAuth
+	auth     *MetaAuth
 	pl       azruntime.Pipeline
 }
 
-func newMetaClient(endpoint string, auth *metaAuth, account *azcosmos.ClientOptions) *metaClient {
+func newMetaClient(endpoint string, auth *MetaAuth, account *azcosmos.ClientOptions) *metaClient {
 	opts := &azcore.ClientOptions{Transport: account.Transport, PerRetryPolicies: account.PerRetryPolicies, Retry: account.Retry}
 	opts.Telemetry.Disabled = true
 	return &metaClient{
@@ -53,15 +53,15 @@ type metaOpKey struct{}
 
 // Do signs the request: a master-key HMAC over verb, resource type, resource link and date, or a
 // Microsoft Entra ID token. It is a per-retry policy, so every attempt carries a fresh date.
-func (m *metaAuth) Do(req *policy.Request) (*http.Response, error) {
+func (m *MetaAuth) Do(req *policy.Request) (*http.Response, error) {
 	op, _ := req.Raw().Context().Value(metaOpKey{}).(metaOp)
 	date := time.Now().UTC().Format(http.TimeFormat)
 	req.Raw().Header.Set("x-ms-date", date)
 	req.Raw().Header.Set("x-ms-version", "2020-11-05")
-	if m.key != nil {
-		req.Raw().Header.Set("Authorization", signMaster(m.key, req.Raw().Method, op.resourceType, op.resourceLink, date))
+	if m.Key != nil {
+		req.Raw().Header.Set("Authorization", signMaster(m.Key, req.Raw().Method, op.resourceType, op.resourceLink, date))
 	} else {
-		tk, err := m.cred.GetToken(req.Raw().Context(), policy.TokenRequestOptions{Scopes: []string{m.scope}})
+		tk, err := m.Cred.GetToken(req.Raw().Context(), policy.TokenRequestOptions{Scopes: []string{m.Scope}})
 		if err != nil {
 			return nil, fmt.Errorf("get microsoft entra id token: %w", err)
 		}

@@ -2,6 +2,7 @@ package cosmos
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
@@ -418,18 +421,24 @@ func TestContainer_Query(t *testing.T) {
 	}
 }
 
-func TestOpen_BadKeyNeverLeaks(t *testing.T) {
+func TestAccount_BadKeyNeverLeaks(t *testing.T) {
 	t.Parallel()
 	a := openLocal(t, 1)
 	newFeedContainer(t, a)
 	wrong := "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXktd3Jvbmcta2V5LXdyb25nLWtleQ=="
-	b := &Account{log: a.log}
 	opts := a.clientOptionsForTest()
-	if _, err := b.openKey(a.endpoint, wrong, opts); err != nil {
-		t.Fatalf("openKey() error = %v", err)
+	cred, err := azcosmos.NewKeyCredential(wrong)
+	if err != nil {
+		t.Fatal(err)
 	}
+	client, err := azcosmos.NewClientWithKey(a.endpoint, cred, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(wrong)
+	b := NewAccount(client, a.endpoint, AccountSettings{Options: opts, Auth: &MetaAuth{Key: raw}, Logger: a.log})
 	defer b.Close()
-	_, err := b.Container("db", "orders").Info(context.Background())
+	_, err = b.Container("db", "orders").Info(context.Background())
 	var ae *AuthError
 	if !errors.As(err, &ae) || ae.Status != 401 {
 		t.Fatalf("Info() with a wrong key error = %v, want AuthError 401", err)
@@ -437,31 +446,27 @@ func TestOpen_BadKeyNeverLeaks(t *testing.T) {
 	if strings.Contains(err.Error(), wrong) || strings.Contains(ae.Hint, wrong) {
 		t.Fatalf("the error leaks the key: %v", err)
 	}
-
-	_, err = Open(context.Background(), Config{Endpoint: "https://acct.documents.azure.com/", Key: "not base64 " + wrong})
-	if err == nil || strings.Contains(err.Error(), wrong) {
-		t.Fatalf("Open() with a malformed key error = %v, want one without the key", err)
-	}
-	_, err = Open(context.Background(), Config{ConnectionString: "AccountEndpoint=nope;AccountKey=" + wrong})
-	if err == nil || strings.Contains(err.Error(), wrong) {
-		t.Fatalf("Open() with a bad connection string error = %v, want one without the key", err)
-	}
-	if _, err := Open(context.Background(), Config{}); !errors.Is(err, ErrNoAccount) {
-		t.Fatalf("Open(empty config) error = %v, want ErrNoAccount", err)
-	}
 }
 
-func TestOpen_RegionalEndpointWarns(t *testing.T) {
+func TestNewAccount_RegionalEndpointWarns(t *testing.T) {
 	t.Parallel()
 	var buf strings.Builder
-	a, err := Open(context.Background(), Config{
-		Endpoint: "https://acct-westeurope.documents.azure.com:443/", Key: testKey,
-		Logger: slog.New(slog.NewTextHandler(&buf, nil)),
-	})
-	if err != nil {
-		t.Fatalf("Open() error = %v", err)
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	open := func(endpoint string, leasesOnly bool) *Account {
+		cred, err := azcosmos.NewKeyCredential(testKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := NewClientOptions(ClientSettings{Logger: log})
+		client, err := azcosmos.NewClientWithKey(endpoint, cred, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := NewAccount(client, endpoint, AccountSettings{Options: opts, LeasesOnly: leasesOnly, Logger: log})
+		t.Cleanup(func() { _ = a.Close() })
+		return a
 	}
-	defer a.Close()
+	a := open("https://acct-westeurope.documents.azure.com:443/", false)
 	if a.Host() != "acct-westeurope.documents.azure.com" {
 		t.Errorf("Host() = %q", a.Host())
 	}
@@ -471,49 +476,10 @@ func TestOpen_RegionalEndpointWarns(t *testing.T) {
 	if strings.Contains(buf.String(), testKey) {
 		t.Errorf("the log leaks the key")
 	}
-
 	// A separate lease account may be regional: lease ids embed the monitored account's host.
 	buf.Reset()
-	l, err := Open(context.Background(), Config{
-		Endpoint: "https://leases-westeurope.documents.azure.com:443/", Key: testKey, LeasesOnly: true,
-		Logger: slog.New(slog.NewTextHandler(&buf, nil)),
-	})
-	if err != nil {
-		t.Fatalf("Open(lease account) error = %v", err)
-	}
-	defer l.Close()
+	open("https://leases-westeurope.documents.azure.com:443/", true)
 	if buf.Len() != 0 {
 		t.Errorf("a lease-only account warned: %q", buf.String())
-	}
-}
-
-func TestOpen_LocalDirHeld(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := Open(context.Background(), Config{LocalDir: dir, Logger: quiet})
-	if err != nil {
-		t.Fatalf("Open() error = %v", err)
-	}
-	newFeedContainer(t, a)
-	_, err = Open(context.Background(), Config{LocalDir: dir, Logger: quiet})
-	var locked *emulator.LockedError
-	if !errors.As(err, &locked) {
-		t.Errorf("second Open() of a held directory error = %v, want *emulator.LockedError", err)
-	}
-	if err := a.Close(); err != nil {
-		t.Fatalf("Close() error = %v", err)
-	}
-	// Once released, the directory opens again, with its data.
-	b, err := Open(context.Background(), Config{LocalDir: dir, Logger: quiet})
-	if err != nil {
-		t.Fatalf("Open() after Close error = %v", err)
-	}
-	defer b.Close()
-	if info, err := b.Container("db", "orders").Info(context.Background()); err != nil || info.ContainerRID == "" {
-		t.Errorf("Info() after reopening = %+v, %v; want the container created before", info, err)
-	}
-	if a.Host() != "localhost" || b.Endpoint() != a.Endpoint() {
-		t.Errorf("Host() = %q, endpoints %s vs %s; want localhost and a stable endpoint", a.Host(), a.Endpoint(), b.Endpoint())
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/testproc"
@@ -111,7 +112,7 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 	bin := buildCFP(t, dir)
 	emu := startEmulator(t, bin, dir, *flagPartitions)
-	acct, err := cosmos.Open(ctx, cosmos.Config{ConnectionString: emu.ConnectionString})
+	acct, err := account.Open(ctx, account.Config{ConnectionString: emu.ConnectionString})
 	if err != nil {
 		t.Fatalf("open the emulator account: %v", err)
 	}
