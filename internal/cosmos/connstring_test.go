@@ -111,7 +111,6 @@ func TestRegionalHost(t *testing.T) {
 	}
 }
 
-
 func TestParseSessionToken(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
