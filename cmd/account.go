@@ -29,144 +29,204 @@ type accountConfig struct {
 var errNoAccount = errors.New("no Cosmos DB account configured: set COSMOS_ENDPOINT (+ COSMOS_KEY) or COSMOS_CONNECTION_STRING, " +
 	"pass --endpoint (+ --key-file) or --connection-string, or use --local for the embedded emulator")
 
+// accountInputs are one account's settings as the flags, files and environment gave them:
+// the monitored account's (--local, --connection-string, --endpoint, --key-file, --key,
+// COSMOS_KEY, --auth) or the lease account's (the same flags with a "lease-" prefix and
+// CFP_LEASE_KEY; no --local, no --lease-key).
+type accountInputs struct {
+	// lease is true for the lease account: its flags are named "lease-...", and messages say
+	// "lease account".
+	lease            bool
+	Local            string
+	ConnectionString string
+	Endpoint         string
+	KeyFile          string
+	Key              string
+	// EnvKey is the value of the key variable (COSMOS_KEY, CFP_LEASE_KEY).
+	EnvKey string
+	Auth   string
+}
+
+// flag returns the name of this account's flag for setting name ("endpoint" -> "lease-endpoint").
+func (in accountInputs) flag(name string) string {
+	if in.lease {
+		return "lease-" + name
+	}
+	return name
+}
+
+// keyEnv names this account's key variable.
+func (in accountInputs) keyEnv() string {
+	if in.lease {
+		return "CFP_LEASE_KEY"
+	}
+	return "COSMOS_KEY"
+}
+
+// monitoredInputs returns the monitored account's settings.
+func (f *factory) monitoredInputs() accountInputs {
+	g := f.Global
+	return accountInputs{Local: g.Local, ConnectionString: g.ConnectionString, Endpoint: g.Endpoint,
+		KeyFile: g.KeyFile, Key: g.Key, EnvKey: strings.TrimSpace(f.Getenv("COSMOS_KEY")), Auth: g.Auth}
+}
+
+// leaseInputs returns the lease account's settings.
+func (f *factory) leaseInputs() accountInputs {
+	g := f.Global
+	return accountInputs{lease: true, ConnectionString: g.LeaseConnectionString, Endpoint: g.LeaseEndpoint,
+		KeyFile: g.LeaseKeyFile, EnvKey: strings.TrimSpace(f.Getenv("CFP_LEASE_KEY")), Auth: g.LeaseAuth}
+}
+
 // accountConfig resolves which account to use. Flags win over the environment; within each,
 // --local, --connection-string and --endpoint exclude one another. It reads --key-file but
 // dials nothing.
 func (f *factory) accountConfig() (accountConfig, error) {
+	cfg, err := f.resolveAccount(f.monitoredInputs())
+	cfg.PreferredRegions = f.Global.PreferredRegions
+	cfg.CAFile = f.Global.CAFile
+	return cfg, err
+}
+
+// leaseAccountConfig resolves the lease account: --lease-endpoint or
+// --lease-connection-string (or their variables), by the monitored account's rules
+// (resolveAccount). separate is false when neither is set: the lease container is in the
+// monitored account, and a lease key or --lease-auth without a lease account is a usage error
+// rather than silently unused. It reads --lease-key-file but dials nothing.
+func (f *factory) leaseAccountConfig() (cfg accountConfig, separate bool, err error) {
+	in := f.leaseInputs()
+	if in.Endpoint == "" && in.ConnectionString == "" {
+		switch {
+		case in.KeyFile != "":
+			return cfg, false, briefUsageErrorf("--lease-key-file needs a lease account: set --lease-endpoint (CFP_LEASE_ENDPOINT)")
+		case in.EnvKey != "":
+			return cfg, false, briefUsageErrorf("CFP_LEASE_KEY is set but no lease account is: set CFP_LEASE_ENDPOINT, or unset CFP_LEASE_KEY to keep the leases in the monitored account")
+		case in.Auth != "":
+			return cfg, false, briefUsageErrorf("--lease-auth needs a lease account: set --lease-endpoint (CFP_LEASE_ENDPOINT)")
+		}
+		return cfg, false, nil
+	}
+	cfg, err = f.resolveAccount(in)
+	return cfg, true, err
+}
+
+// resolveAccount is the one set of rules for reaching an account, the monitored one or the
+// lease account:
+//   - exactly one of local, connection string and endpoint (a flag wins over its variable,
+//     which applyEnv already did);
+//   - a connection string holds the key: --auth entra is refused with it, and so is a lease
+//     key (--lease-key-file, CFP_LEASE_KEY), which names only the lease account; COSMOS_KEY,
+//     which other tools share, is ignored beside a connection string (--key and --key-file
+//     are refused by the root's flag groups);
+//   - an endpoint takes the key from the key file, --key or the key variable, in that order;
+//     --auth entra refuses a key, --auth key needs one, a key means key auth, a loopback
+//     endpoint without a key or --auth takes the emulator's well-known key, and anything else
+//     is Microsoft Entra ID.
+//
+// It records the keys as secrets and dials nothing.
+func (f *factory) resolveAccount(in accountInputs) (accountConfig, error) {
 	g := f.Global
 	var cfg accountConfig
-	cfg.PreferredRegions = g.PreferredRegions
-	cfg.CAFile = g.CAFile
-
-	// Which source: the first of local, connection string, endpoint that is set (flags were
-	// already checked for exclusivity by cobra; env values were applied for unset flags).
 	var sources []string
-	if g.Local != "" {
-		sources = append(sources, "--local/CFP_LOCAL")
+	for _, s := range []struct{ value, flag string }{
+		{in.Local, "local"}, {in.ConnectionString, "connection-string"}, {in.Endpoint, "endpoint"},
+	} {
+		if s.value != "" {
+			sources = append(sources, "--"+in.flag(s.flag)+"/"+envOf(in.flag(s.flag)))
+		}
 	}
-	if g.ConnectionString != "" {
-		sources = append(sources, "--connection-string/COSMOS_CONNECTION_STRING")
-	}
-	if g.Endpoint != "" {
-		sources = append(sources, "--endpoint/COSMOS_ENDPOINT")
+	noun := "account"
+	if in.lease {
+		noun = "lease account"
 	}
 	if len(sources) == 0 {
 		return cfg, &UsageError{Err: errNoAccount, Brief: true}
 	}
 	if len(sources) > 1 {
-		return cfg, briefUsageErrorf("more than one account configured (%s): use one", strings.Join(sources, ", "))
+		return cfg, briefUsageErrorf("more than one %s configured (%s): use one", noun, strings.Join(sources, ", "))
 	}
 	switch {
-	case g.Local != "":
-		cfg.LocalDir = g.Local
+	case in.Local != "":
+		cfg.LocalDir = in.Local
 		return cfg, nil
-	case g.ConnectionString != "":
-		cfg.ConnectionString = g.ConnectionString
+	case in.ConnectionString != "":
+		switch {
+		case in.lease && (in.KeyFile != "" || in.EnvKey != ""):
+			return cfg, briefUsageErrorf("--lease-connection-string holds the lease account's key: drop --lease-key-file or CFP_LEASE_KEY")
+		case in.Auth == "entra":
+			return cfg, briefUsageErrorf("--%s entra does not use a connection string: use --%s", in.flag("auth"), in.flag("endpoint"))
+		}
+		cfg.ConnectionString, cfg.Auth = in.ConnectionString, "key"
 		f.addSecret(cfg.ConnectionString)
-		if k := connectionStringKey(cfg.ConnectionString); k != "" {
-			f.addSecret(k)
-		}
+		f.addSecret(connectionStringKey(cfg.ConnectionString))
 		if _, err := cosmos.ParseConnectionString(cfg.ConnectionString); err != nil {
-			return cfg, briefUsageErrorf("%s: %w", g.origin("connection-string"), err)
+			return cfg, briefUsageErrorf("%s: %w", g.origin(in.flag("connection-string")), err)
 		}
-		cfg.Auth = "key"
 		return cfg, nil
 	}
-	if err := cosmos.CheckEndpoint(g.Endpoint); err != nil {
-		return cfg, briefUsageErrorf("%s: %w", g.origin("endpoint"), err)
+	if err := cosmos.CheckEndpoint(in.Endpoint); err != nil {
+		return cfg, briefUsageErrorf("%s: %w", g.origin(in.flag("endpoint")), err)
 	}
-	cfg.Endpoint = g.Endpoint
-	key, err := f.accountKey()
+	cfg.Endpoint = in.Endpoint
+	key, err := readKey(in)
 	if err != nil {
 		return cfg, err
 	}
+	f.addSecret(key)
 	cfg.Key = key
 	switch {
-	case g.Auth == "entra" && key != "":
+	case in.Auth == "entra" && key != "":
+		if in.lease {
+			return cfg, briefUsageErrorf("--lease-auth entra does not use a key: drop --lease-auth or the lease key")
+		}
 		return cfg, briefUsageErrorf("--auth entra does not use an account key: drop --auth or the key")
-	case g.Auth == "key" && key == "":
-		return cfg, briefUsageErrorf("--auth key needs a key: set COSMOS_KEY or pass --key-file")
+	case in.Auth == "key" && key == "":
+		return cfg, briefUsageErrorf("--%s key needs a key: set %s or pass --%s", in.flag("auth"), in.keyEnv(), in.flag("key-file"))
 	case key != "":
 		cfg.Auth = "key"
-	case g.Auth == "" && loopbackEndpoint(cfg.Endpoint):
+	case in.Auth == "" && loopbackEndpoint(cfg.Endpoint):
 		// A local emulator (cfp emulator, or Microsoft's): it takes the well-known key, and
 		// Entra ID would only fail slowly.
 		cfg.Key, cfg.Auth = auth.WellKnownKey, "key"
-		f.Log.Debug("no key given for a loopback endpoint: using the well-known emulator key")
+		f.Log.Debug("no key given for a loopback endpoint: using the well-known emulator key", "account", noun)
 	default:
 		cfg.Auth = "entra"
 	}
 	return cfg, nil
 }
 
-// leaseAccountConfig resolves the lease account: --lease-endpoint or
-// --lease-connection-string (or their variables), with the main account's rules (a flag wins
-// over its variable; a loopback endpoint without a key takes the emulator's key; --lease-auth
-// as --auth). separate is false when neither is set: the lease container is in the monitored
-// account, and a lease key or --lease-auth without a lease account is a usage error rather
-// than silently unused. It reads --lease-key-file but dials nothing.
-func (f *factory) leaseAccountConfig() (cfg accountConfig, separate bool, err error) {
-	g := f.Global
-	envKey := strings.TrimSpace(f.Getenv("CFP_LEASE_KEY"))
-	if g.LeaseEndpoint == "" && g.LeaseConnectionString == "" {
-		switch {
-		case g.LeaseKeyFile != "":
-			return cfg, false, briefUsageErrorf("--lease-key-file needs a lease account: set --lease-endpoint (CFP_LEASE_ENDPOINT)")
-		case envKey != "":
-			return cfg, false, briefUsageErrorf("CFP_LEASE_KEY is set but no lease account is: set CFP_LEASE_ENDPOINT, or unset CFP_LEASE_KEY to keep the leases in the monitored account")
-		case g.LeaseAuth != "":
-			return cfg, false, briefUsageErrorf("--lease-auth needs a lease account: set --lease-endpoint (CFP_LEASE_ENDPOINT)")
-		}
-		return cfg, false, nil
-	}
-	if g.LeaseEndpoint != "" && g.LeaseConnectionString != "" {
-		return cfg, true, briefUsageErrorf("more than one lease account configured (--lease-endpoint/CFP_LEASE_ENDPOINT, --lease-connection-string/CFP_LEASE_CONNECTION_STRING): use one")
-	}
-	if g.LeaseConnectionString != "" {
-		switch {
-		case g.LeaseKeyFile != "" || envKey != "":
-			return cfg, true, briefUsageErrorf("--lease-connection-string holds the lease account's key: drop --lease-key-file or CFP_LEASE_KEY")
-		case g.LeaseAuth == "entra":
-			return cfg, true, briefUsageErrorf("--lease-auth entra does not use a connection string: use --lease-endpoint")
-		}
-		cfg.ConnectionString, cfg.Auth = g.LeaseConnectionString, "key"
-		f.addSecret(cfg.ConnectionString)
-		f.addSecret(connectionStringKey(cfg.ConnectionString))
-		if _, err := cosmos.ParseConnectionString(cfg.ConnectionString); err != nil {
-			return cfg, true, briefUsageErrorf("%s: %w", g.origin("lease-connection-string"), err)
-		}
-		return cfg, true, nil
-	}
-	if err := cosmos.CheckEndpoint(g.LeaseEndpoint); err != nil {
-		return cfg, true, briefUsageErrorf("%s: %w", g.origin("lease-endpoint"), err)
-	}
-	cfg.Endpoint = g.LeaseEndpoint
-	key := envKey
-	if g.LeaseKeyFile != "" {
-		b, err := os.ReadFile(g.LeaseKeyFile)
-		if err != nil {
-			return cfg, true, withHint(fmt.Errorf("read --lease-key-file: %w", err), "pass a file that holds only the lease account's key")
-		}
-		if key = strings.TrimSpace(string(b)); key == "" {
-			return cfg, true, briefUsageErrorf("--lease-key-file %s is empty", g.LeaseKeyFile)
-		}
-	}
-	f.addSecret(key)
-	cfg.Key = key
+// readKey returns an account's key: from its key file, --key, or its key variable, in that
+// order ("" for none).
+func readKey(in accountInputs) (string, error) {
 	switch {
-	case g.LeaseAuth == "entra" && key != "":
-		return cfg, true, briefUsageErrorf("--lease-auth entra does not use a key: drop --lease-auth or the lease key")
-	case g.LeaseAuth == "key" && key == "":
-		return cfg, true, briefUsageErrorf("--lease-auth key needs a key: set CFP_LEASE_KEY or pass --lease-key-file")
-	case key != "":
-		cfg.Auth = "key"
-	case g.LeaseAuth == "" && loopbackEndpoint(cfg.Endpoint):
-		cfg.Key, cfg.Auth = auth.WellKnownKey, "key"
-		f.Log.Debug("no key given for a loopback lease endpoint: using the well-known emulator key")
+	case in.KeyFile != "":
+		b, err := os.ReadFile(in.KeyFile)
+		if err != nil {
+			whose := "the account key"
+			if in.lease {
+				whose = "the lease account's key"
+			}
+			return "", withHint(fmt.Errorf("read --%s: %w", in.flag("key-file"), err), "pass a file that holds only "+whose)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" {
+			return "", briefUsageErrorf("--%s %s is empty", in.flag("key-file"), in.KeyFile)
+		}
+		return key, nil
+	case in.Key != "":
+		return in.Key, nil
 	default:
-		cfg.Auth = "entra"
+		return in.EnvKey, nil
 	}
-	return cfg, true, nil
+}
+
+// envOf returns the environment variable behind a global flag ("" for none).
+func envOf(flag string) string {
+	for _, fe := range globalEnv {
+		if fe.flag == flag {
+			return fe.env
+		}
+	}
+	return ""
 }
 
 // loopbackEndpoint reports whether an endpoint URL names this machine (localhost, 127.0.0.0/8, ::1).
@@ -176,29 +236,6 @@ func loopbackEndpoint(endpoint string) bool {
 		return false
 	}
 	return isLoopbackHost(u.Hostname())
-}
-
-// accountKey returns the key from --key-file, --key or COSMOS_KEY, in that order.
-func (f *factory) accountKey() (string, error) {
-	g := f.Global
-	var key string
-	switch {
-	case g.KeyFile != "":
-		b, err := os.ReadFile(g.KeyFile)
-		if err != nil {
-			return "", withHint(fmt.Errorf("read --key-file: %w", err), "pass a file that holds only the account key")
-		}
-		key = strings.TrimSpace(string(b))
-		if key == "" {
-			return "", briefUsageErrorf("--key-file %s is empty", g.KeyFile)
-		}
-	case g.Key != "":
-		key = g.Key
-	default:
-		key = strings.TrimSpace(f.Getenv("COSMOS_KEY"))
-	}
-	f.addSecret(key)
-	return key, nil
 }
 
 // retriesOption turns --max-retries into cosmos.RetryOptions.MaxRetries (where 0 means the

@@ -163,6 +163,12 @@ func TestAccountConfig(t *testing.T) {
 			wantErr: "--auth entra does not use an account key"},
 		{name: "key auth without key", env: map[string]string{"COSMOS_ENDPOINT": ep}, args: []string{"--auth", "key"},
 			wantErr: "--auth key needs a key"},
+		// A connection string holds a key: --auth entra cannot apply to it, as --lease-auth
+		// entra cannot to --lease-connection-string (it used to be ignored silently).
+		{name: "connection string and entra", env: map[string]string{"COSMOS_CONNECTION_STRING": "AccountEndpoint=" + ep + ";AccountKey=a2V5;"},
+			args: []string{"--auth", "entra"}, wantErr: "--auth entra does not use a connection string"},
+		{name: "connection string and key auth", env: map[string]string{"COSMOS_CONNECTION_STRING": "AccountEndpoint=" + ep + ";AccountKey=a2V5;"},
+			args: []string{"--auth", "key"}, want: accountConfig{ConnectionString: "AccountEndpoint=" + ep + ";AccountKey=a2V5;", Auth: "key"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
