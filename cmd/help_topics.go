@@ -96,8 +96,8 @@ String results print raw, like jq -r; other results print as compact JSON, one p
 With -o jsonl the expression runs on each line's object. The expression cannot read the
 environment. A bad expression is a usage error (exit 2).
 
-  cfp leases list -p orders -o json --jq '.[] | select(.owner == null) | .lease'
-  cfp tail -c orders --jq '.id'
+  cfp leases list -d shop -c orders -p orders-proj -o json --jq '.[] | select(.owner == null) | .lease'
+  cfp tail -d shop -c orders --from beginning -e --jq '.id'
 
 Colour is used only on a terminal, and never when NO_COLOR is set, CLICOLOR=0 or
 --no-color is given; CLICOLOR_FORCE=1 forces it.`

@@ -105,8 +105,10 @@ func newRootCmd(f *factory) *cobra.Command {
 	walk(root, func(c *cobra.Command) {
 		wrapArgs(c)
 		completeEnums(c)
+		registerPositionCompletion(c)
 		c.Flags().SortFlags = false
 	})
+	registerAccountCompletion(root, f)
 	return root
 }
 
