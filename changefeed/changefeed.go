@@ -100,14 +100,6 @@ func (m Mode) feed() feed.FeedMode {
 	return feed.LatestVersion
 }
 
-// leaseMode is the Mode lease documents carry.
-func (m Mode) leaseMode() string {
-	if m == AllVersionsAndDeletes {
-		return leases.ModeFullFidelity
-	}
-	return leases.ModeIncremental
-}
-
 // StartFrom is where leases without a continuation start reading. The zero value is Now().
 type StartFrom struct {
 	s feed.StartFrom

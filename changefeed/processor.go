@@ -42,14 +42,14 @@ func NewProcessor(cfg Config, h Handler) (*Processor, error) {
 		PollInterval:    cfg.PollInterval,
 		MaxItems:        cfg.MaxItems,
 		StartFrom:       cfg.StartFrom.s,
-		Mode:            cfg.Mode.leaseMode(),
+		Mode:            cfg.Mode.feed(),
 		Logger:          e.log,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	}
 	if on := cfg.OnEvent; on != nil {
 		opts.Notify = func(ev feed.Event) { on(eventOf(ev)) }
 	}
-	if err := opts.WithDefaults().Validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("changefeed: %w", err)
 	}
 	return &Processor{e: e, h: h, opts: opts}, nil
@@ -81,7 +81,7 @@ func (p *Processor) Run(ctx context.Context) error {
 
 	opts := p.opts
 	// "now" is this host's start, as in .NET and `cfp process` (see feed.AnchorNow).
-	opts.StartFrom = feed.AnchorNow(opts.StartFrom, opts.FeedMode(), time.Now())
+	opts.StartFrom = feed.AnchorNow(opts.StartFrom, opts.Mode, time.Now())
 	store, err := p.e.store(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

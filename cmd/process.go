@@ -199,7 +199,7 @@ func (o *processOptions) validate(c *cobra.Command) error {
 		// .NET throws too: the all-versions feed starts from now or a continuation only.
 		return usageErrorf("--start-from %s: an all-versions processor starts its leases from now only (leases with a continuation resume from it)", o.StartFrom)
 	}
-	if err := o.engineOptions(feed.StartFrom{}).WithDefaults().Validate(); err != nil {
+	if err := o.engineOptions(feed.StartFrom{}).Validate(); err != nil {
 		return usageErrorf("%w", err)
 	}
 	return nil
@@ -228,15 +228,9 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 		PollInterval:    o.PollInterval,
 		MaxItems:        o.MaxItems,
 		StartFrom:       start,
-		Mode:            leaseModes[o.mode],
+		Mode:            o.mode,
 		ShutdownTimeout: o.ShutdownTimeout,
 	}
-}
-
-// leaseModes are the lease documents' names of the change feed modes.
-var leaseModes = map[feed.FeedMode]string{
-	feed.LatestVersion:         leases.ModeIncremental,
-	feed.AllVersionsAndDeletes: leases.ModeFullFidelity,
 }
 
 // modeMismatch explains a lease set of another mode in cfp's terms, on one line.

@@ -87,7 +87,8 @@ type EstimateOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *EstimateOptions) setDefaults() {
+// WithDefaults returns o with every zero field set to its default.
+func (o EstimateOptions) WithDefaults() EstimateOptions {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultEstimateConcurrency
 	}
@@ -106,6 +107,15 @@ func (o *EstimateOptions) setDefaults() {
 	if o.Reader.Logger == nil {
 		o.Reader.Logger = o.Logger
 	}
+	return o
+}
+
+// Validate checks the options. Defaults need not be applied first.
+func (o EstimateOptions) Validate() error {
+	if o.Formula != FormulaDotNet && o.Formula != FormulaJava {
+		return fmt.Errorf("unknown formula %d", o.Formula)
+	}
+	return nil
 }
 
 // LeaseLag is the estimate for one lease.
@@ -175,10 +185,10 @@ type EstimateSummary struct {
 // does not parse gives -1 with SentinelUnparsableLSN. A gone partition and a range spanning
 // several partitions still give the sentinel 1. TimeLag stays zero: nothing pending is read.
 func Estimate(ctx context.Context, src Source, ls []*leases.Lease, opts EstimateOptions) ([]LeaseLag, EstimateSummary, error) {
-	if opts.Formula != FormulaDotNet && opts.Formula != FormulaJava {
-		return nil, EstimateSummary{}, fmt.Errorf("estimate: unknown formula %d", opts.Formula)
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, EstimateSummary{}, fmt.Errorf("estimate: %w", err)
 	}
-	opts.setDefaults()
 	parts := opts.Partitions
 	if parts == nil && len(ls) > 0 {
 		var err error

@@ -30,7 +30,8 @@ const (
 )
 
 // ProcessorOptions configures a Processor. Zero fields take the documented defaults, applied by
-// NewProcessor (see WithDefaults).
+// NewProcessor (see WithDefaults). TailOptions, EstimateOptions and ReaderOptions have the same
+// shape: WithDefaults returns a copy with the defaults applied, Validate checks the options.
 type ProcessorOptions struct {
 	// Instance is this host's name, written as the Owner of the leases it holds (required).
 	Instance string
@@ -48,12 +49,12 @@ type ProcessorOptions struct {
 	// continuation always resume from it. A leases.ModeFullFidelity processor starts from now
 	// only, as .NET's all-versions-and-deletes processor does (spec/leases.md §9.1).
 	StartFrom StartFrom
-	// Mode is the change feed mode, as the lease documents spell it: leases.ModeIncremental
-	// (default) reads the latest version of each changed item, leases.ModeFullFidelity reads
-	// every create, replace and delete (AllVersionsAndDeletes). New leases are written with it,
+	// Mode is the change feed mode: LatestVersion (default) reads the latest version of each
+	// changed item, AllVersionsAndDeletes every create, replace and delete. New leases are
+	// written with its lease-document name (leases.ModeIncremental or leases.ModeFullFidelity),
 	// and a processor refuses leases written in the other mode (a *ModeMismatchError), as .NET
 	// does.
-	Mode string
+	Mode FeedMode
 	// Now is the clock for lease expiry (default time.Now).
 	Now func() time.Time
 	// Logger receives the processor's logs (default: discard). Repeated errors are
@@ -93,11 +94,6 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	def(&o.ReleaseTimeout, DefaultReleaseTimeout)
 	def(&o.ErrorBackoff, DefaultErrorBackoff)
 	def(&o.MaxErrorBackoff, DefaultMaxErrorBackoff)
-	if o.Mode == "" {
-		o.Mode = leases.ModeIncremental
-	} else if m, ok := leases.ParseMode(o.Mode); ok {
-		o.Mode = m // .NET's spelling for the leases this processor creates
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -110,8 +106,9 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	return o
 }
 
-// Validate checks options after defaults were applied.
+// Validate checks the options; zero fields stand for their defaults (see WithDefaults).
 func (o ProcessorOptions) Validate() error {
+	o = o.WithDefaults()
 	var errs []error
 	if strings.TrimSpace(o.Instance) == "" {
 		errs = append(errs, errors.New("an instance name is required"))
@@ -135,27 +132,18 @@ func (o ProcessorOptions) Validate() error {
 	if o.MaxItems < 0 {
 		errs = append(errs, fmt.Errorf("max items must not be negative, got %d", o.MaxItems))
 	}
-	if !strings.EqualFold(o.Mode, leases.ModeIncremental) && !strings.EqualFold(o.Mode, leases.ModeFullFidelity) {
-		errs = append(errs, fmt.Errorf("unknown mode %q (want %q or %q)", o.Mode, leases.ModeIncremental, leases.ModeFullFidelity))
+	if o.Mode != LatestVersion && o.Mode != AllVersionsAndDeletes {
+		errs = append(errs, fmt.Errorf("unknown change feed mode %d", o.Mode))
 	}
 	if o.StartFrom.Kind == StartContinuation {
 		errs = append(errs, errors.New("a processor starts leases from now, the beginning or a time, not from a continuation"))
-	} else if o.FeedMode() == AllVersionsAndDeletes && o.StartFrom.Kind != StartNow {
+	} else if o.Mode == AllVersionsAndDeletes && o.StartFrom.Kind != StartNow {
 		errs = append(errs, fmt.Errorf("an all-versions-and-deletes processor starts leases from now only, not from %s", FormatStart(o.StartFrom)))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("processor options: %w", errors.Join(errs...))
 	}
 	return nil
-}
-
-// FeedMode returns the change feed mode the processor reads: AllVersionsAndDeletes for
-// leases.ModeFullFidelity (or Java's "FULL_FIDELITY"), LatestVersion otherwise.
-func (o ProcessorOptions) FeedMode() FeedMode {
-	if leases.DotNetMode(o.Mode) == leases.ModeFullFidelity {
-		return AllVersionsAndDeletes
-	}
-	return LatestVersion
 }
 
 // ModeMismatchError is returned by Bootstrap (and Run) when the lease store holds a lease
@@ -411,7 +399,7 @@ func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err
 			continue
 		}
 		g.Go(func() error {
-			l := leases.NewDotNetV0(p.store.Prefix(), part.ID, part.Range, p.opts.Mode)
+			l := leases.NewDotNetV0(p.store.Prefix(), part.ID, part.Range, p.opts.Mode.leaseMode())
 			_, err := p.store.Create(gctx, l)
 			if errors.Is(err, leases.ErrConflict) {
 				return nil // another host created it
@@ -480,7 +468,7 @@ func covered(existing []*leases.Lease, part Partition) bool {
 // checkMode refuses leases of another change feed mode (missing Mode = incremental). .NET
 // checks the first lease only; cfp checks them all, so that a mixed set is refused too.
 func (p *Processor) checkMode(ls []*leases.Lease) error {
-	want := leases.DotNetMode(p.opts.Mode)
+	want := p.opts.Mode.leaseMode()
 	for _, l := range ls {
 		if m, refused := l.RefusedMode(); refused {
 			return &ModeMismatchError{Lease: l.Token, LeaseMode: m, ProcessorMode: want, Refused: true}

@@ -18,7 +18,7 @@ import (
 // avadOptions are fastOptions for an all-versions-and-deletes processor (which starts from now).
 func avadOptions(instance string) feed.ProcessorOptions {
 	o := fastOptions(instance)
-	o.Mode = leases.ModeFullFidelity
+	o.Mode = feed.AllVersionsAndDeletes
 	o.StartFrom = feed.StartFrom{Kind: feed.StartNow}
 	return o
 }
@@ -247,11 +247,13 @@ func TestProcessor_AllVersionsTakesOverDotNetLeases(t *testing.T) {
 func TestProcessor_ModeMismatchIsRefused(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name, leaseMode, procMode, wantLease string
+		name, leaseMode     string
+		procMode            feed.FeedMode
+		wantProc, wantLease string
 	}{
-		{"latest processor on all-versions leases", leases.ModeFullFidelity, leases.ModeIncremental, leases.ModeFullFidelity},
-		{"all-versions processor on latest leases", leases.ModeIncremental, leases.ModeFullFidelity, leases.ModeIncremental},
-		{"all-versions processor on leases without a mode", "", leases.ModeFullFidelity, leases.ModeIncremental},
+		{"latest processor on all-versions leases", leases.ModeFullFidelity, feed.LatestVersion, leases.ModeIncremental, leases.ModeFullFidelity},
+		{"all-versions processor on latest leases", leases.ModeIncremental, feed.AllVersionsAndDeletes, leases.ModeFullFidelity, leases.ModeIncremental},
+		{"all-versions processor on leases without a mode", "", feed.AllVersionsAndDeletes, leases.ModeFullFidelity, leases.ModeIncremental},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -275,8 +277,8 @@ func TestProcessor_ModeMismatchIsRefused(t *testing.T) {
 			if !errors.As(err, &mm) {
 				t.Fatalf("Bootstrap = %v, want a *ModeMismatchError", err)
 			}
-			if mm.LeaseMode != tc.wantLease || mm.ProcessorMode != tc.procMode || mm.Lease != "0" {
-				t.Errorf("mismatch %+v, want lease 0 in %q, processor %q", mm, tc.wantLease, tc.procMode)
+			if mm.LeaseMode != tc.wantLease || mm.ProcessorMode != tc.wantProc || mm.Lease != "0" {
+				t.Errorf("mismatch %+v, want lease 0 in %q, processor %q", mm, tc.wantLease, tc.wantProc)
 			}
 			if src.Reads() != 0 {
 				t.Errorf("%d reads after a refused start", src.Reads())
@@ -301,11 +303,8 @@ func TestProcessorOptions_AllVersionsStartsFromNowOnly(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("start %s: Validate() = %v, want ok=%v", feed.FormatStart(tc.start), err, tc.ok)
 		}
-		if o.WithDefaults().FeedMode() != feed.AllVersionsAndDeletes {
-			t.Errorf("FeedMode() = %s, want all-versions", o.WithDefaults().FeedMode())
-		}
 	}
-	if m := fastOptions("l").WithDefaults().FeedMode(); m != feed.LatestVersion {
-		t.Errorf("default FeedMode() = %s, want latest", m)
+	if m := fastOptions("l").WithDefaults().Mode; m != feed.LatestVersion {
+		t.Errorf("default Mode = %s, want latest", m)
 	}
 }

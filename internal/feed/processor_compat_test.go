@@ -216,14 +216,14 @@ func TestProcessorOptions_Validate(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	if good.AcquireInterval != 13*time.Second || good.RenewInterval != 17*time.Second ||
-		good.Expiration != time.Minute || good.PollInterval != 5*time.Second || good.Mode != leases.ModeIncremental {
+		good.Expiration != time.Minute || good.PollInterval != 5*time.Second || good.Mode != feed.LatestVersion {
 		t.Fatalf("defaults are not .NET's: %+v", good)
 	}
 	for name, mod := range map[string]func(*feed.ProcessorOptions){
 		"no instance":           func(o *feed.ProcessorOptions) { o.Instance = " " },
 		"renew after expiry":    func(o *feed.ProcessorOptions) { o.RenewInterval = 2 * time.Minute },
 		"negative max items":    func(o *feed.ProcessorOptions) { o.MaxItems = -1 },
-		"unknown mode":          func(o *feed.ProcessorOptions) { o.Mode = "sometimes" },
+		"unknown mode":          func(o *feed.ProcessorOptions) { o.Mode = feed.FeedMode(7) },
 		"negative poll":         func(o *feed.ProcessorOptions) { o.PollInterval = -time.Second },
 		"continuation as start": func(o *feed.ProcessorOptions) { o.StartFrom = feed.StartFrom{Kind: feed.StartContinuation} },
 	} {

@@ -496,7 +496,7 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 func (w *worker) route(ctx context.Context) error {
 	p := w.p
 	l := w.ol.current()
-	req := ReadRequest{MaxItems: p.opts.MaxItems, Start: w.base, Mode: p.opts.FeedMode()}
+	req := ReadRequest{MaxItems: p.opts.MaxItems, Start: w.base, Mode: p.opts.Mode}
 	if w.checkpointed != "" {
 		req.Start = StartFrom{Kind: StartContinuation, Continuation: w.checkpointed}
 	}

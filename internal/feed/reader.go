@@ -36,7 +36,8 @@ type ReaderOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *ReaderOptions) setDefaults() {
+// WithDefaults returns o with every zero field set to its default.
+func (o ReaderOptions) WithDefaults() ReaderOptions {
 	if o.Poll == 0 {
 		o.Poll = DefaultPoll
 	}
@@ -58,6 +59,7 @@ func (o *ReaderOptions) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	return o
 }
 
 // sleepCtx waits d or until ctx ends.
@@ -88,7 +90,7 @@ type Reader struct {
 // NewReader returns a Reader over req (its Start is the initial position). Zero option fields
 // take their defaults.
 func NewReader(src Source, req ReadRequest, opts ReaderOptions) *Reader {
-	opts.setDefaults()
+	opts = opts.WithDefaults()
 	return &Reader{src: src, req: req, opts: opts}
 }
 

@@ -64,6 +64,15 @@ func (m FeedMode) String() string {
 	return "latest"
 }
 
+// leaseMode is the mode's name in lease documents, as .NET writes it: leases.ModeIncremental
+// or leases.ModeFullFidelity.
+func (m FeedMode) leaseMode() string {
+	if m == AllVersionsAndDeletes {
+		return leases.ModeFullFidelity
+	}
+	return leases.ModeIncremental
+}
+
 // ParseFeedMode parses "latest" (or "") and "all-versions".
 func ParseFeedMode(s string) (FeedMode, error) {
 	switch s {

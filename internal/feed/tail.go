@@ -166,8 +166,8 @@ type TailOptions struct {
 	Logger *slog.Logger
 }
 
-// Validate reports contradictory options.
-func (o *TailOptions) Validate() error {
+// Validate reports contradictory options. Defaults need not be applied first.
+func (o TailOptions) Validate() error {
 	if o.Range != nil && len(o.PartitionKey) > 0 {
 		return errors.New("a range and a partition key cannot both be set")
 	}
@@ -205,7 +205,7 @@ func (o *TailOptions) Validate() error {
 // or from a point in time, which the service does not support in that mode.
 var ErrAllVersionsStart = errors.New("all-versions mode starts from now or from a saved position only")
 
-func allVersionsStart(o *TailOptions) error {
+func allVersionsStart(o TailOptions) error {
 	if o.State == nil {
 		if o.Start.Kind != StartNow && o.Start.Kind != StartContinuation {
 			return fmt.Errorf("start from %s: %w", FormatStart(o.Start), ErrAllVersionsStart)
@@ -220,7 +220,8 @@ func allVersionsStart(o *TailOptions) error {
 	return nil
 }
 
-func (o *TailOptions) setDefaults() {
+// WithDefaults returns o with every zero field set to its default.
+func (o TailOptions) WithDefaults() TailOptions {
 	if o.Poll == 0 {
 		o.Poll = DefaultTailPoll
 	}
@@ -245,7 +246,8 @@ func (o *TailOptions) setDefaults() {
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultTailStopGrace
 	}
-	o.Reader.setDefaults()
+	o.Reader = o.Reader.WithDefaults()
+	return o
 }
 
 // Tail reads every partition of src (or the selected range or partition key) in parallel and
@@ -255,10 +257,10 @@ func (o *TailOptions) setDefaults() {
 // up. An emit error ends the tail and is returned. The returned summary is always filled in; on
 // a normal stop the error is nil, on interruption it is ctx.Err().
 func Tail(ctx context.Context, src Source, opts TailOptions, emit func(Change) error) (TailSummary, error) {
+	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return TailSummary{}, err
 	}
-	opts.setDefaults()
 	t := &tailRun{
 		opts:  opts,
 		src:   &limitedSource{Source: src, sem: make(chan struct{}, opts.Concurrency)},

@@ -49,7 +49,7 @@ func ReadTailState(path string) (*TailState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read tail state %s: %w", path, err)
 	}
-	if err := (&TailOptions{State: &st, Mode: mode}).Validate(); err != nil {
+	if err := (TailOptions{State: &st, Mode: mode}).Validate(); err != nil {
 		return nil, fmt.Errorf("read tail state %s: %w", path, err)
 	}
 	for _, rs := range st.Ranges {
