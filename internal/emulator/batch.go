@@ -130,13 +130,13 @@ func (e *Emulator) batchOne(st *collState, db, coll string, comps []any, op batc
 		if prev == nil {
 			return batchResult{}, errNotFound
 		}
-		return batchResult{StatusCode: http.StatusOK, RequestCharge: chargeRead, ETag: prev.Etag, ResourceBody: withoutLSN(prev.Body)}, nil
+		return batchResult{StatusCode: http.StatusOK, RequestCharge: ChargeRead(len(prev.Body)), ETag: prev.Etag, ResourceBody: withoutLSN(prev.Body)}, nil
 	case "Patch":
-		res, err := e.patch(st, db, coll, id, comps, op.ResourceBody, op.IfMatch)
+		res, charge, err := e.patch(st, db, coll, id, comps, op.ResourceBody, op.IfMatch)
 		if err != nil {
 			return batchResult{}, err
 		}
-		return batchResult{StatusCode: http.StatusOK, RequestCharge: chargeWrite, ETag: res.Item.Etag, ResourceBody: withoutLSN(res.Item.Body)}, nil
+		return batchResult{StatusCode: http.StatusOK, RequestCharge: charge, ETag: res.Item.Etag, ResourceBody: withoutLSN(res.Item.Body)}, nil
 	case "Create":
 		kind = opCreate
 	case "Upsert":
@@ -148,11 +148,11 @@ func (e *Emulator) batchOne(st *collState, db, coll string, comps []any, op batc
 	default:
 		return batchResult{}, badRequest("unknown batch operation type %q", op.OperationType)
 	}
-	status, res, err := e.itemOp(st, db, coll, itemOpRequest{Op: kind, ID: id, Body: op.ResourceBody, PK: comps, HasPK: true, IfMatch: op.IfMatch})
+	status, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: kind, ID: id, Body: op.ResourceBody, PK: comps, HasPK: true, IfMatch: op.IfMatch})
 	if err != nil {
 		return batchResult{}, err
 	}
-	out := batchResult{StatusCode: status, RequestCharge: chargeWrite, ETag: res.Item.Etag}
+	out := batchResult{StatusCode: status, RequestCharge: charge, ETag: res.Item.Etag}
 	if kind != opDelete {
 		out.ResourceBody = withoutLSN(res.Item.Body)
 	}
@@ -163,13 +163,13 @@ func (e *Emulator) batchOne(st *collState, db, coll string, comps []any, op batc
 // feed: the emulator's batches are atomic for readers of items, not for the feed).
 func (e *Emulator) undo(st *collState, db, coll string, comps []any, u undoStep) error {
 	if u.prev == nil {
-		_, _, err := e.itemOp(st, db, coll, itemOpRequest{Op: opDelete, ID: u.id, PK: comps, HasPK: true})
+		_, _, _, err := e.itemOp(st, db, coll, itemOpRequest{Op: opDelete, ID: u.id, PK: comps, HasPK: true})
 		if errors.Is(err, errNotFound) {
 			return nil
 		}
 		return err
 	}
-	_, _, err := e.itemOp(st, db, coll, itemOpRequest{Op: opUpsert, ID: u.id, Body: u.prev.Body, PK: comps, HasPK: true})
+	_, _, _, err := e.itemOp(st, db, coll, itemOpRequest{Op: opUpsert, ID: u.id, Body: u.prev.Body, PK: comps, HasPK: true})
 	return err
 }
 

@@ -45,17 +45,37 @@ const (
 	hdrContentPath    = "x-ms-content-path"
 	hdrAltContentPath = "x-ms-alt-content-path"
 	hdrWireFormat     = "x-ms-cosmos-changefeed-wire-format-version"
+	hdrPriority       = "x-ms-cosmos-priority-level"
+	hdrBucket         = "x-ms-cosmos-throughput-bucket"
 )
 
-// Request charges reported in x-ms-request-charge.
+// echoPriority checks the request's priority level (Low or High, priority-based execution)
+// and throughput bucket (1 to 5) and echoes them in the response, so that a client can see
+// what the gateway received; the emulator has no throughput to divide, so both change nothing
+// else. A value the service would refuse is a 400.
+func echoPriority(r *http.Request, h http.Header) error {
+	if v := r.Header.Get(hdrPriority); v != "" {
+		if !strings.EqualFold(v, "Low") && !strings.EqualFold(v, "High") {
+			return badRequest("invalid %s %q: want Low or High", hdrPriority, v)
+		}
+		h.Set(hdrPriority, v)
+	}
+	if v := r.Header.Get(hdrBucket); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 5 {
+			return badRequest("invalid %s %q: want a throughput bucket from 1 to 5", hdrBucket, v)
+		}
+		h.Set(hdrBucket, v)
+	}
+	return nil
+}
+
+// Request charges of metadata requests reported in x-ms-request-charge (items, queries and
+// change-feed pages are charged by size, see charge.go).
 const (
-	chargeMeta       = 1.0
-	chargeRead       = 1.0
-	chargeWrite      = 5.71
-	chargeFeedEmpty  = 1.0
-	chargeFeedPage   = 2.0
-	chargeQueryBase  = 2.79
-	chargePerDocRead = 0.05
+	chargeMeta  = Meta
+	chargeRead  = Meta
+	chargeWrite = 4.95 // a database, container or offer write; a delete by partition key
 )
 
 // maxBodyBytes bounds request bodies (the service's item limit is 2 MB).
@@ -145,6 +165,10 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		} else {
 			writeError(w, http.StatusForbidden, "Forbidden", de.ServiceMessage(), 0)
 		}
+		return
+	}
+	if err := echoPriority(r, h); err != nil {
+		e.fail(w, err)
 		return
 	}
 	if len(segs) > 0 || r.Method == http.MethodGet {
@@ -723,24 +747,24 @@ func (e *Emulator) writeItem(w http.ResponseWriter, r *http.Request, db, coll, i
 			return
 		}
 	}
-	status, res, err := e.itemOp(st, db, coll, itemOpRequest{Op: op, ID: id, Body: body, PK: hdrComps, HasPK: hasHdr, IfMatch: r.Header.Get("If-Match")})
+	status, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: op, ID: id, Body: body, PK: hdrComps, HasPK: hasHdr, IfMatch: r.Header.Get("If-Match")})
 	if err != nil {
 		e.fail(w, err)
 		return
 	}
-	e.writeItemResponse(w, r, st, status, res)
+	e.writeItemResponse(w, r, st, status, res, charge)
 }
 
 // writeItemResponse answers a single-item write with its headers and, unless the client asked
 // for Prefer: return=minimal or the item is gone, the item.
-func (e *Emulator) writeItemResponse(w http.ResponseWriter, r *http.Request, st *collState, status int, res writeResult) {
+func (e *Emulator) writeItemResponse(w http.ResponseWriter, r *http.Request, st *collState, status int, res writeResult, charge float64) {
 	itemHeaders(w, st, res.RangeID, res.Item)
-	w.Header().Set(hdrCharge, formatCharge(chargeWrite))
+	w.Header().Set(hdrCharge, formatCharge(charge))
 	if status == http.StatusNoContent || strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
 		w.WriteHeader(status)
 		return
 	}
-	writeJSON(w, status, chargeWrite, withoutLSN(res.Item.Body))
+	writeJSON(w, status, charge, withoutLSN(res.Item.Body))
 }
 
 // itemOpRequest is one item write: of a request, or of a transactional batch.
@@ -753,47 +777,49 @@ type itemOpRequest struct {
 	IfMatch string
 }
 
-// itemOp validates and applies one item write and returns the status to answer.
-func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (int, writeResult, error) {
+// itemOp validates and applies one item write and returns the status to answer and the
+// write's request charge.
+func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (int, writeResult, float64, error) {
 	wr := itemWrite{IfMatch: req.IfMatch, Op: req.Op}
 	var comps []any
+	var doc map[string]any
 	if req.Op == opDelete {
 		if !req.HasPK {
-			return 0, writeResult{}, badRequest("the %s header is required", hdrPartitionKey)
+			return 0, writeResult{}, 0, badRequest("the %s header is required", hdrPartitionKey)
 		}
 		wr.ID, comps = req.ID, req.PK
 		wr.PKObject = partitionKeyObject(st.Paths, req.PK)
 	} else {
 		var raw map[string]json.RawMessage
-		var doc map[string]any
 		if json.Unmarshal(req.Body, &raw) != nil || json.Unmarshal(req.Body, &doc) != nil || raw == nil {
-			return 0, writeResult{}, badRequest("the request body is not a JSON object")
+			return 0, writeResult{}, 0, badRequest("the request body is not a JSON object")
 		}
 		docID, _ := doc["id"].(string)
 		if err := validItemID(docID); err != nil {
-			return 0, writeResult{}, err
+			return 0, writeResult{}, 0, err
 		}
 		comps = epk.FromDocument(doc, st.Paths)
 		if req.HasPK && !epk.Equal(req.PK, comps) {
-			return 0, writeResult{}, &badRequestError{msg: "PartitionKey extracted from document doesn't match the one specified in the header.", substatus: 1001}
+			return 0, writeResult{}, 0, &badRequestError{msg: "PartitionKey extracted from document doesn't match the one specified in the header.", substatus: 1001}
 		}
 		if req.Op == opReplace && docID != req.ID {
-			return 0, writeResult{}, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
+			return 0, writeResult{}, 0, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
 		}
 		wr.Body, wr.ID = raw, docID
 	}
 	wr.PK, wr.EPK = epk.Canonical(comps), st.hashPK(comps)
 	res, err := e.store.writeItem(db, coll, wr)
 	if err != nil {
-		return 0, res, err
+		return 0, res, 0, err
 	}
 	switch {
 	case req.Op == opDelete:
-		return http.StatusNoContent, res, nil
+		// The deleted version is not at hand: charged as a 1 KB document of the reference shape.
+		return http.StatusNoContent, res, ChargeWrite(1024, RefIndexedTerms, false), nil
 	case res.Created:
-		return http.StatusCreated, res, nil
+		return http.StatusCreated, res, ChargeWrite(len(res.Item.Body), policyOf(st.Props).indexedTerms(doc), false), nil
 	}
-	return http.StatusOK, res, nil
+	return http.StatusOK, res, ChargeWrite(len(res.Item.Body), policyOf(st.Props).indexedTerms(doc), true), nil
 }
 
 func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
@@ -811,7 +837,7 @@ func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, http.StatusOK, chargeRead, withoutLSN(it.Body))
+	writeJSON(w, http.StatusOK, ChargeRead(len(it.Body)), withoutLSN(it.Body))
 }
 
 // --- change feed -----------------------------------------------------------------------------
@@ -931,11 +957,15 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 	h.Set(hdrItemCount, strconv.Itoa(len(page.Docs)))
 	h.Set(hdrContentPath, page.CollRID)
 	if len(page.Docs) == 0 {
-		h.Set(hdrCharge, formatCharge(chargeFeedEmpty))
+		h.Set(hdrCharge, formatCharge(FeedEmpty))
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	charge := chargeFeedPage + chargePerDocRead*float64(len(page.Docs))
+	size := 0
+	for _, d := range page.Docs {
+		size += len(d)
+	}
+	charge := chargeFeedPage(len(page.Docs), size)
 	if page.Body == nil {
 		writeJSON(w, http.StatusOK, charge, documentsBody(page.CollRID, page.Docs))
 		return

@@ -374,7 +374,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 	if strings.EqualFold(r.Header.Get(hdrPopulateIndexMetrics), "true") {
 		h.Set(hdrIndexUtilization, indexUtilization)
 	}
-	writeJSON(w, http.StatusOK, chargeQueryBase+chargePerDocRead*float64(scanned), documentsBody(rid, docs))
+	writeJSON(w, http.StatusOK, ChargeQueryPage(scanned, scannedBytes), documentsBody(rid, docs))
 }
 
 // orderDoc is an ORDER BY result: the decoded document to compare, its body, and its place in
@@ -487,5 +487,5 @@ func (e *Emulator) writeMetaQuery(w http.ResponseWriter, q *query.Query, params 
 		out[i], _ = json.Marshal(d)
 	}
 	w.Header().Set(hdrItemCount, strconv.Itoa(len(out)))
-	writeJSON(w, http.StatusOK, chargeQueryBase, listBody(rid, field, out))
+	writeJSON(w, http.StatusOK, QueryBase, listBody(rid, field, out))
 }

@@ -39,76 +39,76 @@ func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, i
 		e.fail(w, err)
 		return
 	}
-	res, err := e.patch(st, db, coll, id, comps, body, r.Header.Get("If-Match"))
+	res, charge, err := e.patch(st, db, coll, id, comps, body, r.Header.Get("If-Match"))
 	if err != nil {
 		e.fail(w, err)
 		return
 	}
-	e.writeItemResponse(w, r, st, http.StatusOK, res)
+	e.writeItemResponse(w, r, st, http.StatusOK, res, charge)
 }
 
 // patch applies a patch body to item id and writes it back with If-Match on the version read,
 // so a concurrent write between the read and the write is not lost (it is retried).
-func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body []byte, ifMatch string) (writeResult, error) {
+func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body []byte, ifMatch string) (writeResult, float64, error) {
 	var spec patchSpec
 	// The body is {"condition", "operations"} or, from some SDKs, the bare operations array.
 	if trimmed := strings.TrimSpace(string(body)); strings.HasPrefix(trimmed, "[") {
 		if err := json.Unmarshal(body, &spec.Operations); err != nil {
-			return writeResult{}, badRequest("invalid patch body: %v", err)
+			return writeResult{}, 0, badRequest("invalid patch body: %v", err)
 		}
 	} else if err := json.Unmarshal(body, &spec); err != nil {
-		return writeResult{}, badRequest("invalid patch body: %v", err)
+		return writeResult{}, 0, badRequest("invalid patch body: %v", err)
 	}
 	if len(spec.Operations) == 0 || len(spec.Operations) > maxPatchOps {
-		return writeResult{}, badRequest("a patch needs 1 to %d operations, got %d", maxPatchOps, len(spec.Operations))
+		return writeResult{}, 0, badRequest("a patch needs 1 to %d operations, got %d", maxPatchOps, len(spec.Operations))
 	}
 	var cond *query.Query
 	if spec.Condition != "" {
 		q, err := query.Parse("SELECT * " + spec.Condition)
 		if err != nil {
-			return writeResult{}, badRequest("invalid patch condition: %v", err)
+			return writeResult{}, 0, badRequest("invalid patch condition: %v", err)
 		}
 		cond = q
 	}
 	for range 5 {
 		it, _, err := e.store.readItem(db, coll, epk.Canonical(comps), id)
 		if err != nil {
-			return writeResult{}, err
+			return writeResult{}, 0, err
 		}
 		if ifMatch != "" && ifMatch != "*" && ifMatch != it.Etag {
-			return writeResult{}, errPrecondition
+			return writeResult{}, 0, errPrecondition
 		}
 		var doc map[string]any
 		if err := json.Unmarshal(it.Body, &doc); err != nil {
-			return writeResult{}, err
+			return writeResult{}, 0, err
 		}
 		if cond != nil {
 			if ok, err := cond.Match(doc, nil); err != nil || !ok {
-				return writeResult{}, errPrecondition
+				return writeResult{}, 0, errPrecondition
 			}
 		}
 		for _, op := range spec.Operations {
 			if err := applyPatchOp(doc, op); err != nil {
-				return writeResult{}, err
+				return writeResult{}, 0, err
 			}
 		}
 		if newComps := epk.FromDocument(doc, st.Paths); !epk.Equal(newComps, comps) {
-			return writeResult{}, badRequest("a patch cannot change the partition key")
+			return writeResult{}, 0, badRequest("a patch cannot change the partition key")
 		}
 		if doc["id"] != id {
-			return writeResult{}, badRequest("a patch cannot change the id")
+			return writeResult{}, 0, badRequest("a patch cannot change the id")
 		}
 		b, err := json.Marshal(doc)
 		if err != nil {
-			return writeResult{}, err
+			return writeResult{}, 0, err
 		}
-		_, res, err := e.itemOp(st, db, coll, itemOpRequest{Op: opReplace, ID: id, Body: b, PK: comps, HasPK: true, IfMatch: it.Etag})
+		_, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: opReplace, ID: id, Body: b, PK: comps, HasPK: true, IfMatch: it.Etag})
 		if errors.Is(err, errPrecondition) && (ifMatch == "" || ifMatch == "*") {
 			continue // written since the read: patch the newer version
 		}
-		return res, err
+		return res, charge, err
 	}
-	return writeResult{}, errPrecondition
+	return writeResult{}, 0, errPrecondition
 }
 
 // applyPatchOp applies one operation to doc: add, set, replace, remove, incr or move, with the
