@@ -58,7 +58,7 @@ process and end with it.`,
 					return usageErrorf("%w", err)
 				}
 			}
-			return runEmulatorFaults(contextOf(c), opts)
+			return explainAdmin(runEmulatorFaults(contextOf(c), opts))
 		},
 	}
 	fs := c.Flags()

@@ -68,7 +68,7 @@ merged with id, min_inclusive, max_exclusive, parents and lsn).`,
 			if len(opts.Ranges) < 2 {
 				return usageErrorf("a merge needs two or more --range flags, got %d", len(opts.Ranges))
 			}
-			return runEmulatorMerge(contextOf(c), opts)
+			return explainAdmin(runEmulatorMerge(contextOf(c), opts))
 		},
 	}
 	c.Flags().StringArrayVar(&opts.Ranges, "range", nil, "`ID` of a partition key range to merge (repeat: two or more adjacent ranges)")

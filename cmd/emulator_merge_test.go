@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -61,7 +62,7 @@ func TestEmulatorMerge_LeasesListAndEstimate(t *testing.T) {
 		if len(seen) >= 30 && !merged {
 			merged = true
 			// The merge goes through the CLI's in-process admin path on the same emulator.
-			_, mergeErr = localAdmin{acct.Emulator()}.Merge(ctx, "shop", "orders", []string{before[0].ID, before[1].ID})
+			_, mergeErr = emulator.LocalAdmin{Emu: acct.Emulator()}.Merge(ctx, "shop", "orders", []string{before[0].ID, before[1].ID})
 		}
 		return nil
 	}), feed.ProcessorOptions{
