@@ -349,15 +349,14 @@ func (im *importer) upsert(ctx context.Context, job importJob) error {
 // throttled importRetries times (after the SDK's own retries), waiting the service's
 // retry-after or an exponential backoff, whichever is longer.
 func retryThrottled(ctx context.Context, fn func() error) error {
-	backoff := 50 * time.Millisecond
+	backoff := feed.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
 	for attempt := 0; ; attempt++ {
 		err := fn()
 		var te *feed.ThrottledError
 		if !errors.As(err, &te) || attempt >= importRetries {
 			return err
 		}
-		wait := max(te.RetryAfter, backoff)
-		backoff = min(2*backoff, 5*time.Second)
+		wait := max(te.RetryAfter, backoff.Wait(attempt+1))
 		if serr := importSleep(ctx, wait); serr != nil {
 			return serr
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/cfp-dev/cfp/internal/feed"
 )
 
 // Defaults of the request policy (Config.RequestTimeout and the retry budget).
@@ -187,11 +189,7 @@ func isRead(r *http.Request) bool {
 // backoff is the wait before retry n (1-based): minBackoff doubled per retry, capped at
 // maxBackoff, with ±20% jitter, and never shorter than the service's retryAfter.
 func (p *requestPolicy) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := p.minBackoff
-	for i := 1; i < n && d < p.maxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.maxBackoff)
+	d := feed.Backoff{Min: p.minBackoff, Max: p.maxBackoff}.Wait(n)
 	d = time.Duration(float64(d) * (0.8 + 0.4*p.rand()))
 	return max(d, retryAfter)
 }

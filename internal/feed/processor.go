@@ -491,11 +491,7 @@ func (p *Processor) notify(e Event) {
 
 // backoff returns the wait after n consecutive failures (n >= 1).
 func (p *Processor) backoff(n int) time.Duration {
-	d := p.opts.ErrorBackoff
-	for i := 1; i < n && d < p.opts.MaxErrorBackoff; i++ {
-		d *= 2
-	}
-	return min(d, p.opts.MaxErrorBackoff)
+	return Backoff{Min: p.opts.ErrorBackoff, Max: p.opts.MaxErrorBackoff}.Wait(n)
 }
 
 // fresh returns a context for final writes after shutdown: not cancelled with ctx, bounded by

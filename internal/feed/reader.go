@@ -183,10 +183,7 @@ func filteredGap(before StartFrom, page Page) bool {
 // MinBackoff doubled per retry plus up to 20% jitter, capped at MaxBackoff, never below
 // retryAfter.
 func (r *Reader) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := r.opts.MinBackoff
-	for i := 1; i < n && d < r.opts.MaxBackoff; i++ {
-		d *= 2
-	}
+	d := Backoff{Min: r.opts.MinBackoff, Max: r.opts.MaxBackoff}.Wait(n)
 	d += time.Duration(r.opts.Rand() * float64(d) / 5)
 	d = min(d, r.opts.MaxBackoff)
 	return max(d, retryAfter)

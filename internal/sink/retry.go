@@ -103,13 +103,12 @@ func (r *Retry) Handle(ctx context.Context, b feed.Batch) error {
 	if err := r.Validate(); err != nil {
 		return feed.Stop(err)
 	}
-	wait := r.Backoff
-	if wait <= 0 {
-		wait = DefaultBackoff
+	backoff := feed.Backoff{Min: r.Backoff, Max: r.MaxBackoff}
+	if backoff.Min <= 0 {
+		backoff.Min = DefaultBackoff
 	}
-	maxWait := r.MaxBackoff
-	if maxWait <= 0 {
-		maxWait = DefaultMaxBackoff
+	if backoff.Max <= 0 {
+		backoff.Max = DefaultMaxBackoff
 	}
 	attempts := 0
 	var err error
@@ -123,14 +122,13 @@ func (r *Retry) Handle(ctx context.Context, b feed.Batch) error {
 		if attempts > r.MaxRetries {
 			break
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(backoff.Wait(attempts))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("retry batch of lease %s: %w", b.LeaseToken, errors.Join(err, ctx.Err()))
 		case <-t.C:
 		}
-		wait = min(2*wait, maxWait)
 	}
 	switch r.OnError {
 	case OnErrorSkip:
