@@ -292,13 +292,21 @@ func (s *Store) Acquire(ctx context.Context, l *Lease, owner string) (*Lease, er
 	})
 }
 
-// Renew re-reads l and, if owner still owns it, rewrites it with a fresh timestamp.
+// Renew rewrites l with a fresh timestamp if owner still owns it. The first attempt uses l's
+// ETag, without reading the lease first (.NET reads it before every renew: a request per
+// lease per renew interval saved); when the lease changed since (a checkpoint of another
+// writer, a handoff request, a steal), the 412 re-reads it and the renew applies to the stored
+// version, or reports the lease lost.
+// A copy that does not name owner (one from before the acquire) is read first.
 func (s *Store) Renew(ctx context.Context, l *Lease, owner string) (*Lease, error) {
-	fresh, err := s.fresh(ctx, l)
-	if err != nil {
-		return nil, err
+	if l.Owner != owner {
+		fresh, err := s.fresh(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		l = fresh
 	}
-	return s.Update(ctx, fresh, ownedBy(owner, nil))
+	return s.Update(ctx, l, ownedBy(owner, nil))
 }
 
 // Checkpoint records continuation (a raw ETag, not empty) on l if owner still owns it. The first

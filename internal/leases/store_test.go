@@ -437,3 +437,82 @@ func TestStore_GUIDPartitionKeys(t *testing.T) {
 		t.Errorf("the other copy changed: %s, %v", other.Body, err)
 	}
 }
+
+// countingDocs counts the requests a Store sends, by method.
+type countingDocs struct {
+	leases.Documents
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingDocs) count(m string) {
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[m]++
+	c.mu.Unlock()
+}
+
+func (c *countingDocs) Read(ctx context.Context, id, pk string) (leases.Document, error) {
+	c.count("read")
+	return c.Documents.Read(ctx, id, pk)
+}
+
+func (c *countingDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	c.count("replace")
+	return c.Documents.Replace(ctx, id, pk, ifMatch, body)
+}
+
+func (c *countingDocs) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	c.n = nil
+	return out
+}
+
+func TestStore_Renew_OneRequestWithTheCachedETag(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	mem := leases.NewMemDocuments("/id")
+	mem.Now = clk.Now
+	docs := &countingDocs{Documents: mem}
+	s := leases.NewStore(docs, testPrefix, leases.StoreOptions{Now: clk.Now})
+	ctx := context.Background()
+	l, err := s.Acquire(ctx, createLease(t, s, "0"), "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs.snapshot()
+	clk.Add(time.Second)
+	r, err := s.Renew(ctx, l, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := docs.snapshot(); got["read"] != 0 || got["replace"] != 1 {
+		t.Errorf("renew of a lease in hand sent %v, want one replace and no read", got)
+	}
+	if !r.Timestamp.Equal(clk.Now()) {
+		t.Errorf("renewed timestamp %v, want %v", r.Timestamp, clk.Now())
+	}
+	// Changed since (a checkpoint by a copy this renewer did not see): the 412 re-reads, and
+	// the renew keeps what the stored version says.
+	if _, err := s.Checkpoint(ctx, r, "host-a", `"9"`); err != nil {
+		t.Fatal(err)
+	}
+	docs.snapshot()
+	r2, err := s.Renew(ctx, r, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := docs.snapshot(); got["read"] != 1 || got["replace"] != 2 {
+		t.Errorf("renew of a stale copy sent %v, want a failed replace, a read and a replace", got)
+	}
+	if r2.Continuation != `"9"` {
+		t.Errorf("continuation after renewing a stale copy = %q, want the stored \"9\"", r2.Continuation)
+	}
+}
