@@ -75,7 +75,7 @@ func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body [
 		if err != nil {
 			return writeResult{}, 0, err
 		}
-		if ifMatch != "" && ifMatch != "*" && ifMatch != it.Etag {
+		if !ifMatchHolds(ifMatch, it.Etag) {
 			return writeResult{}, 0, errPrecondition
 		}
 		var doc map[string]any

@@ -1,0 +1,378 @@
+package emulator
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// --- items -----------------------------------------------------------------------------------
+
+// itemWrite is one document write.
+type itemWrite struct {
+	Op      opKind
+	ID      string
+	PK      string // canonical partition key
+	EPK     string
+	Body    map[string]json.RawMessage // user properties; nil for deletes
+	IfMatch string                     // "" when absent
+	// PKObject is a delete's partition key as an object of path -> value, for the op log.
+	PKObject json.RawMessage
+}
+
+// writeResult is the outcome of a write.
+type writeResult struct {
+	Item    item
+	RangeID string
+	Created bool
+}
+
+// writePrecondition decides whether a write of kind op may go ahead on an item that exists (with
+// ETag etag) or not, given the request's If-Match ("" when absent), as the gateway does: a
+// create of an existing id is a conflict (409, whatever If-Match says), a replace or delete of a
+// missing item is not found (404), an If-Match on a missing item's upsert or an If-Match other
+// than "*" that is not the stored ETag fails the precondition (412). It returns the operation to
+// log: an upsert becomes a create or a replace.
+func writePrecondition(op opKind, exists bool, etag, ifMatch string) (opKind, error) {
+	switch {
+	case op == opCreate && exists:
+		return 0, errConflict
+	case (op == opReplace || op == opDelete) && !exists:
+		return 0, errNotFound
+	case op == opUpsert && !exists && ifMatch != "":
+		return 0, errPrecondition
+	case exists && !ifMatchHolds(ifMatch, etag):
+		return 0, errPrecondition
+	}
+	if op == opUpsert {
+		if exists {
+			return opReplace, nil
+		}
+		return opCreate, nil
+	}
+	return op, nil
+}
+
+// ifMatchHolds reports whether an If-Match value ("" when absent) lets a write through on an
+// item whose ETag is etag: no value and "*" match any version.
+func ifMatchHolds(ifMatch, etag string) bool {
+	return ifMatch == "" || ifMatch == "*" || ifMatch == etag
+}
+
+// systemProps are the properties the server owns; client values are dropped.
+var systemProps = []string{"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"}
+
+func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
+	if len(w.PK) > maxPartitionKeyLen {
+		return writeResult{}, badRequest("the partition key is longer than %d bytes", maxPartitionKeyLen)
+	}
+	var res writeResult
+	var opErr error
+	// Concurrent writers share one commit. The function can run more than once, so it reports
+	// domain errors through opErr and returns only storage errors.
+	err := s.commits.do(func(tx *bolt.Tx) error {
+		res, opErr = writeResult{}, nil
+		st, cb, err := loadColl(tx, db, coll)
+		if err != nil {
+			if errors.Is(err, errNotFound) {
+				opErr = err
+				return nil
+			}
+			return err
+		}
+		r, ok := st.rangeForEPK(w.EPK)
+		if !ok {
+			return fmt.Errorf("no live range holds EPK %s", w.EPK)
+		}
+		res.RangeID = r.idString()
+		key := itemKey(w.PK, w.ID)
+		items := cb.Bucket(bucketItems)
+		var old *item
+		now := s.now()
+		if v := items.Get(key); v != nil {
+			o, err := decodeItem(v, true)
+			if err != nil {
+				return err
+			}
+			old = &o
+			if expired(st.DefaultTTL, o.Ts, o.Body, now) {
+				// The sweeper has not deleted it yet: delete it first, as it would have.
+				if _, err := expireTx(cb, st, key, o, now.Unix()); err != nil {
+					return err
+				}
+				old = nil
+			}
+		}
+		if st.DefaultTTL != nil && w.Op != opDelete {
+			if err := checkItemTTL(w.Body); err != nil {
+				opErr = err
+				return nil
+			}
+		}
+		var oldEtag string
+		if old != nil {
+			oldEtag = old.Etag
+		}
+		op, err := writePrecondition(w.Op, old != nil, oldEtag, w.IfMatch)
+		if err != nil {
+			opErr = err
+			return nil
+		}
+		res.Created = op == opCreate
+
+		lsn, err := nextLSN(cb, r.ID)
+		if err != nil {
+			return err
+		}
+		latest := cb.Bucket(bucketLatest)
+		var prevLSN uint64
+		if old != nil {
+			prevLSN = old.LSN
+			if err := deleteLatest(latest, r.ID, old.LSN, key); err != nil {
+				return err
+			}
+		}
+		rec := logRecord{Op: op.String(), Key: key, PrevLSN: prevLSN, Ts: now.Unix(), EPK: w.EPK}
+		if op == opDelete {
+			rec.PK = w.PKObject
+			if err := items.Delete(key); err != nil {
+				return err
+			}
+			res.Item = item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK}
+		} else {
+			it := item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK, Etag: newEtag()}
+			if old != nil {
+				it.RID = old.RID
+			} else {
+				seq := cb.Bucket(bucketSeq)
+				n := uint64(1)
+				if v := seq.Get([]byte("doc")); len(v) == 8 {
+					n = binary.BigEndian.Uint64(v) + 1
+				}
+				if err := seq.Put([]byte("doc"), binary.BigEndian.AppendUint64(nil, n)); err != nil {
+					return err
+				}
+				collRID, _ := decodeRID(st.RID)
+				ridB := binary.LittleEndian.AppendUint64(bytes.Clone(collRID), n&(1<<60-1))
+				it.RID = encodeRID(ridB)
+			}
+			body, err := buildBody(w.Body, st, it)
+			if err != nil {
+				return err
+			}
+			it.Body = body
+			if err := items.Put(key, it.encode()); err != nil {
+				return err
+			}
+			if err := latest.Put(rangeLSNKey(r.ID, lsn), key); err != nil {
+				return err
+			}
+			rec.Body = body
+			res.Item = it
+		}
+		lv, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return cb.Bucket(bucketLog).Put(rangeLSNKey(r.ID, lsn), lv)
+	})
+	if err != nil {
+		return writeResult{}, err
+	}
+	return res, opErr
+}
+
+// deleteLatest removes the latest-index entry of the item stored at key, written at lsn in
+// range rangeID: the plain key <range><lsn>, or <range><lsn><key> when a merge found the plain
+// key taken by another item.
+func deleteLatest(latest *bolt.Bucket, rangeID uint32, lsn uint64, key []byte) error {
+	plain := rangeLSNKey(rangeID, lsn)
+	if bytes.Equal(latest.Get(plain), key) {
+		return latest.Delete(plain)
+	}
+	return latest.Delete(append(plain, key...))
+}
+
+// buildBody returns the stored document: the user's properties plus the system properties.
+func buildBody(user map[string]json.RawMessage, st *collState, it item) ([]byte, error) {
+	doc := make(map[string]json.RawMessage, len(user)+len(systemProps))
+	for k, v := range user {
+		doc[k] = v
+	}
+	for _, p := range systemProps {
+		delete(doc, p)
+	}
+	q := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+	doc["_rid"] = q(it.RID)
+	doc["_self"] = q("dbs/" + st.DBRID + "/colls/" + st.RID + "/docs/" + it.RID + "/")
+	doc["_etag"] = q(it.Etag)
+	doc["_attachments"] = q("attachments/")
+	doc["_ts"] = json.RawMessage(strconv.FormatInt(it.Ts, 10))
+	doc["_lsn"] = json.RawMessage(strconv.FormatUint(it.LSN, 10))
+	return json.Marshal(doc)
+}
+
+func (s *store) readItem(db, coll, pk, id string) (item, string, error) {
+	var it item
+	var rangeID string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		st, cb, err := loadColl(tx, db, coll)
+		if err != nil {
+			return err
+		}
+		v := cb.Bucket(bucketItems).Get(itemKey(pk, id))
+		if v == nil {
+			return errNotFound
+		}
+		it, err = decodeItem(v, true)
+		if err != nil {
+			return err
+		}
+		if expired(st.DefaultTTL, it.Ts, it.Body, s.now()) {
+			return errNotFound
+		}
+		if r, ok := st.rangeForEPK(it.EPK); ok {
+			rangeID = r.idString()
+		}
+		return nil
+	})
+	return it, rangeID, err
+}
+
+// validItemID checks a document id as the service does at creation: any character is accepted
+// (ids with '/', '\\', '#' or trailing whitespace are created, but the routing gateway cannot
+// address them by URL afterwards: routedIDRule).
+func validItemID(id string) error {
+	if id == "" {
+		return badRequest("the id is missing or empty")
+	}
+	if len(id) > 255 {
+		return badRequest("the id is longer than 255 characters")
+	}
+	return nil
+}
+
+// deletePartition deletes every item of the logical partition canonicalPK in one commit, each as
+// a delete does (its own LSN and a delete in the operation log), and returns how many it deleted.
+func (s *store) deletePartition(db, coll, canonicalPK string) (int, error) {
+	var n int
+	var opErr error
+	err := s.commits.do(func(tx *bolt.Tx) error {
+		n, opErr = 0, nil
+		st, cb, err := loadColl(tx, db, coll)
+		if err != nil {
+			if errors.Is(err, errNotFound) {
+				opErr = err
+				return nil
+			}
+			return err
+		}
+		prefix := partitionPrefix(canonicalPK)
+		type stored struct {
+			key []byte
+			it  item
+		}
+		var found []stored
+		c := cb.Bucket(bucketItems).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			it, err := decodeItem(v, true)
+			if err != nil {
+				return err
+			}
+			found = append(found, stored{bytes.Clone(k), it})
+		}
+		now := s.now()
+		for _, f := range found {
+			ttl := expired(st.DefaultTTL, f.it.Ts, f.it.Body, now)
+			if _, err := deleteStoredTx(cb, st, f.key, f.it, now.Unix(), ttl); err != nil {
+				return err
+			}
+		}
+		n = len(found)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, opErr
+}
+
+// --- queries ---------------------------------------------------------------------------------
+
+// scanScope restricts a scan of a container's items.
+type scanScope struct {
+	RangeID string // "" for every range
+	PK      string // canonical partition key, "" for every partition
+	// EPKPrefix, when set, keeps the items whose EPK starts with it: the logical partitions
+	// under a prefix of a hierarchical key.
+	EPKPrefix string
+}
+
+// scanItems calls fn for each item in scope in key order, starting after the key after (nil for
+// the beginning), until fn returns false. It returns the container's RID.
+func (s *store) scanItems(db, coll string, scope scanScope, after []byte, fn func(key []byte, it item) (bool, error)) (string, error) {
+	var rid string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		st, cb, err := loadColl(tx, db, coll)
+		if err != nil {
+			return err
+		}
+		rid = st.RID
+		now := s.now()
+		var rng *rangeRecord
+		if scope.RangeID != "" {
+			r, ok := st.rangeByID(scope.RangeID)
+			if !ok || !r.Live {
+				return errRangeGone
+			}
+			rng = &r
+		}
+		var prefix []byte
+		if scope.PK != "" {
+			prefix = partitionPrefix(scope.PK)
+		}
+		c := cb.Bucket(bucketItems).Cursor()
+		var k, v []byte
+		switch {
+		case after != nil:
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		case prefix != nil:
+			k, v = c.Seek(prefix)
+		default:
+			k, v = c.First()
+		}
+		for ; k != nil; k, v = c.Next() {
+			if prefix != nil && !bytes.HasPrefix(k, prefix) {
+				break
+			}
+			it, err := decodeItem(v, false)
+			if err != nil {
+				return err
+			}
+			if rng != nil && !rng.contains(it.EPK) {
+				continue
+			}
+			if scope.EPKPrefix != "" && !strings.HasPrefix(it.EPK, scope.EPKPrefix) {
+				continue
+			}
+			if st.DefaultTTL != nil && expired(st.DefaultTTL, it.Ts, it.Body, now) {
+				continue
+			}
+			more, err := fn(k, it)
+			if err != nil || !more {
+				return err
+			}
+		}
+		return nil
+	})
+	return rid, err
+}
