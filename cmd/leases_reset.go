@@ -9,11 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -172,10 +170,13 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 		if err != nil {
 			return err
 		}
-		positions := feedPositions(ctx, t.monitored, sel, parts, *start, opts.Concurrency)
+		positions := map[*leases.Lease]feed.Position{}
+		for _, p := range feed.PositionsAt(ctx, t.monitored, sel, parts, *start, opts.Concurrency) {
+			positions[p.Lease] = p
+		}
 		target = func(l *leases.Lease) (string, error) {
-			r := positions[l]
-			return r.to, r.err
+			p := positions[l]
+			return p.Continuation, explainRoute(l, p.Err)
 		}
 	case opts.toLSNSet:
 		target = leases.ResetToLSN(opts.ToLSN)
@@ -327,93 +328,21 @@ func continuationCell(c string) string {
 	return orDash(c)
 }
 
-type position struct {
-	to  string
-	err error
-}
-
-// feedPositions computes start's concrete continuation for every lease, reading the change feed
-// of each lease's range in parallel (at most concurrency reads in flight).
-func feedPositions(ctx context.Context, src feed.Source, ls []*leases.Lease, parts []feed.Partition, start feed.StartFrom, concurrency int) map[*leases.Lease]position {
-	out := make(map[*leases.Lease]position, len(ls))
-	var mu sync.Mutex
-	var g errgroup.Group
-	g.SetLimit(max(1, concurrency))
-	for _, l := range ls {
-		g.Go(func() error {
-			to, err := feedPosition(ctx, src, l, parts, start)
-			mu.Lock()
-			out[l] = position{to, err}
-			mu.Unlock()
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return out
-}
-
-// feedPosition reads one item of l's range from start and returns the continuation that resumes
-// just before it: the LSN before the first change at or after start, or the partition's latest
-// LSN when nothing is there.
-func feedPosition(ctx context.Context, src feed.Source, l *leases.Lease, parts []feed.Partition, start feed.StartFrom) (string, error) {
-	req, err := leaseReadRequest(l, parts)
-	if err != nil {
-		return "", err
-	}
-	req.Start, req.MaxItems = start, 1
-	page, err := src.ReadPage(ctx, req)
-	if err != nil {
-		return "", fmt.Errorf("read the change feed of partition %s: %w", req.PartitionID, err)
-	}
-	if len(page.Items) > 0 {
-		lsn := itemLSN(page.Items[0])
-		if lsn <= 0 {
-			return "", errors.New("the first change has no _lsn")
-		}
-		return leases.FormatLSN(lsn - 1), nil
-	}
-	if page.LatestLSN > 0 {
-		return leases.FormatLSN(page.LatestLSN), nil
-	}
-	if n, ok := feed.ContinuationLSN(page.Continuation); ok {
-		return leases.FormatLSN(n), nil
-	}
-	return leases.FormatLSN(0), nil
-}
-
-// leaseReadRequest is the read of l's range (feed.Route), with the reason said for a user
-// when no single live partition serves it.
-func leaseReadRequest(l *leases.Lease, parts []feed.Partition) (feed.ReadRequest, error) {
-	rt, err := feed.Route(l, parts)
+// explainRoute says, for a user, why no single live partition serves lease l when err is
+// feed.Route's *RouteError; other errors pass unchanged.
+func explainRoute(l *leases.Lease, err error) error {
 	var rerr *feed.RouteError
 	switch {
-	case err == nil:
-		return rt.Request(), nil
 	case !errors.As(err, &rerr):
-		return feed.ReadRequest{}, err
+		return err
 	case rerr.Gone:
-		return feed.ReadRequest{}, fmt.Errorf("partition %s is gone (split or merged); let a processor split the lease first", l.Token)
+		return fmt.Errorf("partition %s is gone (split or merged); let a processor split the lease first", l.Token)
 	case rerr.NoRange:
-		return feed.ReadRequest{}, fmt.Errorf("lease %s has no range", l.Token)
+		return fmt.Errorf("lease %s has no range", l.Token)
 	case len(rerr.Over) == 0:
-		return feed.ReadRequest{}, fmt.Errorf("no live partition serves range %s", l.Range)
+		return fmt.Errorf("no live partition serves range %s", l.Range)
 	}
-	return feed.ReadRequest{}, fmt.Errorf("range %s spans %d partitions; let a processor split the lease first", l.Range, len(rerr.Over))
-}
-
-// itemLSN returns a change's _lsn (0 when missing).
-func itemLSN(raw json.RawMessage) int64 {
-	var v struct {
-		LSN json.Number `json:"_lsn"`
-	}
-	if json.Unmarshal(raw, &v) != nil {
-		return 0
-	}
-	n, err := strconv.ParseInt(v.LSN.String(), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return n
+	return fmt.Errorf("range %s spans %d partitions; let a processor split the lease first", l.Range, len(rerr.Over))
 }
 
 func parseExport(name string, b []byte) (leases.Export, error) {

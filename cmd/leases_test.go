@@ -3,10 +3,8 @@ package cmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/feed/feedtest"
@@ -14,55 +12,9 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
-func TestFeedPosition_Targets(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(1, feedtest.WithClock(clock.Now))
-	for i := range 3 {
-		if _, err := src.Write("pk", fmt.Appendf(nil, `{"id":"a%d","pk":"pk"}`, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clock.Advance(time.Hour)
-	t1 := clock.Now()
-	for i := range 2 {
-		if _, err := src.Write("pk", fmt.Appendf(nil, `{"id":"b%d","pk":"pk"}`, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease := leases.NewDotNetV0("p", parts[0].ID, parts[0].Range, "")
-
-	tests := []struct {
-		name  string
-		start feed.StartFrom
-		want  string
-	}{
-		{"beginning", feed.StartFrom{Kind: feed.StartBeginning}, `"0"`},
-		{"now", feed.StartFrom{Kind: feed.StartNow}, `"5"`},
-		{"time of the second batch", feed.StartFrom{Kind: feed.StartTime, Time: t1}, `"3"`},
-		{"time before every change", feed.StartFrom{Kind: feed.StartTime, Time: t0.Add(-time.Hour)}, `"0"`},
-		{"time after every change", feed.StartFrom{Kind: feed.StartTime, Time: t1.Add(time.Hour)}, `"5"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := feedPosition(ctx, src, lease, parts, tt.start)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("feedPosition = %s, want %s", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestLeaseReadRequest_AfterSplit(t *testing.T) {
+// TestExplainRoute_AfterSplit: the lease commands read the partition feed.Route picks, and say
+// why when none serves the lease.
+func TestExplainRoute_AfterSplit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	src := feedtest.NewMemSource(1)
@@ -99,7 +51,9 @@ func TestLeaseReadRequest_AfterSplit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := leaseReadRequest(tt.lease, parts)
+			rt, err := feed.Route(tt.lease, parts)
+			err = explainRoute(tt.lease, err)
+			req := rt.Request()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
