@@ -193,7 +193,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 
 	r := &replayRun{o: o, f: f, src: src, store: store, status: render.NewStatus(f.IO), began: now, done: map[string]bool{}}
 	if o.Fresh {
-		if err := deleteLeaseSet(ctx, store); err != nil {
+		if err := store.DeleteAll(ctx); err != nil {
 			return fmt.Errorf("start the replay over: %w", err)
 		}
 	}
@@ -240,7 +240,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	if o.Cleanup {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feed.DefaultReleaseTimeout)
 		defer cancel()
-		if err := deleteLeaseSet(cctx, store); err != nil {
+		if err := store.DeleteAll(cctx); err != nil {
 			r.status.Done("")
 			return fmt.Errorf("delete the replay's leases: %w", err)
 		}
@@ -517,34 +517,6 @@ func (r *replayRun) leaseDone(ctx context.Context, parts []feed.Partition, l *le
 		r.f.Log.Debug("probe replay lease", "lease", l.Token, "err", err)
 	}
 	return done
-}
-
-// deleteLeaseSet deletes every lease and marker of the store's prefix.
-func deleteLeaseSet(ctx context.Context, store *leases.Store) error {
-	ls, err := store.List(ctx)
-	if err != nil {
-		return err
-	}
-	for _, l := range ls {
-		if err := store.Delete(ctx, l); err != nil {
-			return err
-		}
-	}
-	docs := store.Documents()
-	path, err := docs.PartitionKeyPath(ctx)
-	if err != nil {
-		return err
-	}
-	for _, id := range []string{leases.InfoID(store.Prefix()), leases.LockID(store.Prefix())} {
-		pk := ""
-		if path == "/id" || path == "/partitionKey" {
-			pk = id
-		}
-		if err := docs.Delete(ctx, id, pk, ""); err != nil && !errors.Is(err, leases.ErrNotFound) {
-			return fmt.Errorf("delete %s: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // progressBar draws done out of total as a bar of width cells: "[#######-------------]".

@@ -347,6 +347,43 @@ func (s *Store) Delete(ctx context.Context, l *Lease) error {
 	return nil
 }
 
+// DeleteAll deletes the whole lease set of the prefix: its .info and .lock markers first (so
+// that a run interrupted half way leaves leases that a processor adopts, never a store marked
+// initialized with leases missing), then every lease (those whose continuation cannot be
+// decoded too), then the host presence records. Documents already gone are fine; documents
+// under the prefix that are not leases are left and reported to OnSkip. It does not check for
+// live owners: callers stop the hosts first.
+func (s *Store) DeleteAll(ctx context.Context) error {
+	p, err := s.path(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range []string{InfoID(s.prefix), LockID(s.prefix)} {
+		if err := s.docs.Delete(ctx, id, pkFor(p, id, id), ""); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("delete %s: %w", id, err)
+		}
+	}
+	ls, err := s.ListAll(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range ls {
+		if err := s.Delete(ctx, l); err != nil {
+			return err
+		}
+	}
+	hosts, err := s.Hosts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if err := s.docs.Delete(ctx, h.ID, pkFor(p, h.ID, h.PK), ""); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("delete host %s: %w", h.Instance, err)
+		}
+	}
+	return nil
+}
+
 func (s *Store) fresh(ctx context.Context, l *Lease) (*Lease, error) {
 	fresh, err := s.Get(ctx, l)
 	if errors.Is(err, ErrNotFound) {
