@@ -325,8 +325,8 @@ func TestAdversarial_EndlessFiles(t *testing.T) {
 			code: 2, stderr: []string{`(?m)^cfp: read tail state: /dev/zero is larger than 64 MiB$`}},
 		{name: "leases import /dev/zero", args: []string{"leases", "import", "/dev/zero", "-d", "shop"}, setup: withLeases,
 			code: 1, stderr: []string{`(?m)^cfp: read export: /dev/zero is larger than 64 MiB$`}},
-		{name: "leases reset --from-file /dev/zero", args: []string{"leases", "reset", "--from-file", "/dev/zero", "-d", "shop", "-c", "orders", "-p", "orders-proj"}, setup: withLeases,
-			code: 1, stderr: []string{`(?m)^cfp: read --from-file: /dev/zero is larger than 64 MiB$`}},
+		{name: "leases reset --to @/dev/zero", args: []string{"leases", "reset", "--to", "@/dev/zero", "-d", "shop", "-c", "orders", "-p", "orders-proj"}, setup: withLeases,
+			code: 1, stderr: []string{`(?m)^cfp: read the export file: /dev/zero is larger than 64 MiB$`}},
 	})
 }
 

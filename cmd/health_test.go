@@ -147,7 +147,7 @@ func TestProcess_MetricsReportAStuckLease(t *testing.T) {
 	addr := freeAddr(t)
 	// Lease 0's batch hangs; the other leases' batches succeed.
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "stuckp",
-		"--instance", "s1", "--create-lease-container", "--start-from", "beginning", "--metrics-addr", addr,
+		"--instance", "s1", "--create-lease-container", "--from", "beginning", "--metrics-addr", addr,
 		"--events", "none", "--stuck-after", "3", "--shutdown-timeout", "200ms",
 		"--exec", `if [ "$CFP_LEASE_TOKEN" = 0 ]; then sleep 30; fi; cat > /dev/null`}, procFastLeases...)...)
 	var body string

@@ -118,4 +118,12 @@ func addHelpTopics(root *cobra.Command) {
 		})
 		root.AddCommand(c)
 	}
+	// Built from the flags of the finished tree: call addHelpTopics after every command.
+	dep := &cobra.Command{Use: "deprecated", Short: "Old flag spellings that still work, and what replaces them", Long: helpDeprecated(root)}
+	dep.SetHelpFunc(func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), c.Long) })
+	dep.SetUsageFunc(func(c *cobra.Command) error {
+		fmt.Fprintln(c.OutOrStderr(), c.Long)
+		return nil
+	})
+	root.AddCommand(dep)
 }

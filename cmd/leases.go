@@ -56,8 +56,8 @@ const leasesExample = `  # Which processors keep leases in the lease container?
   cfp leases list -d shop -c orders -p orders-proj --check
 
   # Replay the last hour: plan, then apply
-  cfp leases reset -d shop -c orders -p orders-proj --by-duration 1h
-  cfp leases reset -d shop -c orders -p orders-proj --by-duration 1h --execute`
+  cfp leases reset -d shop -c orders -p orders-proj --to -1h
+  cfp leases reset -d shop -c orders -p orders-proj --to -1h --execute`
 
 func newLeasesCmd(f *factory) *cobra.Command {
 	c := &cobra.Command{

@@ -22,13 +22,10 @@ import (
 type leasesResetOptions struct {
 	f *factory
 	mutationFlags
-	ToBeginning bool
-	ToNow       bool
-	ToTime      string
-	ByDuration  time.Duration
+	// To is the target position (--to): beginning, now, a time, -<duration> or @export-file.
+	To          string
 	ToLSN       int64
 	toLSNSet    bool
-	FromFile    string
 	Leases      []string
 	Expiration  time.Duration
 	Concurrency int
@@ -50,21 +47,26 @@ type resetStepView struct {
 func newLeasesResetCmd(f *factory) *cobra.Command {
 	opts := &leasesResetOptions{f: f}
 	c := &cobra.Command{
-		Use:   "reset (--to-beginning | --to-now | --to-time T | --by-duration D | --to-lsn N | --from-file F) [--lease TOKEN]... [--execute]",
+		Use:   "reset (--to POSITION | --to-lsn N) [--lease TOKEN]... [--execute]",
 		Short: "Move lease continuations to another position of the change feed",
 		Long: `Move lease continuations to another position of the change feed.
 
-Choose exactly one target. Each becomes a concrete continuation, computed from the
-change feed of the lease's own range and written in the lease's own family format:
+Choose exactly one target: --to POSITION, in the position grammar of every cfp command,
+or --to-lsn N. Each becomes a concrete continuation, computed from the change feed of the
+lease's own range and written in the lease's own family format:
 
-  --to-beginning   before the first change still in the feed (replay everything)
-  --to-now         after the latest change (skip everything pending)
-  --to-time T      before the first change at or after T (RFC 3339)
-  --by-duration D  like --to-time, D before now (e.g. 1h, 90m)
+  --to beginning   before the first change still in the feed (replay everything)
+  --to now         after the latest change (skip everything pending)
+  --to TIME        before the first change at or after TIME (RFC 3339, e.g.
+                   2026-01-02T15:04:05Z)
+  --to -1h         the same, that long before now (-90m, -2h30m)
+  --to @FILE       the continuations saved by 'cfp leases export' in FILE, matched by token
   --to-lsn N       after LSN N, for every targeted lease; an N past a partition's latest
                    LSN (which would skip the changes up to it) is marked in the plan and
                    refused with --execute unless --force
-  --from-file F    the continuations saved by 'cfp leases export' in F, matched by token
+
+The spellings of earlier versions (--to-beginning, --to-now, --to-time T, --by-duration D,
+--from-file F) still work, with a warning: see 'cfp help deprecated'.
 
 --lease TOKEN (repeatable) limits the reset to some leases; the default is all of them.
 
@@ -76,40 +78,56 @@ live owner, unless --force; every write clears the owner in the same If-Match re
 so the owner loses the lease and a processor resumes it from the new position. When
 some writes fail, cfp exits 3.`,
 		Example: `  # Plan a replay of the last 30 minutes for every lease
-  cfp leases reset -d shop -c orders -p orders-proj --by-duration 30m
+  cfp leases reset -d shop -c orders -p orders-proj --to -30m
 
   # Skip the backlog of two leases, with the processors stopped
-  cfp leases reset -d shop -c orders -p orders-proj --to-now --lease 0 --lease 3 --execute
+  cfp leases reset -d shop -c orders -p orders-proj --to now --lease 0 --lease 3 --execute
 
   # Restore the positions saved before a deployment
   cfp leases export -d shop -c orders -p orders-proj > before.json
-  cfp leases reset -d shop -c orders -p orders-proj --from-file before.json --execute --yes`,
+  cfp leases reset -d shop -c orders -p orders-proj --to @before.json --execute --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.toLSNSet = c.Flags().Changed("to-lsn")
 			if opts.toLSNSet && opts.ToLSN < 0 {
 				return usageErrorf("--to-lsn must not be negative")
 			}
-			if c.Flags().Changed("by-duration") && opts.ByDuration <= 0 {
-				return usageErrorf("--by-duration must be positive")
-			}
 			return runLeasesReset(contextOf(c), opts)
 		},
 	}
 	fs := c.Flags()
-	fs.BoolVar(&opts.ToBeginning, "to-beginning", false, "reset to before the first change in the feed")
-	fs.BoolVar(&opts.ToNow, "to-now", false, "reset to after the latest change")
-	fs.StringVar(&opts.ToTime, "to-time", "", "reset to before the first change at or after `TIME` (RFC 3339)")
-	fs.DurationVar(&opts.ByDuration, "by-duration", 0, "reset to `DURATION` before now")
+	fs.StringVar(&opts.To, "to", "", "reset to `POSITION`: beginning, now, an RFC 3339 time, -<duration> or @EXPORT-FILE")
 	fs.Int64Var(&opts.ToLSN, "to-lsn", 0, "reset to after `LSN`")
-	fs.StringVar(&opts.FromFile, "from-file", "", "reset to the continuations in an export `FILE`")
 	fs.StringArrayVar(&opts.Leases, "lease", nil, "reset only the lease with this `TOKEN` (repeatable; default all)")
 	opts.mutationFlags.add(c, "reset leases whose owner is alive too (the owner loses the lease)")
 	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
-	targets := []string{"to-beginning", "to-now", "to-time", "by-duration", "to-lsn", "from-file"}
-	c.MarkFlagsMutuallyExclusive(targets...)
-	c.MarkFlagsOneRequired(targets...)
+	c.MarkFlagsMutuallyExclusive("to", "to-lsn")
+	c.MarkFlagsOneRequired("to", "to-lsn")
+	// The targets of earlier versions, each a spelling of --to.
+	oldTo := func(name, arg, use string, to func(string) (string, error)) {
+		deprecateFlag(f, c, name, arg, use, func(v string) error {
+			if c.Flags().Changed("to") {
+				return errors.New("more than one target: give one --to")
+			}
+			p, err := to(v)
+			if err != nil {
+				return err
+			}
+			return c.Flags().Set("to", p)
+		})
+	}
+	oldTo("to-beginning", "", "--to beginning", func(string) (string, error) { return "beginning", nil })
+	oldTo("to-now", "", "--to now", func(string) (string, error) { return "now", nil })
+	oldTo("to-time", "TIME", "--to TIME", func(v string) (string, error) { return v, nil })
+	oldTo("by-duration", "DURATION", "--to -DURATION", func(v string) (string, error) {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return "", fmt.Errorf("want a positive duration such as 1h or 90m")
+		}
+		return "-" + d.String(), nil
+	})
+	oldTo("from-file", "FILE", "--to @FILE", func(v string) (string, error) { return "@" + v, nil })
 	return c
 }
 
@@ -120,28 +138,27 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 		return err
 	}
 	now := f.Now()
-	var start *feed.StartFrom
-	switch {
-	case opts.ToBeginning:
-		start = &feed.StartFrom{Kind: feed.StartBeginning}
-	case opts.ToNow:
-		start = &feed.StartFrom{Kind: feed.StartNow}
-	case opts.ToTime != "":
-		t, err := time.Parse(time.RFC3339Nano, opts.ToTime)
+	var (
+		start    *feed.StartFrom
+		fromFile map[string]string
+		file     string
+	)
+	if opts.To != "" {
+		pos, err := feed.ParsePosition(opts.To, now)
 		if err != nil {
-			return briefUsageErrorf("--to-time %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", opts.ToTime)
+			return briefUsageErrorf("invalid --to: %w", err)
 		}
-		if t.After(now) {
-			return briefUsageErrorf("--to-time %s is in the future", opts.ToTime)
-		}
-		start = &feed.StartFrom{Kind: feed.StartTime, Time: t}
-	case opts.ByDuration > 0:
-		start = &feed.StartFrom{Kind: feed.StartTime, Time: now.Add(-opts.ByDuration)}
-	}
-	var fromFile map[string]string
-	if opts.FromFile != "" {
-		if fromFile, err = exportContinuations(opts.FromFile); err != nil {
-			return err
+		if pos.Kind == feed.PositionFile {
+			file = pos.File
+			if fromFile, err = exportContinuations(file); err != nil {
+				return err
+			}
+		} else {
+			s, err := pos.StartFrom(now)
+			if err != nil {
+				return briefUsageErrorf("invalid --to: %w", err)
+			}
+			start = &s
 		}
 	}
 
@@ -184,7 +201,7 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 		target = func(l *leases.Lease) (string, error) {
 			c, ok := fromFile[l.Token]
 			if !ok {
-				return "", fmt.Errorf("not in %s", opts.FromFile)
+				return "", fmt.Errorf("not in %s", file)
 			}
 			return c, nil
 		}
@@ -361,7 +378,7 @@ func parseExport(name string, b []byte) (leases.Export, error) {
 func exportContinuations(name string) (map[string]string, error) {
 	b, err := lineio.ReadFile(name, maxExportFile)
 	if err != nil {
-		return nil, fmt.Errorf("read --from-file: %w", err)
+		return nil, fmt.Errorf("read the export file: %w", err)
 	}
 	e, err := parseExport(name, b)
 	if err != nil {

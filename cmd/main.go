@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +57,7 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 	f.Account = f.openAccount
 
 	root := newRootCmd(f)
-	root.SetArgs(args)
+	root.SetArgs(relativeArgs(root, args))
 	root.SetIn(ios.In)
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)
@@ -74,6 +75,71 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 		io.WriteString(ios.ErrOut, shortUsage(c))
 	}
 	return exitCode(err, interrupted)
+}
+
+// relativeArgs moves arguments that are negative durations ("-2h": a position that long
+// ago) behind "--", so that `cfp replay-from -2h` reads -2h as its argument rather than as
+// the flags -2 and -h. No cfp flag is a digit, so such an argument can only be a position;
+// one that follows a flag taking a value (--from -2h) is that flag's value and stays.
+func relativeArgs(root *cobra.Command, args []string) []string {
+	var moved, rest []string
+	for i, a := range args {
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		if isNegativeDuration(a) && (i == 0 || !takesValue(root, args[i-1])) {
+			moved = append(moved, a)
+			continue
+		}
+		rest = append(rest, a)
+	}
+	if len(moved) == 0 {
+		return args
+	}
+	out := rest
+	if i := slices.Index(rest, "--"); i >= 0 {
+		out = slices.Concat(rest[:i+1], moved, rest[i+1:])
+	} else {
+		out = slices.Concat(rest, []string{"--"}, moved)
+	}
+	return out
+}
+
+// isNegativeDuration reports whether a is "-" and a positive Go duration ("-2h", "-90m").
+func isNegativeDuration(a string) bool {
+	if len(a) < 3 || a[0] != '-' || a[1] < '0' || a[1] > '9' {
+		return false
+	}
+	d, err := time.ParseDuration(a[1:])
+	return err == nil && d > 0
+}
+
+// takesValue reports whether arg is a flag of some command under root that takes a value
+// in the next argument ("--from", "-n"; not "--from=x", a boolean, or --local).
+func takesValue(root *cobra.Command, arg string) bool {
+	if len(arg) < 2 || arg[0] != '-' || strings.Contains(arg, "=") {
+		return false
+	}
+	var fl *pflag.Flag
+	found := false
+	walk(root, func(c *cobra.Command) {
+		if found {
+			return
+		}
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+			if strings.HasPrefix(arg, "--") {
+				fl = fs.Lookup(arg[2:])
+			} else {
+				fl = fs.ShorthandLookup(arg[len(arg)-1:])
+			}
+			if fl != nil {
+				found = true
+				return
+			}
+		}
+	})
+	return found && fl.NoOptDefVal == ""
 }
 
 // hintLocalWithSpace adds a hint to a usage error when args hold "--local DIR": --local takes

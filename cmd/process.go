@@ -35,7 +35,7 @@ type processOptions struct {
 	Expiration      time.Duration
 	PollInterval    time.Duration
 	MaxItems        int
-	// StartFrom is the --start-from text ("now" by default); startSet says the user gave it.
+	// StartFrom is the --from text ("now" by default); startSet says the user gave it.
 	StartFrom string
 	startSet  bool
 	// Mode is the --mode text (latest or all-versions); mode is its parsed value.
@@ -94,9 +94,9 @@ comes to the delegate, unchanged, as the service's {"current","previous","metada
 "Mode": "Full-Fidelity Feed" (latest: "Incremental Feed"). A lease set of the other mode is
 refused, as .NET refuses to switch ChangeFeedMode: give the processor another -p/--processor
 name to change its mode. As in .NET, all-versions leases without a continuation start from
-now only (--start-from must be now), that is when each lease is first read.
+now only (--from must be now), that is when each lease is first read.
 
---start-from applies only to leases that have no continuation yet; leases that already
+--from applies only to leases that have no continuation yet; leases that already
 have one resume from it (use 'cfp leases reset' to move them). "now" means the moment this
 host started (less a second), as in .NET 3.59+: a lease that another host owned but never
 checkpointed still delivers the changes written since then when this host takes it over.
@@ -129,7 +129,7 @@ const processExample = `  # Print every change of shop/orders as JSON lines, sha
     | jq -c 'select(.metadata.operationType == "delete") | .metadata.id'
 
   # A quick local setup: short lease timings, from the beginning
-  cfp --local process -d shop -c orders -p demo --create-lease-container --start-from beginning \
+  cfp --local process -d shop -c orders -p demo --create-lease-container --from beginning \
     --lease-acquire-interval 2s --lease-renew-interval 3s --lease-expiration 10s --poll-interval 500ms`
 
 func newProcessCmd(f *factory) *cobra.Command {
@@ -141,7 +141,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 		Example: processExample,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.startSet = c.Flags().Changed("start-from")
+			opts.startSet = c.Flags().Changed("from")
 			if err := opts.validate(c); err != nil {
 				return err
 			}
@@ -159,8 +159,8 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.DurationVar(&opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
 	fs.DurationVar(&opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
 	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
-	fs.IntVar(&opts.MaxItems, "max-items", 0, "at most `N` changes per batch (0: the service default)")
-	fs.StringVar(&opts.StartFrom, "start-from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -DURATION (all-versions: now only)")
+	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
+	fs.StringVar(&opts.StartFrom, "from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -<duration> (all-versions: now only)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
 	opts.delegate.addFlags(c, processDelegateUsage)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr (jsonl also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
@@ -168,6 +168,8 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	renameFlag(f, c, "start-from", "from")
+	renameFlag(f, c, "max-items", "batch-size")
 	return c
 }
 
@@ -183,21 +185,21 @@ func (o *processOptions) validate(c *cobra.Command) error {
 		return err
 	}
 	if o.MaxItems < 0 {
-		return usageErrorf("--max-items must not be negative, got %d", o.MaxItems)
+		return usageErrorf("--batch-size must not be negative, got %d", o.MaxItems)
 	}
 	if o.StuckAfter < 1 {
 		return usageErrorf("--stuck-after must be at least 1, got %d", o.StuckAfter)
 	}
 	start, err := feed.ParseStart(o.StartFrom, o.f.Now())
 	if err != nil {
-		return usageErrorf("--start-from: %w", err)
+		return usageErrorf("--from: %w", err)
 	}
 	if o.mode, err = feed.ParseFeedMode(o.Mode); err != nil {
 		return usageErrorf("--mode: %w", err)
 	}
 	if o.mode == feed.AllVersionsAndDeletes && start.Kind != feed.StartNow {
 		// .NET throws too: the all-versions feed starts from now or a continuation only.
-		return usageErrorf("--start-from %s: an all-versions processor starts its leases from now only (leases with a continuation resume from it)", o.StartFrom)
+		return usageErrorf("--from %s: an all-versions processor starts its leases from now only (leases with a continuation resume from it)", o.StartFrom)
 	}
 	if err := o.engineOptions(feed.StartFrom{}).Validate(); err != nil {
 		return usageErrorf("%w", err)
@@ -269,7 +271,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	f := o.f
 	start, err := feed.ParseStart(o.StartFrom, f.Now())
 	if err != nil {
-		return usageErrorf("--start-from: %w", err)
+		return usageErrorf("--from: %w", err)
 	}
 	if o.mode, err = feed.ParseFeedMode(o.Mode); err != nil {
 		return usageErrorf("--mode: %w", err)
@@ -419,7 +421,7 @@ func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, i
 	}), nil
 }
 
-// noteExistingLeases tells the user that --start-from does not move leases that already have a
+// noteExistingLeases tells the user that --from does not move leases that already have a
 // continuation.
 func (o *processOptions) noteExistingLeases(ctx context.Context, store *leases.Store) {
 	ls, err := store.List(ctx)
@@ -440,7 +442,7 @@ func (o *processOptions) noteExistingLeases(ctx context.Context, store *leases.S
 		proc = "NAME"
 	}
 	fmt.Fprintf(o.f.IO.ErrOut, "cfp: note: %d of %d leases of processor %s already have a continuation and resume from it; "+
-		"--start-from %s applies only to the others. To move them, run 'cfp leases reset -p %s' (see its --to-* flags)\n",
+		"--from %s applies only to the others. To move them, run 'cfp leases reset -p %s' (see its --to flag)\n",
 		withCont, len(ls), proc, o.StartFrom, proc)
 }
 

@@ -185,7 +185,7 @@ func TestProcess_AllVersionsStartsFromNowOnly(t *testing.T) {
 	t.Parallel()
 	base := []string{"--local=" + filepath.Join(t.TempDir(), "never"), "process", "-d", "shop", "-c", "orders", "-p", "x", "--mode", "all-versions"}
 	for _, start := range []string{"beginning", "-1h", "2026-01-01T00:00:00Z"} {
-		code, _, stderr := run(t, nil, append(base[:len(base):len(base)], "--start-from", start)...)
+		code, _, stderr := run(t, nil, append(base[:len(base):len(base)], "--from", start)...)
 		if code != exitUsage || !strings.Contains(stderr, "an all-versions processor starts its leases from now only") {
 			t.Errorf("--start-from %s: exit %d, stderr %q; want a usage error", start, code, stderr)
 		}

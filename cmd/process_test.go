@@ -144,7 +144,7 @@ func TestProcess_StdoutDeliversEveryChangeThenReleasesOnInterrupt(t *testing.T) 
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 60)
 	args := append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "proj",
-		"--instance", "host-a", "--create-lease-container", "--start-from", "beginning", "--events", "jsonl"}, procFastLeases...)
+		"--instance", "host-a", "--create-lease-container", "--from", "beginning", "--events", "jsonl"}, procFastLeases...)
 
 	r := procStart(t, "", args...)
 	procWaitFor(t, "60 documents on stdout", func() bool { return procLines(r.out.String()) >= 60 }, r)
@@ -229,7 +229,7 @@ func TestProcess_ExecRunsOncePerBatchWithItsEnvironment(t *testing.T) {
 	script := `f="` + batches + `/$CFP_LEASE_TOKEN.$(printf %s "$CFP_CONTINUATION" | tr -d '"').$CFP_BATCH_SIZE"; ` +
 		`printf '%s\n' "$CFP_RANGE" > "$f.range"; cat > "$f"`
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "execp",
-		"--create-lease-container", "--start-from", "beginning", "--max-items", "4", "--exec", script, "--events", "jsonl"}, procFastLeases...)...)
+		"--create-lease-container", "--from", "beginning", "--batch-size", "4", "--exec", script, "--events", "jsonl"}, procFastLeases...)...)
 	total := func() int {
 		n := 0
 		ents, _ := os.ReadDir(batches)
@@ -306,7 +306,7 @@ func TestProcess_FailingBatchesGoToTheDeadLetterFile(t *testing.T) {
 	dir, dl := filepath.Join(root, "data"), filepath.Join(root, "dead.jsonl")
 	procSeed(t, dir, 12)
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "dlp",
-		"--create-lease-container", "--start-from", "beginning", "--exec", "echo nope >&2; exit 3",
+		"--create-lease-container", "--from", "beginning", "--exec", "echo nope >&2; exit 3",
 		"--max-retries", "1", "--dead-letter", dl, "--events", "jsonl"}, procFastLeases...)...)
 	var records []struct {
 		Lease    string            `json:"lease"`
@@ -376,7 +376,7 @@ func TestProcess_OnErrorStopExitsOneAndReleasesLeases(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 5)
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "stopp",
-		"--create-lease-container", "--start-from", "beginning", "--exec", "exit 7", "--max-retries", "0",
+		"--create-lease-container", "--from", "beginning", "--exec", "exit 7", "--max-retries", "0",
 		"--events", "text"}, procFastLeases...)...)
 	var code int
 	select {
@@ -413,7 +413,7 @@ func TestProcess_ExecLinesChildCheckpoints(t *testing.T) {
 	child := `while IFS= read -r line; do case "$line" in *'"type":"batch"'*) printf '%s\n' "$line" >> "` + got +
 		`.$CFP_LEASE_TOKEN"; echo '{"type":"checkpoint"}';; *) echo '{"type":"done"}';; esac; done`
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "linesp",
-		"--create-lease-container", "--start-from", "beginning", "--exec-lines", child, "--events", "none"}, procFastLeases...)...)
+		"--create-lease-container", "--from", "beginning", "--exec-lines", child, "--events", "none"}, procFastLeases...)...)
 	items := func() int {
 		files, _ := filepath.Glob(got + ".*")
 		n := 0
@@ -462,7 +462,7 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "metp",
-		"--instance", "m1", "--create-lease-container", "--start-from", "beginning", "--metrics-addr", addr,
+		"--instance", "m1", "--create-lease-container", "--from", "beginning", "--metrics-addr", addr,
 		"--events", "none"}, procFastLeases...)...)
 	procWaitFor(t, "16 documents", func() bool { return procLines(r.out.String()) >= 16 }, r)
 	var body string
@@ -528,7 +528,7 @@ func TestProcess_UsageErrors(t *testing.T) {
 		{"dead-letter policy without file", []string{"-p", "x", "--on-error", "dead-letter"}, "--on-error dead-letter needs --dead-letter FILE"},
 		{"dead-letter file with another policy", []string{"-p", "x", "--on-error", "skip", "--dead-letter", "f"}, "--dead-letter needs --on-error dead-letter"},
 		{"two delegates", []string{"-p", "x", "--exec", "a", "--exec-lines", "b"}, "exec"},
-		{"bad start", []string{"-p", "x", "--start-from", "yesterday"}, "--start-from"},
+		{"bad start", []string{"-p", "x", "--from", "yesterday"}, "--from"},
 		{"renew not below expiration", []string{"-p", "x", "--lease-renew-interval", "1m"}, "renew interval 1m0s must be shorter than the lease expiration 1m0s"},
 		{"bad events", []string{"-p", "x", "--events", "xml"}, "want one of text, jsonl, none"},
 		{"negative retries", []string{"-p", "x", "--max-retries", "-1"}, "--max-retries must not be negative"},
@@ -607,7 +607,7 @@ func TestProcess_EventsJSONLMakesLogsJSON(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 5)
 	args := append([]string{"--local=" + dir, "--log-level", "info", "process", "-d", "shop", "-c", "orders", "-p", "proj",
-		"--instance", "host-a", "--create-lease-container", "--start-from", "beginning", "--events", "jsonl"}, procFastLeases...)
+		"--instance", "host-a", "--create-lease-container", "--from", "beginning", "--events", "jsonl"}, procFastLeases...)
 	r := procStart(t, "", args...)
 	procWaitFor(t, "5 documents on stdout", func() bool { return procLines(r.out.String()) >= 5 }, r)
 	if code := r.stop(t); code != exitOK {
@@ -639,7 +639,7 @@ func TestProcess_CreatedLeaseContainerHasTTL(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 1)
 	args := append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "proj",
-		"--instance", "host-a", "--create-lease-container", "--start-from", "beginning", "--events", "none"}, procFastLeases...)
+		"--instance", "host-a", "--create-lease-container", "--from", "beginning", "--events", "none"}, procFastLeases...)
 	r := procStart(t, "", args...)
 	procWaitFor(t, "the document on stdout", func() bool { return procLines(r.out.String()) >= 1 }, r)
 	if code := r.stop(t); code != exitOK {

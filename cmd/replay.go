@@ -47,13 +47,16 @@ const replayLong = `Re-process a window of a container's history through the sam
 JSON lines on stdout by default, --exec CMD once per batch, or --exec-lines CMD with one child
 per lease, with the same --max-retries and --on-error policy.
 
-The window starts at the argument and ends at --until (default: the moment the replay
-started, including the rest of that second):
+The window starts at the POSITION argument, in the position grammar of every cfp command,
+and ends at --until (default: the moment the replay started, including the rest of that
+second):
 
   beginning          every change still in the feed
   <RFC 3339 time>    the changes since that time, e.g. 2026-01-02T10:00:00Z
-  <duration>         the changes since that long ago, e.g. 2h or 90m (also -- -2h)
+  -<duration>        the changes since that long ago, e.g. -2h or -90m
   @<state-file>      each range from its position in a 'cfp tail --save-state' file
+
+(A duration without its sign, 2h, still works as in earlier versions, with a warning.)
 
 The change feed keeps the latest version of each document, so a document changed several
 times is delivered once, at its latest version, when that version lies in the window; a
@@ -74,7 +77,7 @@ has passed the window's end, cfp prints a summary on stderr (items, ranges, elap
 deletes the replay's leases (keep them with --cleanup=false) and exits 0.`
 
 const replayExample = `  # Re-process the last two hours of shop/orders as JSON lines
-  cfp replay-from 2h -d shop -c orders > changes.jsonl
+  cfp replay-from -2h -d shop -c orders > changes.jsonl
 
   # Replay a morning through the projection's loader, next to the live processor "orders-proj"
   cfp replay-from 2026-01-02T08:00:00Z --until 2026-01-02T12:00:00Z \
@@ -87,7 +90,7 @@ const replayExample = `  # Re-process the last two hours of shop/orders as JSON 
 func newReplayCmd(f *factory) *cobra.Command {
 	opts := &replayOptions{f: f}
 	c := &cobra.Command{
-		Use:     "replay-from <time|beginning|@state-file> [flags]",
+		Use:     "replay-from POSITION [flags]",
 		Short:   "Re-process a window of history through the process delegates",
 		Long:    replayLong,
 		Example: replayExample,
@@ -100,19 +103,20 @@ func newReplayCmd(f *factory) *cobra.Command {
 				return err
 			}
 			if opts.MaxItems < 0 {
-				return usageErrorf("--max-items must not be negative, got %d", opts.MaxItems)
+				return usageErrorf("--batch-size must not be negative, got %d", opts.MaxItems)
 			}
 			opts.From = args[0]
 			return runReplay(contextOf(c), opts)
 		},
 	}
 	fs := c.Flags()
-	fs.StringVar(&opts.Until, "until", "", "end of the window: an RFC 3339 `TIME`, -DURATION or now (default: the end of the second the replay started in)")
+	fs.StringVar(&opts.Until, "until", "", "end of the window: now, an RFC 3339 `TIME`, -<duration> or +<duration> (default: the end of the second the replay started in)")
 	fs.BoolVar(&opts.Fresh, "fresh", false, "start over: delete the leases of an earlier, interrupted run of the same replay")
 	fs.BoolVar(&opts.Cleanup, "cleanup", true, "delete the replay's leases once every range is done")
 	fs.StringVar(&opts.Instance, "instance", "", "the replay host's `NAME` in its leases (default <hostname>-replay)")
-	fs.IntVar(&opts.MaxItems, "max-items", 0, "at most `N` changes per batch (0: the service default)")
+	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
 	opts.delegate.addFlags(c, replayDelegateUsage)
+	renameFlag(f, c, "max-items", "batch-size")
 	return c
 }
 
@@ -138,14 +142,16 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	now := f.Now()
 	from := strings.TrimSpace(o.From)
 	if d, derr := time.ParseDuration(from); derr == nil && d > 0 {
-		from = "-" + from // "2h": that long ago (a leading "-" would be read as a flag)
+		// "2h", the spelling of earlier versions: that long ago.
+		f.warnf("replay-from %s is deprecated: use replay-from -%s (see 'cfp help deprecated')", from, from)
+		from = "-" + from
 	}
 	start, state, err := feed.ParseTailFrom(from, now)
 	if err != nil {
 		return briefUsageErrorf("%w", err)
 	}
 	if state == nil && start.Kind == feed.StartNow {
-		return briefUsageErrorf("replay-from needs a start in the past: beginning, an RFC 3339 time, a duration ago (2h) or @state-file")
+		return briefUsageErrorf("replay-from needs a start in the past: beginning, an RFC 3339 time, -<duration> (e.g. -2h) or @state-file")
 	}
 	if state != nil && len(state.PartitionKey) > 0 {
 		return briefUsageErrorf("%s holds the state of a partition-key tail: replay-from replays whole ranges", o.From)

@@ -91,17 +91,17 @@ and delete, each as the service's {"current","previous","metadata"} object, with
 operation on the terminal line and in the envelope. The service starts this mode from now or
 a saved position only: use --from now (the default) or --from @FILE.
 
-Where to start (--from):
+Where to start (--from), in the position grammar of every cfp command:
   now               only changes made from now on (the default)
   beginning         the whole retained history
   2026-01-02T15:04:05Z, -15m
-                    changes made at or after that time
+                    changes made at or after that time (-<duration>: that long ago)
   @FILE             exactly where a --save-state FILE of an earlier run stopped:
                     no change lost, none repeated
 
 Where to stop: Ctrl-C (a one-line summary on stderr, exit 130), -e/--exit-at-end (once
-every range is caught up), -n/--max-items N, or --until TIME (changes after it are left
-for the next run). With --save-state FILE the position of every range is written to FILE
+every range is caught up), -n/--max-items N (in all), or --until TIME (now, an RFC 3339
+time, -<duration> or +<duration>; changes after it are left for the next run). With --save-state FILE the position of every range is written to FILE
 (atomically) every --save-every and on exit, so 'cfp tail --from @FILE --save-state FILE'
 resumes where the last run stopped.
 
@@ -146,19 +146,21 @@ func newTailCmd(f *factory) *cobra.Command {
 	}
 	fs := c.Flags()
 	fs.StringVar(&opts.From, "from", "now", "where to start: now, beginning, an RFC 3339 `TIME`, -<duration> or @STATE-FILE")
-	fs.StringVar(&opts.Until, "until", "", "stop each range at its first change after `TIME` (RFC 3339, -<duration>, +<duration> or now)")
+	fs.StringVar(&opts.Until, "until", "", "stop each range at its first change after `TIME`: now, an RFC 3339 time, -<duration> or +<duration>")
 	fs.BoolVarP(&opts.ExitAtEnd, "exit-at-end", "e", false, "stop once every range is caught up")
 	fs.Int64VarP(&opts.MaxItems, "max-items", "n", 0, "stop after `N` changes (0: no limit)")
 	fs.StringVar(&opts.PartitionKey, "partition-key", "", "only the changes of the logical partition `VALUE` (a string, \"\" included, or JSON such as [5] or [\"a\",\"b\"], one component per partition key path)")
 	fs.StringVar(&opts.Range, "range", "", "only the changes in the EPK `RANGE` MIN-MAX (hex, e.g. -3F or 3F-7F)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode", "latest", "all-versions")
-	fs.DurationVar(&opts.Poll, "poll", feed.DefaultTailPoll, "wait this `DURATION` before reading a caught-up range again")
+	fs.DurationVar(&opts.Poll, "poll-interval", feed.DefaultTailPoll, "wait this `DURATION` before reading a caught-up range again")
 	fs.StringVar(&opts.SaveState, "save-state", "", "write every range's position to `FILE` periodically and on exit (resume with --from @FILE)")
 	fs.DurationVar(&opts.SaveEvery, "save-every", feed.DefaultTailSaveEvery, "write the --save-state file every `DURATION`")
 	fs.BoolVar(&opts.Envelope, "envelope", false, "wrap each change as {range, partition, lsn, ts, operation, item}")
-	fs.IntVar(&opts.PageSize, "page-size", defaultTailPageSize, "at most `N` changes per read")
+	fs.IntVar(&opts.PageSize, "batch-size", defaultTailPageSize, "read at most `N` changes at a time")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultTailConcurrency, "at most `N` ranges read at once")
 	c.MarkFlagsMutuallyExclusive("partition-key", "range")
+	renameFlag(f, c, "poll", "poll-interval")
+	renameFlag(f, c, "page-size", "batch-size")
 	return c
 }
 
@@ -217,11 +219,11 @@ func (o *tailOptions) validate() error {
 	case o.MaxItems < 0:
 		return briefUsageErrorf("invalid --max-items %d: must not be negative", o.MaxItems)
 	case o.Poll <= 0:
-		return briefUsageErrorf("invalid --poll %s: must be positive", o.Poll)
+		return briefUsageErrorf("invalid --poll-interval %s: must be positive", o.Poll)
 	case o.SaveEvery <= 0:
 		return briefUsageErrorf("invalid --save-every %s: must be positive", o.SaveEvery)
 	case o.PageSize <= 0:
-		return briefUsageErrorf("invalid --page-size %d: must be positive", o.PageSize)
+		return briefUsageErrorf("invalid --batch-size %d: must be positive", o.PageSize)
 	case o.Concurrency <= 0:
 		return briefUsageErrorf("invalid --concurrency %d: must be positive", o.Concurrency)
 	}

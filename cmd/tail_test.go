@@ -93,7 +93,7 @@ func TestTail_FromBeginningPrintsEveryDocumentOnce(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	seedDir(t, dir, 0, 300)
-	code, out, errOut := run(t, nil, "--local="+dir, "tail", "-d", "db", "-c", "c", "--from", "beginning", "-e", "--page-size", "7")
+	code, out, errOut := run(t, nil, "--local="+dir, "tail", "-d", "db", "-c", "c", "--from", "beginning", "-e", "--batch-size", "7")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -111,7 +111,7 @@ func TestTail_StateResumesExactly(t *testing.T) {
 	args := []string{"--local=" + dir, "tail", "-d", "db", "-c", "c", "-e", "--save-state", state}
 
 	// Stop in the middle of a page with -n: the state must point just after change 37.
-	code, out, errOut := run(t, nil, append(args, "--from", "beginning", "-n", "37", "--page-size", "10")...)
+	code, out, errOut := run(t, nil, append(args, "--from", "beginning", "-n", "37", "--batch-size", "10")...)
 	if code != 0 || strings.Count(out, "\n") != 37 {
 		t.Fatalf("exit %d, %d lines, stderr %q; want 0 and 37 lines", code, strings.Count(out, "\n"), errOut)
 	}
@@ -288,7 +288,7 @@ func TestTail_InterruptPrintsSummaryAndExits130(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- MainWithIO(ctx, []string{"--local=" + dir, "tail", "-d", "db", "-c", "c", "--from", "beginning", "--poll", "20ms"}, ios,
+		done <- MainWithIO(ctx, []string{"--local=" + dir, "tail", "-d", "db", "-c", "c", "--from", "beginning", "--poll-interval", "20ms"}, ios,
 			func(string) string { return "" })
 	}()
 	select {
@@ -320,15 +320,15 @@ func TestTail_BadValuesAreOneLineUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--from", "yesterday"}, "cfp: invalid --from: start position \"yesterday\""},
-		{[]string{"--from", "-5x"}, "cfp: invalid --from: start position \"-5x\": bad duration"},
+		{[]string{"--from", "yesterday"}, "cfp: invalid --from: position \"yesterday\": want beginning, now"},
+		{[]string{"--from", "-5x"}, "cfp: invalid --from: position \"-5x\": bad duration"},
 		{[]string{"--from", "@"}, "cfp: invalid --from \"@\": name the state file after @"},
-		{[]string{"--until", "soon"}, "cfp: invalid --until: end time \"soon\""},
+		{[]string{"--until", "soon"}, "cfp: invalid --until: end position \"soon\": want now, an RFC 3339 time"},
 		{[]string{"--range", "3F"}, "cfp: invalid --range \"3F\": want MIN-MAX"},
 		{[]string{"--range", "7F-3F"}, "cfp: invalid --range \"7F-3F\": MIN must be below MAX"},
 		{[]string{"--range", "zz-FF"}, "cfp: invalid --range \"zz-FF\": \"ZZ\" is not a hex EPK"},
 		{[]string{"-n", "-1"}, "cfp: invalid --max-items -1"},
-		{[]string{"--poll", "0s"}, "cfp: invalid --poll 0s"},
+		{[]string{"--poll-interval", "0s"}, "cfp: invalid --poll-interval 0s"},
 		{[]string{"--mode", "all-versions", "--from", "beginning"}, "cfp: --mode all-versions cannot start from \"beginning\": the service starts this mode from now or a saved position only"},
 		{[]string{"--mode", "all-versions", "--from", "-1h"}, "cfp: --mode all-versions cannot start from \"-1h\""},
 	} {

@@ -14,7 +14,7 @@ import (
 // the first change of l's range at or after start (a time, the beginning, or now), or the
 // partition's latest LSN when nothing is there. It reads one item from the partition that
 // serves l (Route, given the live partitions parts); a lease that no single live partition
-// serves gives Route's *RouteError. It is how `leases reset --to-time` turns a time into the
+// serves gives Route's *RouteError. It is how `leases reset --to` turns a time into the
 // position it writes.
 func PositionAt(ctx context.Context, src Source, l *leases.Lease, parts []Partition, start StartFrom) (string, error) {
 	rt, err := Route(l, parts)

@@ -8,49 +8,38 @@ import (
 	"time"
 )
 
-// ParseStart parses a start position as the user types it for --from: "now", "beginning",
-// an RFC 3339 time, or "-<duration>" (that long before now, e.g. "-15m", "-2h30m").
-// The "@state-file" form belongs to the tail driver and is rejected here. Relative times are
-// resolved against now; an absolute or relative time in the future is an error, since the change
-// feed cannot start after the present.
+// ParseStart parses a start position (ParsePosition's grammar without @file): "now",
+// "beginning", an RFC 3339 time, or "-<duration>" (that long before now, e.g. "-15m"). A time
+// in the future is an error, since the change feed cannot start after the present.
 func ParseStart(s string, now time.Time) (StartFrom, error) {
-	s = strings.TrimSpace(s)
-	switch strings.ToLower(s) {
-	case "":
-		return StartFrom{}, errors.New("empty start position: want now, beginning, an RFC 3339 time or -<duration>")
-	case "now":
-		return StartFrom{Kind: StartNow}, nil
-	case "beginning":
-		return StartFrom{Kind: StartBeginning}, nil
-	}
-	if strings.HasPrefix(s, "@") {
-		return StartFrom{}, fmt.Errorf("start position %q: a state file is only accepted by tail", s)
-	}
-	t, err := parseTimeSpec(s, now)
+	p, err := ParsePosition(s, now)
 	if err != nil {
-		return StartFrom{}, fmt.Errorf("start position %q: %w", s, err)
+		return StartFrom{}, err
 	}
-	if t.After(now) {
-		return StartFrom{}, fmt.Errorf("start position %q is in the future", s)
-	}
-	return StartFrom{Kind: StartTime, Time: t}, nil
+	return p.StartFrom(now)
 }
 
-// ParseUntil parses an end time for --until: an RFC 3339 time, "-<duration>" (before now),
-// "+<duration>" (after now) or "now". An empty string means no end and returns the zero time.
+// ParseUntil parses an end time (ParsePosition's grammar without beginning and @file): an RFC
+// 3339 time, "-<duration>" (before now), "+<duration>" (after now) or "now". An empty string
+// means no end and returns the zero time.
 func ParseUntil(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	switch strings.ToLower(s) {
-	case "":
+	if strings.TrimSpace(s) == "" {
 		return time.Time{}, nil
-	case "now":
-		return now, nil
 	}
-	t, err := parseTimeSpec(s, now)
+	p, err := ParsePosition(s, now)
+	if errors.Is(err, errNotAPosition) {
+		return time.Time{}, fmt.Errorf("end position %q: want now, an RFC 3339 time, -<duration> or +<duration>", strings.TrimSpace(s))
+	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("end time %q: %w", s, err)
+		return time.Time{}, err
 	}
-	return t, nil
+	switch p.Kind {
+	case PositionNow:
+		return now, nil
+	case PositionTime:
+		return p.Time, nil
+	}
+	return time.Time{}, fmt.Errorf("end position %q: want now, an RFC 3339 time, -<duration> or +<duration>", strings.TrimSpace(s))
 }
 
 // FormatStart renders a start position in the form ParseStart reads back ("now", "beginning",
@@ -66,28 +55,6 @@ func FormatStart(s StartFrom) string {
 	default:
 		return s.Continuation
 	}
-}
-
-// parseTimeSpec reads an RFC 3339 time or a signed duration relative to now.
-func parseTimeSpec(s string, now time.Time) (time.Time, error) {
-	if s[0] == '-' || s[0] == '+' {
-		d, err := time.ParseDuration(s[1:])
-		if err != nil {
-			return time.Time{}, fmt.Errorf("bad duration: %w", err)
-		}
-		if d < 0 {
-			return time.Time{}, errors.New("duration after the sign must be positive")
-		}
-		if s[0] == '-' {
-			d = -d
-		}
-		return now.Add(d), nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, errors.New("want an RFC 3339 time (2006-01-02T15:04:05Z) or a duration like -15m")
-	}
-	return t, nil
 }
 
 // ContinuationLSN decodes a raw change-feed continuation (an ETag such as `"42"`, quotes

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -17,17 +16,18 @@ import (
 // ParseTailFrom parses tail's --from: everything ParseStart accepts, or "@FILE" to resume from a
 // state file written by WriteTailState (then the StartFrom is zero and the state is returned).
 func ParseTailFrom(s string, now time.Time) (StartFrom, *TailState, error) {
-	if path, ok := strings.CutPrefix(strings.TrimSpace(s), "@"); ok {
-		if path == "" {
-			return StartFrom{}, nil, fmt.Errorf("start position %q: missing state file name", s)
-		}
-		st, err := ReadTailState(path)
+	p, err := ParsePosition(s, now)
+	if err != nil {
+		return StartFrom{}, nil, err
+	}
+	if p.Kind == PositionFile {
+		st, err := ReadTailState(p.File)
 		if err != nil {
 			return StartFrom{}, nil, err
 		}
 		return StartFrom{}, st, nil
 	}
-	start, err := ParseStart(s, now)
+	start, err := p.StartFrom(now)
 	return start, nil, err
 }
 

@@ -50,7 +50,7 @@ func TestParseTailFrom(t *testing.T) {
 	}{
 		{in: "@" + filepath.Join(dir, "missing.json"), wantErr: "read tail state"},
 		{in: "@" + bad, wantErr: "neither a continuation nor a start"},
-		{in: "@", wantErr: "missing state file name"},
+		{in: "@", wantErr: "missing file name"},
 		{in: "yesterday", wantErr: "RFC 3339"},
 	}
 	for _, tt := range tests {
