@@ -122,14 +122,17 @@ func newDemoCmd(f *factory) *cobra.Command {
 
 // demoView is the summary of `cfp demo -o json`.
 type demoView struct {
-	Written    int64               `json:"written"`
-	Processed  map[string]int64    `json:"processed"`
-	Duplicates int64               `json:"duplicates"`
-	Lost       int64               `json:"lost"`
-	Split      *demoSplitView      `json:"split"`
-	Leases     []estimateLeaseView `json:"leases"`
-	Data       string              `json:"data,omitempty"`
-	Seconds    float64             `json:"seconds"`
+	Written    int64            `json:"written"`
+	Processed  map[string]int64 `json:"processed"`
+	Duplicates int64            `json:"duplicates"`
+	Lost       int64            `json:"lost"`
+	// Pending counts the orders written but not processed yet when Ctrl-C ended the demo: they
+	// wait after the leases' checkpoints, not lost.
+	Pending int64               `json:"pending"`
+	Split   *demoSplitView      `json:"split"`
+	Leases  []estimateLeaseView `json:"leases"`
+	Data    string              `json:"data,omitempty"`
+	Seconds float64             `json:"seconds"`
 }
 
 type demoSplitView struct {
@@ -196,7 +199,7 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 
 	runErr := r.run(ctx, acct)
 	interrupted := ctx.Err() != nil
-	v, verr := r.summary(context.WithoutCancel(ctx))
+	v, verr := r.summary(context.WithoutCancel(ctx), interrupted)
 	if verr != nil && runErr == nil {
 		runErr = verr
 	}
@@ -434,7 +437,7 @@ func (r *demoRun) drain(ctx context.Context) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if r.lost() == 0 {
+		if r.unprocessed() == 0 {
 			return
 		}
 		select {
@@ -447,8 +450,8 @@ func (r *demoRun) drain(ctx context.Context) {
 	}
 }
 
-// lost counts the orders written but not processed.
-func (r *demoRun) lost() int64 {
+// unprocessed counts the orders written but not processed.
+func (r *demoRun) unprocessed() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var n int64
@@ -545,12 +548,12 @@ func (r *demoRun) writeFrame(w io.Writer, v demoView) {
 	}
 	fmt.Fprintf(w, "%s  written %d  processed %s  %s\n",
 		st.Bold.Render(fmt.Sprintf("%.0fs/%s", v.Seconds, r.o.Duration.Round(time.Second))), v.Written, processedText(v), split)
-	tb := render.NewTable(r.f.IO, slices.Concat(leaseColumns, []string{"latest", "lag"})...)
+	tb := render.NewLeaseTable(r.f.IO, "latest", "lag")
 	var lag int64
 	for _, l := range v.Leases {
 		lag += l.Lag
-		cells := leaseCells(r.f.IO, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
-		tb.Row(append(cells, lsnCell(l.LatestLSN), strconv.FormatInt(l.Lag, 10))...)
+		cells := render.LeaseCells(st, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
+		tb.Row(append(cells, render.LSN(l.LatestLSN), strconv.FormatInt(l.Lag, 10))...)
 	}
 	_ = tb.RenderTo(w)
 	fmt.Fprintf(w, "total lag %d\n", lag)
@@ -572,13 +575,19 @@ func processedText(v demoView) string {
 	return strings.Join(parts, ", ")
 }
 
-// summary is the final view, with the orders lost and the leases after the split.
-func (r *demoRun) summary(ctx context.Context) (demoView, error) {
+// summary is the final view, with the orders lost and the leases after the split. When the
+// demo was interrupted, the orders not processed yet are pending, not lost: the workers had no
+// time to catch up.
+func (r *demoRun) summary(ctx context.Context, interrupted bool) (demoView, error) {
 	v, err := r.view(ctx)
 	if err != nil {
 		return v, fmt.Errorf("read the final lease table: %w", err)
 	}
-	v.Lost = r.lost()
+	if interrupted {
+		v.Pending = r.unprocessed()
+	} else {
+		v.Lost = r.unprocessed()
+	}
 	if v.Split != nil {
 		v.Split.LeasesAfter = len(v.Leases)
 	}
@@ -598,6 +607,9 @@ func (r *demoRun) printSummary(v demoView) {
 	fmt.Fprintf(w, "processed         %s (%d deliveries)\n", processedText(v), total)
 	fmt.Fprintf(w, "duplicates        %d (at least once: a batch in flight when its lease moved came again)\n", v.Duplicates)
 	fmt.Fprintf(w, "lost              %d\n", v.Lost)
+	if v.Pending > 0 {
+		fmt.Fprintf(w, "pending           %d (written before the interrupt, not processed yet: they wait after the leases' checkpoints)\n", v.Pending)
+	}
 	if v.Split != nil {
 		fmt.Fprintf(w, "split             partition %s into %s: %d leases before, %d after\n",
 			v.Split.Partition, strings.Join(v.Split.Children, " and "), v.Split.LeasesBefore, v.Split.LeasesAfter)

@@ -36,6 +36,10 @@ func TestDemo_InterruptEndsCleanlyWith130(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
+	// Orders not processed yet at Ctrl-C are pending, not lost.
+	if !strings.Contains(out.String(), "\nlost              0\n") {
+		t.Errorf("an interrupted demo reports orders lost:\n%s", out)
+	}
 	if strings.Contains(out.String(), "\towned\t") {
 		t.Errorf("a lease is still owned after the demo stopped:\n%s", out)
 	}

@@ -133,7 +133,7 @@ func newRangeView(r emulator.RangeStatus) rangeView {
 func rangeTable(f *factory, t *render.Table, ranges ...rangeView) {
 	*t = *render.NewTable(f.IO, "range", "min", "max", "parents", "lsn")
 	for _, r := range ranges {
-		t.Row(r.ID, r.MinInclusive, r.MaxExclusive, strings.Join(r.Parents, ","), strconv.FormatUint(r.LSN, 10))
+		t.Row(r.ID, render.EPK(r.MinInclusive), r.MaxExclusive, strings.Join(r.Parents, ","), strconv.FormatUint(r.LSN, 10))
 	}
 }
 

@@ -498,7 +498,7 @@ func (o *estimateOptions) checkMaxStuck(v estimateView) error {
 	for _, l := range v.Leases {
 		if l.StuckSeconds != nil && *l.StuckSeconds > o.MaxStuck.Seconds() {
 			return &ExitError{Code: exitThreshold, Err: fmt.Errorf("lease %s stuck for %s exceeds --max-stuck %s",
-				l.Lease, secondsCell(l.StuckSeconds), o.MaxStuck)}
+				l.Lease, render.Seconds(l.StuckSeconds), o.MaxStuck)}
 		}
 	}
 	return nil
@@ -555,18 +555,20 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimateView) error {
 	table := p.Format == render.FormatTable && p.Query == nil
 	err := p.Print(ctx, v, func(tb *render.Table) {
-		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"latest", "lag", "time-lag", "age", "progress"})...)
+		*tb = *render.NewLeaseTable(f.IO, "latest", "lag", "time-lag", "age", "progress")
+		// LATEST and AGE are the first to go on a narrow terminal: LAG and TIME-LAG say more.
+		tb.Optional(len(render.LeaseColumns)).Optional(len(render.LeaseColumns) + 3)
 		for _, l := range v.Leases {
 			lag := strconv.FormatInt(l.Lag, 10)
 			if l.Sentinel != nil {
 				lag += "*"
 			}
-			cells := leaseCells(f.IO, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
+			cells := render.LeaseCells(f.IO.Styles(), l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
 			progress := l.Progress
 			if l.StuckSeconds != nil {
-				progress += " " + secondsCell(l.StuckSeconds)
+				progress += " " + render.Seconds(l.StuckSeconds)
 			}
-			tb.Row(append(cells, lsnCell(l.LatestLSN), lag, secondsCell(l.TimeLagSeconds), secondsCell(l.AgeSeconds), progress)...)
+			tb.Row(append(cells, render.LSN(l.LatestLSN), lag, render.Seconds(l.TimeLagSeconds), render.Seconds(l.AgeSeconds), progress)...)
 		}
 	})
 	if err != nil || !table {
@@ -577,7 +579,7 @@ func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimat
 		s.TotalLag, s.Leases, s.Owned, s.LiveOwners)
 	if err == nil && s.Stuck > 0 {
 		_, err = fmt.Fprintf(f.IO.Out, "%d lease(s) stuck: the owner renews but the continuation has not moved (longest %s).\n",
-			s.Stuck, secondsCell(&s.MaxStuckSeconds))
+			s.Stuck, render.Seconds(&s.MaxStuckSeconds))
 	}
 	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Lag >= 0 && l.Sentinel != nil }) {
 		_, err = fmt.Fprintln(f.IO.Out, "* the estimator's sentinel 1: no continuation yet, or the lease's partition split or merged.")
@@ -586,12 +588,4 @@ func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimat
 		_, err = fmt.Fprintln(f.IO.Out, "* -1 is Java's sentinel for an LSN it cannot parse (not counted in the total).")
 	}
 	return err
-}
-
-// secondsCell renders a duration in seconds as "1m30s" (whole seconds), or "-" when unknown.
-func secondsCell(s *float64) string {
-	if s == nil {
-		return render.Empty
-	}
-	return (time.Duration(*s * float64(time.Second))).Round(time.Second).String()
 }

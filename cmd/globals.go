@@ -43,6 +43,7 @@ type globalOptions struct {
 	LogLevel              string
 	LogFormat             string
 	NoColor               bool
+	Wide                  bool
 	PreferredRegions      []string
 	CAFile                string
 	// RequestTimeout bounds each attempt of each request to Cosmos DB.
@@ -120,6 +121,7 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	enumFlag(fs, &g.LogLevel, "log-level", "", "warn", "log `LEVEL` on stderr (env CFP_LOG_LEVEL)", "debug", "info", "warn", "error")
 	enumFlag(fs, &g.LogFormat, "log-format", "", "text", "log `FORMAT` on stderr", "text", "json")
 	fs.BoolVar(&g.NoColor, "no-color", false, "disable colour (env NO_COLOR)")
+	fs.BoolVar(&g.Wide, "wide", false, "show tables whole on a terminal: lease tokens and ranges unabbreviated, every column")
 	fs.StringVar(&g.CAFile, "ca-file", "", "also trust the PEM certificates in `FILE` for https endpoints (e.g. cfp emulator's emulator.pem; env CFP_CA_FILE)")
 	fs.StringSliceVar(&g.PreferredRegions, "preferred-regions", nil, "`REGIONS` to read from, in order (e.g. \"West Europe,North Europe\")")
 	fs.DurationVar(&g.RequestTimeout, "request-timeout", cosmos.DefaultRequestTimeout, "give up on one request to Cosmos DB after `DURATION` without an answer (env CFP_REQUEST_TIMEOUT)")
@@ -170,6 +172,7 @@ func (f *factory) setup(c *cobra.Command) error {
 	if f.Global.NoColor {
 		f.IO.ColorEnabled, f.IO.StderrColorEnabled = false, false
 	}
+	f.IO.Wide = f.Global.Wide
 	f.Log = f.newLogger()
 	if f.Global.RequestTimeout <= 0 {
 		return briefUsageErrorf("--request-timeout must be positive, got %s", f.Global.RequestTimeout)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -472,50 +471,4 @@ func orDash(s string) string {
 		return render.Empty
 	}
 	return s
-}
-
-// leaseRange renders a lease's range for a table.
-func leaseRange(r leases.Range) string {
-	if r.Max == "" {
-		return render.Empty
-	}
-	min := r.Min
-	if min == "" {
-		min = `""`
-	}
-	return min + "-" + r.Max
-}
-
-// leaseColumns are the first columns of every table of one processor's leases; leaseCells fills
-// them.
-var leaseColumns = []string{"lease", "range", "owner", "state", "checkpoint"}
-
-// leaseCells renders a lease's leaseColumns: its token, range, owner, coloured state and
-// checkpoint LSN, from the optional fields of its JSON view.
-func leaseCells(ios *render.IOStreams, token string, r *leases.Range, owner *string, state string, checkpoint *int64) []string {
-	rng := render.Empty
-	if r != nil {
-		rng = leaseRange(*r)
-	}
-	return []string{token, rng, deref(owner), stateCell(ios, state), lsnCell(checkpoint)}
-}
-
-// lsnCell renders an optional LSN.
-func lsnCell(n *int64) string {
-	if n == nil {
-		return render.Empty
-	}
-	return strconv.FormatInt(*n, 10)
-}
-
-// stateCell colours a lease state for a table: owned green, expired yellow.
-func stateCell(ios *render.IOStreams, state string) string {
-	st := ios.Styles()
-	switch state {
-	case leases.StateOwned:
-		return st.Success.Render(state)
-	case leases.StateExpired:
-		return st.Warning.Render(state)
-	}
-	return state
 }

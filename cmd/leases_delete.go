@@ -237,8 +237,9 @@ func runLeasesRelease(ctx context.Context, opts *leasesReleaseOptions) error {
 	}
 	err = p.Print(ctx, views, func(tb *render.Table) {
 		*tb = *render.NewTable(f.IO, "lease", "owner", "state")
+		tb.Abbreviated(0, render.AbbrevToken)
 		for _, v := range views {
-			tb.Row(v.Lease, v.Owner, stateCell(f.IO, v.State))
+			tb.Row(v.Lease, v.Owner, render.State(f.IO.Styles(), v.State))
 		}
 	})
 	if err != nil {

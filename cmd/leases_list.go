@@ -127,9 +127,11 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		views = append(views, newLeaseView(l, now, opts.Expiration))
 	}
 	err = p.Print(ctx, views, func(tb *render.Table) {
-		*tb = *render.NewTable(f.IO, slices.Concat(leaseColumns, []string{"last update", "family", "mode"})...)
+		*tb = *render.NewLeaseTable(f.IO, "last update", "family", "mode")
+		// MODE, then FAMILY, are the first to go on a narrow terminal.
+		tb.Optional(len(render.LeaseColumns) + 2).Optional(len(render.LeaseColumns) + 1)
 		for i, v := range views {
-			cells := leaseCells(f.IO, v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
+			cells := render.LeaseCells(f.IO.Styles(), v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
 			tb.Row(append(cells, f.IO.Timestamp(set.leases[i].Timestamp, now), v.Family, modeCell(v))...)
 		}
 	})

@@ -308,7 +308,7 @@ func printResetPlan(ctx context.Context, f *factory, p *render.Printer, steps []
 	}
 	return p.Print(ctx, views, func(tb *render.Table) {
 		*tb = *render.NewTable(f.IO, "lease", "owner", "from", "to", "change", "note")
-		tb.Truncatable(5)
+		tb.Truncatable(5).Abbreviated(0, render.AbbrevToken)
 		for i, v := range views {
 			s := steps[i]
 			change := render.Empty

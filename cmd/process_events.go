@@ -178,7 +178,9 @@ func textEvent(v processEventView) string {
 	kv("owner", v.Owner)
 	kv("processor", v.Processor)
 	kv("lease", v.Lease)
-	kv("range", v.Range)
+	if lo, hi, ok := strings.Cut(v.Range, "-"); ok {
+		kv("range", render.RangeText(lo, hi))
+	}
 	if v.Items > 0 {
 		kv("items", fmt.Sprint(v.Items))
 	}

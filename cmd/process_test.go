@@ -562,9 +562,9 @@ func TestProcessEvents_TextShowsLifecycleOnly(t *testing.T) {
 	ev.notify(feed.Event{Type: feed.EventError, Time: now, Lease: "0", Owner: "h1", Cause: feed.CauseUser, Err: feed.Stop(fmt.Errorf("boom"))})
 	ev.notify(feed.Event{Type: feed.EventLost, Time: now, Lease: "0", Range: rng, Owner: "h1", Err: fmt.Errorf("owned by h2")})
 	ev.summary("h1", nil)
-	want := `cfp: 2026-05-01T12:00:00Z acquired owner=h1 lease=0 range=-3F
+	want := `cfp: 2026-05-01T12:00:00Z acquired owner=h1 lease=0 range=""-3F
 cfp: 2026-05-01T12:00:00Z error owner=h1 lease=0 cause=infra error="read with key [REDACTED]: refused"
-cfp: 2026-05-01T12:00:00Z lost owner=h1 lease=0 range=-3F error="owned by h2"
+cfp: 2026-05-01T12:00:00Z lost owner=h1 lease=0 range=""-3F error="owned by h2"
 cfp: 2026-05-01T12:00:00Z summary owner=h1 batches=1 processed=3 errors=1 seconds=0.0 reason=shutdown
 `
 	if got := buf.String(); got != want {

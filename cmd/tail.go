@@ -268,12 +268,15 @@ func (o *tailOptions) resolveMode() error {
 	return nil
 }
 
-// parseEPKRange parses "MIN-MAX" (upper- or lower-case hex EPKs; MIN may be empty for the
-// lowest key, MAX empty or FF for the top).
+// parseEPKRange parses "MIN-MAX" (upper- or lower-case hex EPKs; MIN may be empty or "" for
+// the lowest key, as tables show it, MAX empty or FF for the top).
 func parseEPKRange(s string) (feed.Range, error) {
 	lo, hi, ok := strings.Cut(strings.TrimSpace(s), "-")
 	if !ok || strings.Contains(hi, "-") {
 		return feed.Range{}, errors.New("want MIN-MAX in hex EPKs, e.g. -3F or 3F-FF")
+	}
+	if lo == render.EmptyEPK {
+		lo = ""
 	}
 	lo, hi = strings.ToUpper(lo), strings.ToUpper(hi)
 	if hi == "" {
@@ -823,7 +826,7 @@ func (t *tailWriter) appendPretty(dst []byte, ch feed.Change) []byte {
 	if !ch.TS.IsZero() {
 		when = ch.TS.Local().Format("15:04:05")
 	}
-	where := ch.Range.String()
+	where := render.RangeText(ch.Range.Min, ch.Range.Max)
 	if ch.PartitionID != "" {
 		where = "p" + ch.PartitionID
 	}

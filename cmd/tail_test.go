@@ -347,6 +347,7 @@ func TestParseEPKRange(t *testing.T) {
 		ok   bool
 	}{
 		{"-3F", feed.Range{Min: "", Max: "3F"}, true},
+		{`""-3F`, feed.Range{Min: "", Max: "3F"}, true}, // the empty minimum as tables show it
 		{"3f-", feed.Range{Min: "3F", Max: "FF"}, true},
 		{"05C1C9CD673398-05C1D9CD673398", feed.Range{Min: "05C1C9CD673398", Max: "05C1D9CD673398"}, true},
 		{"-", feed.Range{Min: "", Max: "FF"}, true},

@@ -34,6 +34,9 @@ type IOStreams struct {
 	StderrColorEnabled bool
 	// Width is the terminal width in columns (DefaultWidth when unknown).
 	Width int
+	// Wide shows tables whole on a terminal: identifiers unabbreviated and every column,
+	// whatever the width (--wide).
+	Wide bool
 }
 
 // System returns the process's own streams. getenv reads the environment for the colour policy

@@ -24,11 +24,43 @@ type Table struct {
 	// truncate marks columns that may be cut to fit the terminal width (wide free text,
 	// continuations); other columns are never cut.
 	truncate map[int]bool
+	// middle marks truncatable columns cut in the middle, keeping both ends (names whose
+	// ends tell them apart, like host-generated owner names).
+	middle map[int]bool
+	// abbrev says which columns hold identifiers shortened on a terminal unless Wide.
+	abbrev map[int]Abbrev
+	// optional marks columns left out on a terminal too narrow for the whole table, unless
+	// Wide, rightmost first.
+	optional map[int]bool
 }
 
 // NewTable starts a table with the given column headers (upper-cased when rendered).
 func NewTable(ios *IOStreams, headers ...string) *Table {
-	return &Table{ios: ios, headers: headers, truncate: map[int]bool{}}
+	return &Table{ios: ios, headers: headers, truncate: map[int]bool{}, middle: map[int]bool{}, abbrev: map[int]Abbrev{}, optional: map[int]bool{}}
+}
+
+// TruncateMiddle marks column i (0-based) as one that may be shortened on a terminal narrower
+// than the table by cutting out its middle ("orders-pro…7d9f-x2x4q"): for names that share a
+// beginning and differ at the end.
+func (t *Table) TruncateMiddle(i int) *Table {
+	t.truncate[i], t.middle[i] = true, true
+	return t
+}
+
+// Abbreviated marks column i (0-based) as holding identifiers of the given kind, which a
+// terminal table shortens unambiguously (see Abbrev) unless the streams are Wide. Pipes get
+// them whole.
+func (t *Table) Abbreviated(i int, kind Abbrev) *Table {
+	t.abbrev[i] = kind
+	return t
+}
+
+// Optional marks column i (0-based) as one a terminal table leaves out when the table is wider
+// than the terminal, unless the streams are Wide; optional columns go rightmost first, and
+// only as many as needed. Pipes get every column.
+func (t *Table) Optional(i int) *Table {
+	t.optional[i] = true
+	return t
 }
 
 // Truncatable marks column i (0-based) as one that may be shortened with "…" on a terminal
@@ -106,12 +138,24 @@ func (t *Table) renderTSV(w io.Writer) error {
 }
 
 func (t *Table) renderTTY(w io.Writer) error {
+	if !t.ios.Wide {
+		t = t.fitted()
+	}
 	st := t.ios.Styles()
 	headers := make([]any, len(t.headers))
 	for i, h := range t.headers {
 		headers[i] = st.Header.Render(strings.ToUpper(h))
 	}
-	widths := t.columnWidths()
+	var widths tw.Mapper[int, int]
+	if !t.ios.Wide {
+		widths = t.columnWidths()
+	}
+	cut := map[int]int{}
+	for i := range t.middle {
+		if w, ok := widths.OK(i); ok {
+			cut[i] = w - columnGap // tablewriter counts the padding in the width
+		}
+	}
 	var buf strings.Builder
 	tbl := tablewriter.NewTable(&buf,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
@@ -142,6 +186,9 @@ func (t *Table) renderTTY(w io.Writer) error {
 		cells := t.cells(r)
 		row := make([]any, len(cells))
 		for i, c := range cells {
+			if w, ok := cut[i]; ok {
+				c = cutMiddle(c, w)
+			}
 			row[i] = c
 		}
 		if err := tbl.Append(row...); err != nil {
@@ -154,11 +201,135 @@ func (t *Table) renderTTY(w io.Writer) error {
 	// Cells are padded on the right; a line never ends in spaces.
 	var out strings.Builder
 	for line := range strings.Lines(buf.String()) {
-		out.WriteString(strings.TrimRight(line, " \n"))
+		out.WriteString(trimRightStyled(strings.TrimRight(line, "\n")))
 		out.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, out.String())
 	return err
+}
+
+// fitted returns the table as a terminal shows it: identifiers abbreviated, then optional
+// columns left out, rightmost first, while the table is wider than the terminal.
+func (t *Table) fitted() *Table {
+	rows := make([][]string, len(t.rows))
+	for i, r := range t.rows {
+		rows[i] = t.cells(r)
+	}
+	for col, kind := range t.abbrev {
+		if col >= len(t.headers) {
+			continue
+		}
+		values := make([]string, len(rows))
+		for i, r := range rows {
+			values[i] = r[col]
+		}
+		for i, v := range abbreviateColumn(values, kind) {
+			rows[i][col] = v
+		}
+	}
+	keep := make([]bool, len(t.headers))
+	for i := range keep {
+		keep[i] = true
+	}
+	// Optional columns give way to truncatable ones only down to a readable width.
+	natural := naturalWidths(t.headers, rows)
+	for i := range t.truncate {
+		if i < len(natural) {
+			natural[i] = min(natural[i], readableWidth)
+		}
+	}
+	width := func() int {
+		n := 0
+		for i, w := range natural {
+			if keep[i] {
+				n += w + columnGap
+			}
+		}
+		return n - columnGap
+	}
+	for i := len(t.headers) - 1; i >= 0 && t.ios.Width > 0 && width() > t.ios.Width; i-- {
+		if t.optional[i] {
+			keep[i] = false
+		}
+	}
+	out := &Table{ios: t.ios, truncate: map[int]bool{}, middle: map[int]bool{}, abbrev: map[int]Abbrev{}, optional: map[int]bool{}}
+	index := make([]int, 0, len(t.headers))
+	for i, h := range t.headers {
+		if keep[i] {
+			if t.truncate[i] {
+				out.truncate[len(out.headers)] = true
+			}
+			if t.middle[i] {
+				out.middle[len(out.headers)] = true
+			}
+			out.headers = append(out.headers, h)
+			index = append(index, i)
+		}
+	}
+	for _, r := range rows {
+		row := make([]string, len(index))
+		for j, i := range index {
+			row[j] = r[i]
+		}
+		out.rows = append(out.rows, row)
+	}
+	return out
+}
+
+// trimRightStyled removes the spaces at the end of a line, also those followed only by SGR
+// escapes (a styled header's padding), keeping the escapes: a trailing space still takes a
+// column and wraps a line as wide as the terminal.
+func trimRightStyled(line string) string {
+	var tail []string
+	for {
+		switch {
+		case strings.HasSuffix(line, " "):
+			line = strings.TrimRight(line, " ")
+		case strings.HasSuffix(line, "m"):
+			i := strings.LastIndex(line, "\x1b[")
+			if i < 0 || strings.Trim(line[i+2:len(line)-1], "0123456789;") != "" {
+				return line + strings.Join(tail, "")
+			}
+			tail = append([]string{line[i:]}, tail...)
+			line = line[:i]
+		default:
+			return line + strings.Join(tail, "")
+		}
+	}
+}
+
+// cutMiddle shortens plain text s to at most w columns by replacing its middle with Ellipsis.
+func cutMiddle(s string, w int) string {
+	r := []rune(s)
+	if len(r) <= w || w < 3 {
+		return s
+	}
+	tail := (w - 1) / 2
+	head := w - 1 - tail
+	return string(r[:head]) + Ellipsis + string(r[len(r)-tail:])
+}
+
+// readableWidth is the width down to which a truncatable column is cut before optional columns
+// are left out.
+const readableWidth = 16
+
+// columnGap is the space between two columns of a terminal table.
+const columnGap = 2
+
+// naturalWidths are the widths of each column's widest cell or header.
+func naturalWidths(headers []string, rows [][]string) []int {
+	natural := make([]int, len(headers))
+	for i, h := range headers {
+		natural[i] = lipgloss.Width(h)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			if i < len(natural) {
+				natural[i] = max(natural[i], lipgloss.Width(c))
+			}
+		}
+	}
+	return natural
 }
 
 // columnWidths returns maximum widths for truncatable columns so the table fits the terminal:
@@ -167,16 +338,12 @@ func (t *Table) columnWidths() tw.Mapper[int, int] {
 	if len(t.truncate) == 0 || t.ios.Width <= 0 {
 		return nil
 	}
-	const gap = 2
-	natural := make([]int, len(t.headers))
-	for i, h := range t.headers {
-		natural[i] = lipgloss.Width(h)
+	const gap = columnGap
+	rows := make([][]string, len(t.rows))
+	for i, r := range t.rows {
+		rows[i] = t.cells(r)
 	}
-	for _, r := range t.rows {
-		for i, c := range t.cells(r) {
-			natural[i] = max(natural[i], lipgloss.Width(c))
-		}
-	}
+	natural := naturalWidths(t.headers, rows)
 	total, fixed := 0, 0
 	for i, n := range natural {
 		total += n + gap
@@ -184,13 +351,15 @@ func (t *Table) columnWidths() tw.Mapper[int, int] {
 			fixed += n + gap
 		}
 	}
-	if total <= t.ios.Width {
+	if total-gap <= t.ios.Width {
 		return nil
 	}
-	share := (t.ios.Width - fixed) / len(t.truncate)
+	// A line is the cells plus a gap between each two; tablewriter's maximum width of a
+	// column counts its padding (the gap) too.
+	content := (t.ios.Width+gap-fixed)/len(t.truncate) - gap
 	m := tw.NewMapper[int, int]()
 	for i := range t.truncate {
-		m.Set(i, max(share-gap, 8))
+		m.Set(i, max(content, 8)+gap)
 	}
 	return m
 }
