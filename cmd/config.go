@@ -70,9 +70,16 @@ unless --check is given.
 reported with its exit code (1, or 4 when credentials or permissions are refused).
 
 Use it to check a shell's COSMOS_* and CFP_* variables before running a command.`,
-		Example: `  cfp config
+		Example: `  # What cfp will use, from the flags and the environment
+  cfp config
+
+  # An account given by its connection string
   COSMOS_CONNECTION_STRING="AccountEndpoint=...;AccountKey=...;" cfp config -d shop -c orders
+
+  # One setting, for a script
   cfp config -o json --jq .endpoint
+
+  # Also check that the account and the container answer
   cfp --local config --check -d shop -c orders`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

@@ -48,6 +48,11 @@ type importOptions struct {
 	PartitionKeyPath string
 	Concurrency      int
 	Throughput       int32
+	// Like is the container ([DATABASE/]CONTAINER) whose partition key a container that
+	// --create creates takes.
+	Like string
+	// Delete deletes the documents the lines name instead of upserting them.
+	Delete bool
 }
 
 const importLong = `Read JSON documents, one per line, and upsert them into a container (-d/-c): a document
@@ -63,8 +68,14 @@ line end in its first 64 MiB stops the import. Empty lines are ignored. System p
 the output of 'cfp tail -o jsonl' can be imported into another container.
 
 Without --create a missing container is an error. --create creates the database and the
-container when missing, partitioned on --partition-key-path (default /id); an existing
+container when missing, partitioned on --partition-key-path (default /id), or on the
+partition key of the container --like names (a copy keeps its source's key); an existing
 container keeps its own partition key.
+
+--delete deletes the documents the lines name instead: each line's id and partition key are
+read as for an upsert (a whole document, or just {"id", <partition key>}); a document that is
+already gone counts as deleted. With 'cfp tail --mode all-versions' this is how deletes are
+made and seen on the embedded emulator.
 
 Up to --concurrency upserts run at once (default 16); lines of one document (partition key and
 id) are written in input order, so the last one wins. Throttled upserts are retried after the
@@ -74,8 +85,12 @@ rejected, elapsed, documents per second) is always written to stderr.`
 const importExample = `  # Load sample orders into the embedded emulator, creating the container
   cfp --local import -d shop -c orders --create --partition-key-path /customerId < orders.jsonl
 
-  # Copy a container: tail its whole history into another one
-  cfp tail -d shop -c orders --from beginning -e -o jsonl | cfp import -d shop -c orders-copy --create --partition-key-path /customerId
+  # Copy a container: its whole history into a new container with the same partition key
+  cfp tail -d shop -c orders --from beginning -e -o jsonl > orders-all.jsonl
+  cfp import -d shop -c orders-copy --create --like orders orders-all.jsonl
+
+  # Delete the documents a file names (whole documents or {"id", <partition key>})
+  head -n 3 orders.jsonl | cfp import -d shop -c orders --delete
 
   # Several files, fewer concurrent requests
   cfp import -d shop -c orders --concurrency 4 jan.jsonl feb.jsonl`
@@ -83,8 +98,8 @@ const importExample = `  # Load sample orders into the embedded emulator, creati
 func newImportCmd(f *factory) *cobra.Command {
 	opts := &importOptions{f: f}
 	c := &cobra.Command{
-		Use:     "import -d DATABASE -c CONTAINER [--create] [FILE]...",
-		Short:   "Upsert JSON lines into a container",
+		Use:     "import -d DATABASE -c CONTAINER [--create] [--delete] [FILE]...",
+		Short:   "Upsert (or delete) JSON lines into a container",
 		Long:    importLong,
 		Example: importExample,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -97,6 +112,9 @@ func newImportCmd(f *factory) *cobra.Command {
 			if c.Flags().Changed("partition-key-path") && !opts.Create {
 				return usageErrorf("--partition-key-path applies to containers that --create creates: add --create")
 			}
+			if opts.Like != "" && !opts.Create {
+				return usageErrorf("--like applies to containers that --create creates: add --create")
+			}
 			if _, err := parsePartitionKeyPath(opts.PartitionKeyPath); err != nil {
 				return usageErrorf("--partition-key-path: %w", err)
 			}
@@ -108,7 +126,10 @@ func newImportCmd(f *factory) *cobra.Command {
 	fs.BoolVar(&opts.Create, "create", false, "create the database and container when missing")
 	fs.StringVar(&opts.PartitionKeyPath, "partition-key-path", defaultPartitionKeyPath, "partition key `PATH` of a container that --create creates")
 	fs.IntVar(&opts.Concurrency, "concurrency", defaultImportConcurrency, "at most `N` upserts in flight at once")
+	fs.StringVar(&opts.Like, "like", "", "a container that --create creates takes the partition key of `[DATABASE/]CONTAINER`")
 	fs.Int32Var(&opts.Throughput, "throughput", 0, "manual throughput in `RU/s` of a container that --create creates (0: the account's default)")
+	fs.BoolVar(&opts.Delete, "delete", false, "delete the documents the lines name (by id and partition key) instead of upserting them")
+	c.MarkFlagsMutuallyExclusive("like", "partition-key-path")
 	return c
 }
 
@@ -117,6 +138,7 @@ type importer struct {
 	f      *factory
 	c      *cosmos.Container
 	paths  [][]string
+	delete bool
 	status *render.Status
 	start  time.Time
 
@@ -143,7 +165,7 @@ func runImport(ctx context.Context, opts *importOptions) error {
 	if err != nil {
 		return err
 	}
-	im := &importer{f: f, c: c, paths: paths, status: render.NewStatus(f.IO), start: time.Now()}
+	im := &importer{f: f, c: c, paths: paths, delete: opts.Delete, status: render.NewStatus(f.IO), start: time.Now()}
 
 	inputs := opts.Files
 	if len(inputs) == 0 {
@@ -195,13 +217,30 @@ func runImport(ctx context.Context, opts *importOptions) error {
 // --create.
 func (o *importOptions) container(ctx context.Context, acct *account.Account) (*cosmos.Container, [][]string, error) {
 	db, name := o.f.Global.Database, o.f.Global.Container
+	copts := &cosmos.ContainerOptions{Throughput: o.Throughput}
+	if o.Create && o.Like != "" {
+		likeDB, likeName := db, o.Like
+		if d, n, ok := strings.Cut(o.Like, "/"); ok {
+			likeDB, likeName = d, n
+		}
+		var like cosmos.ContainerInfo
+		err := retryThrottled(ctx, func() (err error) {
+			like, err = acct.Container(likeDB, likeName).Info(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--like: %w", err)
+		}
+		copts.PartitionKeyPaths, copts.PartitionKeyVersion = like.PartitionKeyPaths, like.PartitionKeyVersion
+		o.PartitionKeyPath = strings.Join(like.PartitionKeyPaths, ",")
+	}
 	if o.Create {
 		err := retryThrottled(ctx, func() error { return acct.CreateDatabaseIfNotExists(ctx, db) })
 		if err != nil {
 			return nil, nil, err
 		}
 		err = retryThrottled(ctx, func() error {
-			_, err := acct.CreateContainerIfNotExists(ctx, db, name, o.PartitionKeyPath, &cosmos.ContainerOptions{Throughput: o.Throughput})
+			_, err := acct.CreateContainerIfNotExists(ctx, db, name, o.PartitionKeyPath, copts)
 			return err
 		})
 		if err != nil {
@@ -223,8 +262,8 @@ func (o *importOptions) container(ctx context.Context, acct *account.Account) (*
 	if len(info.PartitionKeyPaths) == 0 {
 		return nil, nil, fmt.Errorf("container %s/%s has no partition key path", db, name)
 	}
-	if o.Create && len(info.PartitionKeyPaths) == 1 && info.PartitionKeyPaths[0] != o.PartitionKeyPath {
-		o.f.warnf("container %s/%s already exists, partitioned on %s: using that, not %s", db, name, info.PartitionKeyPaths[0], o.PartitionKeyPath)
+	if have := strings.Join(info.PartitionKeyPaths, ","); o.Create && have != o.PartitionKeyPath {
+		o.f.warnf("container %s/%s already exists, partitioned on %s: using that, not %s", db, name, have, o.PartitionKeyPath)
 	}
 	paths := make([][]string, len(info.PartitionKeyPaths))
 	for i, p := range info.PartitionKeyPaths {
@@ -240,6 +279,7 @@ type importJob struct {
 	where string
 	body  []byte
 	pk    any
+	id    string
 }
 
 // importQueue is how many parsed documents wait for each worker.
@@ -295,7 +335,7 @@ func (im *importer) readInput(ctx context.Context, workers []chan importJob, nam
 		body = bytes.Clone(body)
 		ch := workers[importShard(pk, id, len(workers))]
 		select {
-		case ch <- importJob{where: where, body: body, pk: pk}:
+		case ch <- importJob{where: where, body: body, pk: pk, id: id}:
 		case <-ctx.Done():
 			return nil
 		}
@@ -331,7 +371,17 @@ func importInputName(label string) string {
 // only is reported and counted; one that will fail every document (authentication, a missing
 // container, an unreachable account, an interruption) ends the import.
 func (im *importer) upsert(ctx context.Context, job importJob) error {
-	err := retryThrottled(ctx, func() error { return im.c.UpsertItem(ctx, job.pk, job.body) })
+	write := func() error { return im.c.UpsertItem(ctx, job.pk, job.body) }
+	if im.delete {
+		write = func() error {
+			err := im.c.DeleteItem(ctx, job.pk, job.id)
+			if errors.Is(err, leases.ErrNotFound) {
+				return nil // already gone: deleted all the same
+			}
+			return err
+		}
+	}
+	err := retryThrottled(ctx, write)
 	switch {
 	case err == nil:
 		im.imported.Add(1)
@@ -416,14 +466,22 @@ func (im *importer) progress() {
 	im.lastDrawn = now
 	im.mu.Unlock()
 	imported, rejected := im.imported.Load(), im.rejected.Load()
-	im.status.Update("importing: %d imported, %d rejected (%s)", imported, rejected, importRate(imported, now.Sub(im.start)))
+	im.status.Update("importing: %d %s, %d rejected (%s)", imported, im.verb(), rejected, importRate(imported, now.Sub(im.start)))
 }
 
 // summary writes the final line on stderr, always.
 func (im *importer) summary() {
 	elapsed := time.Since(im.start)
 	imported := im.imported.Load()
-	im.status.Done("imported %d, rejected %d, in %s (%s)", imported, im.rejected.Load(), elapsed.Round(time.Millisecond), importRate(imported, elapsed))
+	im.status.Done("%s %d, rejected %d, in %s (%s)", im.verb(), imported, im.rejected.Load(), elapsed.Round(time.Millisecond), importRate(imported, elapsed))
+}
+
+// verb names what the import does to each document: "imported" or "deleted".
+func (im *importer) verb() string {
+	if im.delete {
+		return "deleted"
+	}
+	return "imported"
 }
 
 func importRate(n int64, d time.Duration) string {

@@ -52,11 +52,12 @@ bootstrapped, in a lease container without time to live, stays until it is remov
 Without --execute, delete prints what it would remove. It asks on a terminal unless
 --yes, and refuses while any lease has a live owner unless --force. Save the leases
 first with 'cfp leases export' to be able to undo it with 'cfp leases import'.`,
-		Example: `  cfp leases export -d shop -c orders -p orders-proj --file backup.json
-  cfp leases delete -d shop -c orders -p orders-proj --execute
+		Example: `  # Only the bootstrap lock a dead host left in a lease container without time to live
+  cfp leases delete -d shop -c orders -p orders-proj --lock --execute
 
-  # Only the bootstrap lock a dead host left in a lease container without time to live
-  cfp leases delete -d shop -c orders -p orders-proj --lock --execute`,
+  # Every lease of a processor that is retired, after a backup
+  cfp leases export -d shop -c orders -p orders-proj --file backup.json
+  cfp leases delete -d shop -c orders -p orders-proj --execute`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runLeasesDelete(contextOf(c), opts)

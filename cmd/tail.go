@@ -114,8 +114,9 @@ const tailExample = `  # Follow new changes on the embedded emulator
   # Dump the whole history as JSON lines and stop
   cfp tail -d shop -c orders --from beginning -e > orders.jsonl
 
-  # Copy a container: the change feed of one into another
-  cfp tail -d shop -c orders --from beginning -e | cfp import -d shop -c orders-copy
+  # Copy a container: its whole history into a new container with the same partition key
+  cfp tail -d shop -c orders --from beginning -e > orders-all.jsonl
+  cfp import -d shop -c orders-copy --create --like orders orders-all.jsonl
 
   # Remember the position, then resume exactly where the last run stopped
   cfp tail -d shop -c orders --from beginning -e --save-state orders.state
@@ -124,8 +125,11 @@ const tailExample = `  # Follow new changes on the embedded emulator
   # The last hour's changes of one customer, as envelopes, filtered with jq
   cfp tail -d shop -c orders --from -1h -e --partition-key c42 --envelope --jq '[.lsn, .item.id]'
 
-  # Every create, replace and delete from now on, deletes included
-  cfp tail -d shop -c orders --mode all-versions --envelope --jq 'select(.operation == "delete") | .item.metadata.id'`
+  # Deletes, as the all-versions feed shows them: save the position, delete, read on
+  cfp tail -d shop -c orders --mode all-versions -e --save-state av.state
+  head -n 3 orders.jsonl | cfp import -d shop -c orders --delete
+  cfp tail -d shop -c orders --mode all-versions --from @av.state -e --envelope \
+    --jq 'select(.operation == "delete") | .item.metadata.id'`
 
 func newTailCmd(f *factory) *cobra.Command {
 	opts := &tailOptions{f: f}

@@ -69,6 +69,10 @@ type ContainerOptions struct {
 	// DefaultTTL is the container's defaultTtl in seconds: nil leaves time to live off, -1 turns
 	// it on without expiring items by default (items expire only when they set ttl).
 	DefaultTTL *int32
+	// PartitionKeyPaths, when set, replace the pkPath argument: several paths make a
+	// hierarchical key. PartitionKeyVersion is the hash version (0: 2).
+	PartitionKeyPaths   []string
+	PartitionKeyVersion int
 }
 
 // LeaseContainerOptions are the options of a lease container cfp creates: time to live on
@@ -92,6 +96,15 @@ func (a *Account) CreateContainerIfNotExists(ctx context.Context, db, name, pkPa
 		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
 			Kind: azcosmos.PartitionKeyKindHash, Paths: []string{pkPath}, Version: 2,
 		},
+	}
+	if opts != nil && len(opts.PartitionKeyPaths) > 0 {
+		props.PartitionKeyDefinition.Paths = append([]string(nil), opts.PartitionKeyPaths...)
+		if len(opts.PartitionKeyPaths) > 1 {
+			props.PartitionKeyDefinition.Kind = azcosmos.PartitionKeyKindMultiHash
+		}
+		if opts.PartitionKeyVersion != 0 {
+			props.PartitionKeyDefinition.Version = opts.PartitionKeyVersion
+		}
 	}
 	if opts != nil && opts.DefaultTTL != nil {
 		ttl := *opts.DefaultTTL
@@ -177,6 +190,20 @@ func (c *Container) UpsertItem(ctx context.Context, pkValue any, body []byte) er
 	}
 	_, err = c.client.UpsertItem(ctx, pk, body, nil)
 	return translate(err, opInfo{op: "upsert into " + c.path(), missing: "container " + c.path(), rbacAction: rbacItemsUpsert})
+}
+
+// DeleteItem deletes the document id under the partition key pkValue (a value as for
+// UpsertItem). A document that does not exist is an error wrapping leases.ErrNotFound.
+func (c *Container) DeleteItem(ctx context.Context, pkValue any, id string) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	pk, err := partitionKeyOf(pkValue)
+	if err != nil {
+		return fmt.Errorf("delete from %s: %w", c.path(), err)
+	}
+	_, err = c.client.DeleteItem(ctx, pk, id, nil)
+	return translate(err, opInfo{op: "delete " + id + " from " + c.path(), missing: "document " + id, rbacAction: rbacItemsDelete})
 }
 
 // Query runs sql across all partitions with named parameters ("@name" or "name") and calls fn
