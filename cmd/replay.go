@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
@@ -19,14 +16,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/lineio"
 	"github.com/cfp-dev/cfp/internal/render"
-)
-
-// Replay timings: a replay is usually the only host of its leases, so it balances and probes
-// often; the lease expiration keeps the .NET default.
-const (
-	replayAcquireInterval = time.Second
-	replayProbeInterval   = time.Second
-	replayPollInterval    = time.Second
 )
 
 type replayOptions struct {
@@ -38,9 +27,6 @@ type replayOptions struct {
 	Instance string
 	MaxItems int
 	delegate delegateOptions
-
-	// probeInterval is how often the end of each range is checked (replayProbeInterval when 0).
-	probeInterval time.Duration
 }
 
 const replayLong = `Re-process a window of a container's history through the same delegates as 'cfp process':
@@ -120,23 +106,6 @@ func newReplayCmd(f *factory) *cobra.Command {
 	return c
 }
 
-// replayRun is the state of one replay.
-type replayRun struct {
-	o      *replayOptions
-	f      *factory
-	src    feed.Source
-	store  *leases.Store
-	window replayWindow
-	h      *windowHandler
-	status *render.Status
-	began  time.Time
-
-	mu     sync.Mutex
-	done   map[string]bool // lease tokens whose range is done
-	ranges int             // leases seen at the last probe
-	splits int
-}
-
 func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	f := o.f
 	now := f.Now()
@@ -172,7 +141,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 		if stateBytes, err = lineio.ReadFile(strings.TrimPrefix(strings.TrimSpace(o.From), "@"), feed.MaxTailStateFile); err != nil {
 			return fmt.Errorf("read tail state: %w", err)
 		}
-		if start, err = stateStart(state, now); err != nil {
+		if start, err = feed.StateStart(state, now); err != nil {
 			return briefUsageErrorf("%s: %w", o.From, err)
 		}
 	}
@@ -196,24 +165,6 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	if err != nil {
 		return err
 	}
-
-	r := &replayRun{o: o, f: f, src: src, store: store, status: render.NewStatus(f.IO), began: now, done: map[string]bool{}}
-	if o.Fresh {
-		if err := store.DeleteAll(ctx); err != nil {
-			return fmt.Errorf("start the replay over: %w", err)
-		}
-	}
-	resumed, err := r.prepare(ctx, replayWindow{Start: start, Until: until, State: state})
-	if err != nil {
-		return err
-	}
-	verb := "replaying"
-	if resumed {
-		verb = "resuming replay of"
-	}
-	r.status.Println("%s %s/%s from %s until %s into %s (leases: processor %s)",
-		verb, db, coll, describeStart(r.window, o.From), r.window.Until.UTC().Format(time.RFC3339), o.delegate.describe(), name)
-
 	inner, closeDelegate, err := o.delegate.handler(f, nil)
 	if err != nil {
 		return err
@@ -223,63 +174,75 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 			err = fmt.Errorf("close delegate: %w", cerr)
 		}
 	}()
-	r.h = newWindowHandler(inner, r.window.Until)
-	finished, err := r.run(ctx)
-	elapsed := f.Now().Sub(r.began)
-	items := r.h.items.Load()
-	rate := 0.0
-	if s := elapsed.Seconds(); s > 0 {
-		rate = float64(items) / s
+
+	status := render.NewStatus(f.IO)
+	rate := func(items int64) float64 {
+		if s := f.Now().Sub(now).Seconds(); s > 0 {
+			return float64(items) / s
+		}
+		return 0
 	}
-	r.mu.Lock()
-	ranges := r.ranges
-	r.mu.Unlock()
+	started := false
+	res, err := feed.Replay(ctx, src, store, feed.ReplayOptions{
+		Window:   feed.ReplayWindow{Start: start, Until: until, State: state},
+		Handler:  inner,
+		Instance: replayInstance(o.Instance),
+		Fresh:    o.Fresh,
+		Cleanup:  o.Cleanup,
+		MaxItems: o.MaxItems,
+		Now:      f.Now,
+		Logger:   f.Log,
+		Started: func(w feed.ReplayWindow, resumed bool) {
+			started = true
+			verb := "replaying"
+			if resumed {
+				verb = "resuming replay of"
+			}
+			status.Println("%s %s/%s from %s until %s into %s (leases: processor %s)",
+				verb, db, coll, describeStart(w, o.From), w.Until.UTC().Format(time.RFC3339), o.delegate.describe(), name)
+		},
+		Progress: func(p feed.ReplayProgress) {
+			status.Update("replaying %s %d/%d ranges done, %d items (%.0f/s)", progressBar(p.Done, p.Ranges, 20), p.Done, p.Ranges, p.Items, rate(p.Items))
+		},
+	})
+	elapsed := f.Now().Sub(now)
 	switch {
-	case err != nil:
-		r.status.Done("replay stopped after %d items: re-run the same command to resume", items)
+	case err != nil && !started:
 		return err
-	case !finished:
-		r.status.Done("replay interrupted after %d items in %s: re-run the same command to resume", items, elapsed.Round(time.Millisecond))
+	case err != nil && res.Finished:
+		status.Done("")
+		return err
+	case err != nil:
+		status.Done("replay stopped after %d items: re-run the same command to resume", res.Items)
+		return err
+	case !res.Finished:
+		status.Done("replay interrupted after %d items in %s: re-run the same command to resume", res.Items, elapsed.Round(time.Millisecond))
 		return ctx.Err()
 	}
 	cleanup := "replay leases deleted"
-	if o.Cleanup {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feed.DefaultReleaseTimeout)
-		defer cancel()
-		if err := store.DeleteAll(cctx); err != nil {
-			r.status.Done("")
-			return fmt.Errorf("delete the replay's leases: %w", err)
-		}
-	} else {
+	if !o.Cleanup {
 		cleanup = "replay leases kept under processor " + name
 	}
-	r.status.Done("replayed %d items from %d ranges in %s (%.0f items/s); %s", items, ranges, elapsed.Round(time.Millisecond), rate, cleanup)
+	status.Done("replayed %d items from %d ranges in %s (%.0f items/s); %s", res.Items, res.Ranges, elapsed.Round(time.Millisecond), rate(res.Items), cleanup)
 	return nil
 }
 
-// stateStart is the start of the ranges of a state file that have no continuation yet; they
-// must agree, since one processor has one start position.
-func stateStart(st *feed.TailState, now time.Time) (feed.StartFrom, error) {
-	start := feed.StartFrom{Kind: feed.StartBeginning}
-	seen := ""
-	for _, rs := range st.Ranges {
-		if rs.Continuation != "" {
-			continue
-		}
-		if seen != "" && rs.Start != seen {
-			return feed.StartFrom{}, fmt.Errorf("ranges without a continuation start at different positions (%s, %s)", seen, rs.Start)
-		}
-		seen = rs.Start
-		s, err := feed.ParseStart(rs.Start, now)
-		if err != nil {
-			return feed.StartFrom{}, err
-		}
-		start = s
+// replayInstance is the replay host's name: --instance, else "<hostname>-replay", a stable
+// name, so that after a crash the next run takes its leases back at once instead of waiting
+// for them to expire.
+func replayInstance(flag string) string {
+	if flag != "" {
+		return flag
 	}
-	return start, nil
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "cfp"
+	}
+	return host + "-replay"
 }
 
-func describeStart(w replayWindow, from string) string {
+// describeStart says where the window starts: the state file as typed, or the start time.
+func describeStart(w feed.ReplayWindow, from string) string {
 	if w.State != nil {
 		return from
 	}
@@ -310,10 +273,10 @@ func replayStore(ctx context.Context, f *factory, mon *account.Account, info cos
 	if base == "" {
 		base = "replay"
 	}
-	name := replayName(base, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
+	name := feed.ReplayName(base, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
 	prefix := leases.Prefix(name, mon.Host(), info.DatabaseRID, info.ContainerRID)
 	if f.Global.LeaseIDPrefix != "" {
-		name = replayName(f.Global.LeaseIDPrefix, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
+		name = feed.ReplayName(f.Global.LeaseIDPrefix, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
 		prefix = name
 	}
 	store := leases.NewStore(docs, prefix, leases.StoreOptions{
@@ -323,206 +286,6 @@ func replayStore(ctx context.Context, f *factory, mon *account.Account, info cos
 		},
 	})
 	return store, name, nil
-}
-
-// prepare finds the leases of an earlier run (resumed: their window wins) or creates one lease
-// per range of the window, with the window in their properties, then marks the store
-// initialized so the processor does not bootstrap leases of its own.
-func (r *replayRun) prepare(ctx context.Context, w replayWindow) (resumed bool, err error) {
-	existing, err := r.store.List(ctx)
-	if err != nil {
-		return false, err
-	}
-	if len(existing) > 0 {
-		// The same command line gives the same prefix, hence the same state file, if any.
-		stored, err := windowOfLeases(existing, r.f.Now())
-		if err != nil {
-			return false, err
-		}
-		stored.State = w.State
-		w, resumed = stored, true
-	}
-	r.window = w
-	initialized, err := r.store.IsInitialized(ctx)
-	if err != nil {
-		return false, err
-	}
-	if initialized {
-		return resumed, nil
-	}
-	var plan []*leases.Lease
-	if w.State != nil {
-		for _, rs := range w.State.Ranges {
-			plan = append(plan, leases.NewDotNetV1(r.store.Prefix(), rs.Range, rs.Continuation, ""))
-		}
-	} else {
-		parts, err := r.src.Partitions(ctx)
-		if err != nil {
-			return false, fmt.Errorf("list partitions: %w", err)
-		}
-		for _, p := range parts {
-			plan = append(plan, leases.NewDotNetV0(r.store.Prefix(), p.ID, p.Range, ""))
-		}
-	}
-	for _, l := range plan {
-		if slices.ContainsFunc(existing, func(e *leases.Lease) bool { return e.Token == l.Token }) {
-			continue
-		}
-		l.Properties = w.properties()
-		if _, err := r.store.Create(ctx, l); err != nil && !errors.Is(err, leases.ErrConflict) {
-			return false, fmt.Errorf("create replay lease: %w", err)
-		}
-	}
-	if err := r.store.MarkInitialized(ctx); err != nil {
-		return false, err
-	}
-	return resumed, nil
-}
-
-// run processes the window until every range is done (true), ctx ends (false) or the
-// processor fails.
-func (r *replayRun) run(ctx context.Context) (bool, error) {
-	o := r.o
-	instance := o.Instance
-	if instance == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "cfp"
-		}
-		// A stable name: after a crash, the next run takes its leases back at once instead of
-		// waiting for them to expire.
-		instance = host + "-replay"
-	}
-	start := r.window.Start
-	if start.Kind == feed.StartNow || start.Kind == feed.StartContinuation {
-		start = feed.StartFrom{Kind: feed.StartBeginning}
-	}
-	proc, err := feed.NewProcessor(r.src, r.store, r.h, feed.ProcessorOptions{
-		Instance:        instance,
-		AcquireInterval: replayAcquireInterval,
-		PollInterval:    replayPollInterval,
-		MaxItems:        o.MaxItems,
-		StartFrom:       start,
-		Logger:          r.f.Log,
-		Notify: func(e feed.Event) {
-			if e.Type == feed.EventSplit {
-				r.mu.Lock()
-				r.splits++
-				r.mu.Unlock()
-			}
-		},
-	})
-	if err != nil {
-		return false, err
-	}
-	pctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var finished bool
-	g, gctx := errgroup.WithContext(pctx)
-	g.Go(func() error {
-		err := proc.Run(gctx)
-		stop() // a processor that stopped by itself ends the watch too
-		var se *feed.StopError
-		if errors.As(err, &se) {
-			return fmt.Errorf("replay stopped: %w", se.Err)
-		}
-		return err
-	})
-	g.Go(func() error {
-		finished = r.watch(gctx)
-		if finished {
-			stop()
-		}
-		return nil
-	})
-	err = g.Wait()
-	if err != nil {
-		return false, err
-	}
-	return finished, nil
-}
-
-// watch probes the ranges that are not done yet every probe interval and reports progress; it
-// returns true once every range is done, false when ctx ends first.
-func (r *replayRun) watch(ctx context.Context) bool {
-	every := r.o.probeInterval
-	if every <= 0 {
-		every = replayProbeInterval
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if r.probe(ctx) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-}
-
-// probe checks every lease not known to be done; it reports whether all are.
-func (r *replayRun) probe(ctx context.Context) bool {
-	ls, err := r.store.List(ctx)
-	if err != nil || len(ls) == 0 {
-		if err != nil && ctx.Err() == nil {
-			r.f.Log.Warn("list replay leases", "err", err)
-		}
-		return false
-	}
-	parts, err := r.src.Partitions(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.f.Log.Warn("list partitions", "err", err)
-		}
-		return false
-	}
-	r.mu.Lock()
-	r.ranges = len(ls)
-	r.mu.Unlock()
-	done := 0
-	for _, l := range ls {
-		r.mu.Lock()
-		known := r.done[l.Token]
-		r.mu.Unlock()
-		if !known {
-			known = r.leaseDone(ctx, parts, l)
-		}
-		if known {
-			done++
-			r.mu.Lock()
-			r.done[l.Token] = true
-			r.mu.Unlock()
-		}
-	}
-	items := r.h.items.Load()
-	rate := 0.0
-	if s := r.f.Now().Sub(r.began).Seconds(); s > 0 {
-		rate = float64(items) / s
-	}
-	r.status.Update("replaying %s %d/%d ranges done, %d items (%.0f/s)", progressBar(done, len(ls), 20), done, len(ls), items, rate)
-	return done == len(ls)
-}
-
-// leaseDone probes one lease from the furthest position the replay knows for it.
-func (r *replayRun) leaseDone(ctx context.Context, parts []feed.Partition, l *leases.Lease) bool {
-	acked, _ := r.h.position(l.Token)
-	pos := r.window.Start
-	switch {
-	case acked != "":
-		pos = feed.StartFrom{Kind: feed.StartContinuation, Continuation: acked}
-	case l.Continuation != "":
-		pos = feed.StartFrom{Kind: feed.StartContinuation, Continuation: l.Continuation}
-	case pos.Kind == feed.StartNow || pos.Kind == feed.StartContinuation:
-		pos = feed.StartFrom{Kind: feed.StartBeginning}
-	}
-	done, err := rangeDone(ctx, r.src, parts, l, pos, r.window.Until, r.f.Now)
-	if err != nil && ctx.Err() == nil {
-		r.f.Log.Debug("probe replay lease", "lease", l.Token, "err", err)
-	}
-	return done
 }
 
 // progressBar draws done out of total as a bar of width cells: "[#######-------------]".
