@@ -38,8 +38,8 @@ func newLeasesDeleteCmd(f *factory) *cobra.Command {
 		Long: `Remove a processor's leases, its .info and .lock markers and the presence records of
 its cfp hosts.
 
-This is the way to restart a processor from its start options (spec: "restart everything
-from time T"): stop every instance, delete the lease set, start the processors with the
+This is the way to restart a processor from its start options, as for the .NET and Java
+processors: stop every instance, delete the lease set, start the processors with the
 start time you want; the first one bootstraps a fresh lease per partition. Deleting the
 leases while keeping .info would leave the processors with nothing to do, so delete always
 removes both.

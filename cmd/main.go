@@ -3,9 +3,11 @@
 // cancelled on SIGINT/SIGTERM, runs the command, prints any error as one line and returns the
 // exit code. main.go only exits with its result.
 //
-// Each top-level command lives in its own file (tail.go, leases_reset.go, ...) with an options
-// struct, a newXCmd(f *factory) constructor, and a runX function that tests call without
-// cobra; addCommands in root.go builds the command tree from the constructors.
+// Each command lives in a file named after it (tail.go, leases_reset.go, emulator_split.go, ...)
+// with an options struct, a newXCmd(f *factory) constructor, and a runX function that tests call
+// without cobra; two small subcommands share their sibling's file (leases import in
+// leases_export.go, leases release in leases_delete.go). addCommands in root.go builds the
+// command tree from the constructors.
 package cmd
 
 import (

@@ -77,7 +77,7 @@ type ContainerOptions struct {
 
 // LeaseContainerOptions are the options of a lease container cfp creates: time to live on
 // (defaultTtl -1), so the .NET processor's ".lock" marker, written with "ttl": 30, expires as the
-// .NET documentation recommends (spec/leases.md §2.2); leases themselves never expire.
+// .NET documentation recommends (docs/protocol-leases.md, "Bootstrap"); leases themselves never expire.
 func LeaseContainerOptions() *ContainerOptions {
 	ttl := int32(-1)
 	return &ContainerOptions{DefaultTTL: &ttl}

@@ -70,7 +70,7 @@ func (m *MetaAuth) Do(req *policy.Request) (*http.Response, error) {
 	return req.Next()
 }
 
-// signMaster builds the master-key Authorization header (spec/cosmos-gateway.md §1.5).
+// signMaster builds the master-key Authorization header (docs/protocol-gateway.md, "Transport and signatures").
 func signMaster(key []byte, verb, resourceType, resourceLink, date string) string {
 	toSign := strings.ToLower(verb) + "\n" + strings.ToLower(resourceType) + "\n" + resourceLink + "\n" + strings.ToLower(date) + "\n\n"
 	h := hmac.New(sha256.New, key)

@@ -14,7 +14,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
 )
 
-// All-versions-and-deletes change feed (spec/cosmos-gateway.md §5.6, spec/leases.md §10): every
+// All-versions-and-deletes change feed (docs/protocol-gateway.md, "All versions and deletes"): every
 // create, replace and delete from the operation log, in LSN order, each as
 // {"current","previous","metadata"} in wire format 2021-09-15.
 

@@ -1,7 +1,8 @@
 // Package emulator is cfp's embedded Cosmos DB NoSQL gateway: a bbolt-backed store (one file per
-// data directory, durable across restarts) behind an http.Handler that speaks the REST subset of
-// spec/cosmos-gateway.md — account, databases, containers, partition key ranges, items, the
-// latest-version change feed, simple SQL queries and master-key signatures — over several
+// data directory, durable across restarts) behind an http.Handler that speaks the REST subset
+// described in docs/protocol-gateway.md — account, databases, containers, partition key ranges,
+// items, patch and batch, the change feed in both modes, a SQL subset, time to live and
+// master-key signatures — over several
 // physical partitions routed by the V2 effective partition key, with splits, merges and fault
 // injection for tests. The rest of cfp reaches it only through azcosmos, either over a socket
 // (Serve) or in process (Transport).

@@ -87,8 +87,8 @@ const defaultPageSize = 100
 // maxPageSize caps x-ms-max-item-count.
 const maxPageSize = 1000
 
-// Handler returns the gateway's http.Handler: the Cosmos DB REST subset of
-// spec/cosmos-gateway.md plus the admin endpoints under /_cfp/.
+// Handler returns the gateway's http.Handler: the Cosmos DB REST subset described in
+// docs/protocol-gateway.md, plus the admin endpoints under /_cfp/.
 func (e *Emulator) Handler() http.Handler { return http.HandlerFunc(e.serveHTTP) }
 
 type statusWriter struct {

@@ -16,7 +16,8 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator/query"
 )
 
-// queryPlan is the minimal plan answer for the JS SDK (spec §6.2).
+// queryPlan is the minimal plan answer for the JS SDK: one range over the whole key space, which
+// drives its fan-out to every partition (docs/protocol-gateway.md, "Queries").
 const queryPlan = `{"partitionedQueryExecutionInfoVersion":2,"queryInfo":{"distinctType":"None","top":null,"offset":null,"limit":null,"orderBy":[],"orderByExpressions":[],"groupByExpressions":[],"groupByAliases":[],"aggregates":[],"groupByAliasToAggregateType":{},"rewrittenQuery":"","hasSelectValue":false,"dCountInfo":null,"hasNonStreamingOrderBy":false},"queryRanges":[{"min":"","max":"FF","isMinInclusive":true,"isMaxInclusive":false}]}`
 
 func writeQueryPlan(w http.ResponseWriter) {

@@ -21,7 +21,9 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 )
 
-// hostSeq gives every client its own endpoint host: azcosmos caches per endpoint (§1.7).
+// hostSeq gives every client its own endpoint host: azcosmos keeps process-wide
+// caches keyed by endpoint (container properties, partition key ranges), which two emulators
+// behind one endpoint string would share.
 var hostSeq atomic.Int64
 
 // clock is a settable test clock.

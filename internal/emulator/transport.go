@@ -9,7 +9,7 @@ import (
 
 // Transport serves HTTP requests with Handler in process, without a socket. It satisfies azcore's
 // policy.Transporter, so it can be handed to azcosmos as ClientOptions.Transport. It applies the
-// three fixes of spec/cosmos-gateway.md §1.6: a nil body becomes http.NoBody, Host is copied from
+// three fixes an outgoing request needs to be served (docs/protocol-gateway.md, "Transport and signatures"): a nil body becomes http.NoBody, Host is copied from
 // the URL when empty, and the response carries the request.
 type Transport struct {
 	Handler http.Handler

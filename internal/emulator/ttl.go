@@ -16,7 +16,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
 )
 
-// Time to live (spec/cosmos-gateway.md §11): a container's defaultTtl turns expiry on (absent:
+// Time to live (docs/protocol-gateway.md, "Time to live"): a container's defaultTtl turns expiry on (absent:
 // off; -1: on, items live forever unless they set ttl; n > 0: n seconds), an item's ttl
 // overrides it (-1: never; n > 0: n seconds) and is ignored while the container's is absent.
 // An item expires ttl seconds after its last write (_ts). Expired items vanish from point reads,

@@ -202,7 +202,7 @@ func TestTTL_InvalidValuesAreRejected(t *testing.T) {
 	}
 }
 
-// A lease container's .lock marker ({"id":..., "ttl":30}, spec/leases.md §2.2) expires when the
+// A lease container's .lock marker ({"id":..., "ttl":30}, docs/protocol-leases.md, "Bootstrap") expires when the
 // container has defaultTtl -1: the sweeper deletes it, logging the delete as a TTL expiry, and
 // the next instance's create of the lock succeeds.
 func TestTTL_SweeperExpiresLockMarker(t *testing.T) {

@@ -19,7 +19,7 @@ func PlanAcquire(all []*leases.Lease, self string, now time.Time, expiration tim
 // PlanAcquireWithHosts decides which leases self should try to take in one balancing cycle,
 // from a listing of every lease of the processor and the names of the live hosts, those that
 // own no lease included (from their presence records: see leases.LiveHosts). It follows .NET's
-// EqualPartitionsBalancingStrategy (spec/leases.md §5.2):
+// EqualPartitionsBalancingStrategy (docs/protocol-leases.md, "Balancing"):
 //
 //   - a lease is free when it has no owner or is expired (now - Timestamp > expiration);
 //     every other lease counts for its owner; the hosts are the live owners, self and hosts

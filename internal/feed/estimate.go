@@ -35,12 +35,12 @@ const (
 type Formula int
 
 const (
-	// FormulaDotNet is the .NET estimator's number (spec/leases.md §8.1), which .NET's
+	// FormulaDotNet is the .NET estimator's number (docs/protocol-leases.md, "Estimating lag"), which .NET's
 	// GetChangeFeedEstimator and KEDA report: latest LSN - first pending LSN + 1, read from the
 	// lease's continuation. The default.
 	FormulaDotNet Formula = iota
 	// FormulaJava is the number Java's EPK processors report from getCurrentState
-	// (spec/leases.md §8.4): the LSN of a read from now minus the lease's LSN (JavaLag).
+	// (docs/protocol-leases.md, "Estimating lag"): the LSN of a read from now minus the lease's LSN (JavaLag).
 	FormulaJava
 )
 
@@ -174,8 +174,8 @@ type EstimateSummary struct {
 	RequestCharge float64
 }
 
-// Estimate computes each lease's lag the way the .NET pull estimator does (spec/leases.md §8.1,
-// §8.5): one read of at most one item from the lease's continuation, in parallel up to
+// Estimate computes each lease's lag the way the .NET pull estimator does
+// (docs/protocol-leases.md, "Estimating lag"): one read of at most one item from the lease's continuation, in parallel up to
 // Concurrency. A lease without a continuation, a gone partition, and an EPK range spanning
 // several partitions give the sentinel 1 without failing. Any other read error fails the
 // estimate, as in .NET. The results keep the order of ls.
@@ -308,7 +308,7 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 	return ll, nil
 }
 
-// estimateJava reads the lease's range from now and applies JavaLag (spec/leases.md §8.4).
+// estimateJava reads the lease's range from now and applies JavaLag.
 func estimateJava(ctx context.Context, src Source, req ReadRequest, ll LeaseLag, opts EstimateOptions) (LeaseLag, error) {
 	req.Start = StartFrom{Kind: StartNow}
 	page, err := NewReader(src, req, opts.Reader).readOnce(ctx)
@@ -333,7 +333,7 @@ func estimateJava(ctx context.Context, src Source, req ReadRequest, ll LeaseLag,
 }
 
 // JavaLag is the number Java's EPK processors report per lease from getCurrentState
-// (spec/leases.md §8.4), in LSNs. latest is the continuation of a one-item read of the lease's
+// (docs/protocol-leases.md, "Estimating lag"), in LSNs. latest is the continuation of a one-item read of the lease's
 // range from now, lease the lease's continuation token; both are ETags such as `"42"` whose
 // quotes are removed before parsing.
 //

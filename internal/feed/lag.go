@@ -1,6 +1,6 @@
 package feed
 
-// EstimateLag is the .NET estimator's per-lease number (spec/leases.md §8.1 step 3), in LSNs:
+// EstimateLag is the .NET estimator's per-lease number (docs/protocol-leases.md, "Estimating lag"), in LSNs:
 // from a one-item read at the lease's continuation, sessionLSN is the partition's LSN from the
 // session token and firstItemLSN the first item's _lsn (0 when missing or unparsable).
 //

@@ -14,7 +14,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
-// Processor defaults: the .NET change feed processor's (spec/leases.md §4.1), and cfp's own
+// Processor defaults: the .NET change feed processor's (docs/protocol-leases.md, "Timestamps and expiry"), and cfp's own
 // shutdown bounds.
 const (
 	DefaultAcquireInterval = leases.DefaultAcquireInterval // 13s
@@ -46,8 +46,8 @@ type ProcessorOptions struct {
 	// MaxItems bounds a batch (0: the service default).
 	MaxItems int
 	// StartFrom is where leases without a continuation start (default: now). Leases with a
-	// continuation always resume from it. A leases.ModeFullFidelity processor starts from now
-	// only, as .NET's all-versions-and-deletes processor does (spec/leases.md §9.1).
+	// continuation always resume from it. An AllVersionsAndDeletes processor starts from now
+	// only, as .NET's all-versions-and-deletes processor does (docs/protocol-leases.md, "Modes").
 	StartFrom StartFrom
 	// Mode is the change feed mode: LatestVersion (default) reads the latest version of each
 	// changed item, AllVersionsAndDeletes every create, replace and delete. New leases are
@@ -148,7 +148,7 @@ func (o ProcessorOptions) Validate() error {
 
 // ModeMismatchError is returned by Bootstrap (and Run) when the lease store holds a lease
 // written in another change feed mode than the processor's: .NET refuses to switch a lease
-// set's mode ("Switching ChangeFeedMode ... is not allowed", spec/leases.md §1.2).
+// set's mode ("Switching ChangeFeedMode ... is not allowed", docs/protocol-leases.md, "Modes").
 type ModeMismatchError struct {
 	// Lease is the token of the first lease found in the other mode.
 	Lease string
@@ -279,7 +279,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	return nil
 }
 
-// Bootstrap initializes the lease store if needed, as .NET's bootstrapper does (spec §2.2):
+// Bootstrap initializes the lease store if needed, as .NET's bootstrapper does (docs/protocol-leases.md, "Bootstrap"):
 // when the .info marker is missing, the host holding the .lock marker creates one .NET v0
 // lease per physical partition that no lease covers yet, then writes .info; the others wait
 // for it. It also refuses leases written in another mode. Run calls it; call it first to learn

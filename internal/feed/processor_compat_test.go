@@ -23,7 +23,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 // TestProcessor_BootstrapLeaseMatchesDotNet checks the lease cfp creates for a partition against
-// the document .NET's bootstrapper writes (spec/leases.md §1.4), field for field. _etag and _ts
+// the document .NET's bootstrapper writes (docs/protocol-leases.md, "Lease documents"), field for field. _etag and _ts
 // belong to the service and are compared as .NET sends them (null and 0).
 func TestProcessor_BootstrapLeaseMatchesDotNet(t *testing.T) {
 	t.Parallel()

@@ -5,5 +5,6 @@
 // lease container (Documents), and the pure operator logic behind `cfp leases`: discovery of the
 // processors in a lease container, hygiene checks, reset planning and export/import.
 //
-// spec/leases.md is the source of truth for every format decision made here.
+// docs/protocol-leases.md describes the formats and the SDKs' behaviour these follow; where it
+// and the SDKs' sources disagree, the sources are right and the page is to be fixed.
 package leases

@@ -2,7 +2,7 @@ package leases
 
 import "strings"
 
-// Id separators and marker suffixes (spec/leases.md §2).
+// Id separators and marker suffixes (docs/protocol-leases.md, "Ids, prefixes and markers").
 const (
 	leaseSeparator = ".."
 	infoSuffix     = ".info"

@@ -10,7 +10,7 @@ import (
 )
 
 // JavaState is the decoded ChangeFeedStateV1 that Java's EPK processors store, Base64-encoded, in
-// a lease's ContinuationToken (spec/leases.md §3.4). Fields cfp does not model survive a
+// a lease's ContinuationToken (docs/protocol-leases.md, "Continuations"). Fields cfp does not model survive a
 // re-encode, and the state is re-encoded in the Base64 alphabet it was read in.
 type JavaState struct {
 	// V is the state version (1).

@@ -14,7 +14,7 @@ import (
 // its own family.
 type Family string
 
-// Lease families (spec/leases.md §1, §3).
+// Lease families (docs/protocol-leases.md, "Families").
 const (
 	// FamilyDotNetV0 is the .NET PK-range lease (version 0, or no version), including leases of
 	// the V2 library (PartitionId) and leases without FeedRange.
@@ -107,7 +107,7 @@ func ParseLSN(etag string) (int64, bool) {
 }
 
 // Expired reports whether the lease is free to take at now: no owner, or an owner whose last
-// write (Timestamp) is older than expiration (the SDKs' rule, spec/leases.md §4.7).
+// write (Timestamp) is older than expiration (the SDKs' rule, docs/protocol-leases.md, "Timestamps and expiry").
 func (l *Lease) Expired(now time.Time, expiration time.Duration) bool {
 	if strings.TrimSpace(l.Owner) == "" || l.Timestamp.IsZero() {
 		return true
@@ -569,8 +569,8 @@ func setFeedRange(o *object, key string, r Range) error {
 	return o.set(key, map[string]Range{"Range": r})
 }
 
-// NewDotNetV0 builds the lease the .NET bootstrapper creates for a physical partition (spec
-// §1.4): version 0, token = partition id, FeedRange, no owner, no continuation, empty
+// NewDotNetV0 builds the lease the .NET bootstrapper creates for a physical partition
+// (docs/protocol-leases.md, "Lease documents"): version 0, token = partition id, FeedRange, no owner, no continuation, empty
 // properties, null timestamp and mode (ModeIncremental when empty).
 func NewDotNetV0(prefix, token string, rng Range, mode string) *Lease {
 	if mode == "" {
@@ -596,7 +596,7 @@ func NewDotNetV1(prefix string, rng Range, continuation, mode string) *Lease {
 }
 
 // Child builds the lease that takes over rng (partition partitionID) after this lease's range
-// split, the way this lease's SDK does (spec §7): the same family (a PK-range lease's child is
+// split, the way this lease's SDK does (docs/protocol-leases.md, "Splits and merges"): the same family (a PK-range lease's child is
 // named after the child partition, an EPK lease's after its range), the parent's continuation,
 // properties and mode, no owner. Java EPK children get the parent's state with the child range.
 func (l *Lease) Child(partitionID string, rng Range) *Lease {
@@ -624,7 +624,7 @@ func (l *Lease) Child(partitionID string, rng Range) *Lease {
 }
 
 // Merged builds the lease that replaces a PK-range lease whose partition was merged: .NET
-// replaces a v0 lease by a v1 lease over the same range (spec §7.2); EPK leases are kept as
+// replaces a v0 lease by a v1 lease over the same range (docs/protocol-leases.md, "Splits and merges"); EPK leases are kept as
 // they are (the result is l itself).
 func (l *Lease) Merged() *Lease {
 	if l.Family != FamilyDotNetV0 || !l.HasRange() {

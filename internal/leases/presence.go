@@ -51,7 +51,7 @@ type Host struct {
 }
 
 // Expired reports whether the host stopped refreshing its record: its timestamp is older than
-// expiration (the lease rule, spec/leases.md §4.7), or unknown.
+// expiration (the lease rule, docs/protocol-leases.md, "Timestamps and expiry"), or unknown.
 func (h Host) Expired(now time.Time, expiration time.Duration) bool {
 	return h.Timestamp.IsZero() || h.Timestamp.Add(expiration).Before(now)
 }

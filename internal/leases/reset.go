@@ -12,7 +12,7 @@ import (
 var ErrLeaseHeld = errors.New("lease held by a live owner")
 
 // LeaseHeldError refuses to change a lease that a live processor owns: its next checkpoint would
-// overwrite the change (spec/leases.md §9.3).
+// overwrite the change (docs/protocol-leases.md, "Writing a lease").
 type LeaseHeldError struct {
 	Token string
 	Owner string

@@ -37,7 +37,7 @@ func (e *LeaseLostError) Error() string {
 // Is makes errors.Is(err, ErrLeaseLost) true.
 func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
 
-// Defaults of the lease protocol (spec/leases.md §0, §2.2, §4.2).
+// Defaults of the lease protocol (docs/protocol-leases.md, "Timestamps and expiry").
 const (
 	DefaultRenewInterval   = 17 * time.Second
 	DefaultAcquireInterval = 13 * time.Second
@@ -227,7 +227,7 @@ func (s *Store) written(n *Lease, d Document) *Lease {
 	return w
 }
 
-// Update is the generic lease write (spec §4.2): apply mutate to the lease in hand, stamp the
+// Update is the generic lease write (docs/protocol-leases.md, "Writing a lease"): apply mutate to the lease in hand, stamp the
 // timestamp, replace with If-Match. On 412 it re-reads the lease and applies mutate to the fresh
 // copy, at most RetryCountOnConflict times. A lease that is gone, or still contended after the
 // retries, is lost (*LeaseLostError). Errors returned by mutate end the update unchanged.

@@ -1,7 +1,7 @@
 // Package auth owns the emulator's master-key request signatures: computing
 // them the way the SDKs do, deriving the signed resource type and link from a
 // request path, and verifying an incoming request's Authorization header
-// (spec/cosmos-gateway.md §1.5).
+// (docs/protocol-gateway.md, "Transport and signatures").
 package auth
 
 import (

@@ -21,7 +21,8 @@ func wellKnownKey(t *testing.T) []byte {
 	return key
 }
 
-// TestSign_SpecVectors is the signature table of spec/cosmos-gateway.md §1.5.
+// TestSign_SpecVectors checks signatures computed by an independent implementation that verified
+// the Go and JavaScript SDKs' live traffic (the rule is in docs/protocol-gateway.md).
 func TestSign_SpecVectors(t *testing.T) {
 	t.Parallel()
 	key := wellKnownKey(t)

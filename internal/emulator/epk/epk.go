@@ -3,7 +3,8 @@
 // MurmurHash3 x86_32 and the service's binary key encoding, the
 // x-ms-documentdb-partitionkey header codec, extraction of partition-key
 // components from documents, and the semantic equality and canonical form the
-// storage layer keys logical partitions by (spec/cosmos-gateway.md §4.2, §8).
+// storage layer keys logical partitions by (docs/protocol-gateway.md, "Items" and
+// "Effective partition keys").
 package epk
 
 import (
@@ -20,7 +21,7 @@ import (
 // property at the partition-key path (JS sends it as {} in the header).
 type Undefined struct{}
 
-// Component type markers of the V2 hashing encoding (§8.2).
+// Component type markers of the V2 hashing encoding.
 const (
 	markUndefined byte = 0x00
 	markNull      byte = 0x01

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// v2Vectors is the table of spec/cosmos-gateway.md §8.4: the azcosmos
-// baseline (unmasked) and the value both SDKs route with (masked).
+// v2Vectors pairs azcosmos's baseline (unmasked, from its
+// internal/epk/testdata) with the value both SDKs route with (masked).
 var v2Vectors = []struct {
 	name      string
 	component any
@@ -51,7 +51,7 @@ func TestHashV2_BaselineVectors(t *testing.T) {
 }
 
 // TestHashV2_JSVectors checks the masked values the JS SDK's
-// hashV2PartitionKey produced (§8.4), including the MultiHash pair.
+// hashV2PartitionKey produced, including the MultiHash pair.
 func TestHashV2_JSVectors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -77,7 +77,7 @@ func TestHashV2_JSVectors(t *testing.T) {
 }
 
 // TestHashV2_GoMultiHashBaselines checks the unmasked per-component
-// baselines of azcosmos's epk_test.go (§8.4).
+// baselines of azcosmos's epk_test.go.
 func TestHashV2_GoMultiHashBaselines(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// TestParseHeader covers the encodings of spec/cosmos-gateway.md §4.2 as
-// both SDKs send them, and the Go-only escapes.
+// TestParseHeader covers the partition-key header encodings as both SDKs
+// send them, and the Go-only escapes (docs/protocol-gateway.md, "Items").
 func TestParseHeader(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -5,8 +5,8 @@ import (
 	"math/bits"
 )
 
-// murmur3x64128 is MurmurHash3 x64_128 (Austin Appleby's public algorithm,
-// §8.3) with both halves seeded with seed. It returns the low half h1 and the
+// murmur3x64128 is MurmurHash3 x64_128 (Austin Appleby's public algorithm)
+// with both halves seeded with seed. It returns the low half h1 and the
 // high half h2.
 func murmur3x64128(data []byte, seed uint64) (h1, h2 uint64) {
 	const (

@@ -1,8 +1,10 @@
 // Package query owns the emulator's SQL subset: parsing
-// `SELECT [TOP n] * FROM <alias> [WHERE <expr>] [ORDER BY <path> [ASC|DESC]]`
-// and evaluating the WHERE clause against decoded JSON documents with Cosmos
-// DB's semantics, where comparing mismatched types or absent properties is
-// undefined rather than false (spec/cosmos-gateway.md §6).
+// `SELECT [TOP n] <list> FROM <alias> [WHERE <expr>] [ORDER BY <path> [ASC|DESC]]`,
+// where <list> is *, expressions with optional AS names, VALUE <expr>, or
+// VALUE COUNT|SUM|MIN|MAX|AVG(<expr>); evaluating the WHERE clause against
+// decoded JSON documents with Cosmos DB's semantics, where comparing mismatched
+// types or absent properties is undefined rather than false; and projecting
+// and folding the results (docs/protocol-gateway.md, "Queries").
 //
 // Supported in expressions: AND, OR, NOT, parentheses; = != <> < <= > >=;
 // x [NOT] IN (a, b, ...); property paths (c.id, c.a.b, c["x"], c.tags[0]);
@@ -21,7 +23,8 @@ import (
 )
 
 // ErrUnsupported is wrapped by Parse errors for valid Cosmos DB SQL that the
-// emulator does not implement (projections, JOIN, GROUP BY, other functions).
+// emulator does not implement (DISTINCT, JOIN, GROUP BY, OFFSET LIMIT, other
+// functions).
 // Other Parse errors are syntax errors. Both deserve a 400.
 var ErrUnsupported = errors.New("unsupported")
 

@@ -120,7 +120,7 @@ func TestMatch(t *testing.T) {
 }
 
 // TestMatch_ReadManyItemsShapes runs the three query shapes azcosmos's
-// ReadManyItems generates (spec/cosmos-gateway.md §6.1) over a few documents.
+// ReadManyItems generates (docs/protocol-gateway.md, "Queries") over a few documents.
 func TestMatch_ReadManyItemsShapes(t *testing.T) {
 	t.Parallel()
 	docs := []map[string]any{
