@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,7 +64,9 @@ where the digits hash the container and the window as typed. The live processor'
 never read or written. Interrupted (Ctrl-C, a crash), the same command resumes where the
 checkpoints left off, with the window of the first run; --fresh starts over. When every range
 has passed the window's end, cfp prints a summary on stderr (items, ranges, elapsed, items/s),
-deletes the replay's leases (keep them with --cleanup=false) and exits 0.`
+deletes the replay's leases (keep them with --cleanup=false) and exits 0. A replay whose
+stdout its reader closes ('| head') ends there too, exit 0: it deletes its leases, so the same
+command starts over (with --cleanup=false it keeps them, and the same command resumes).`
 
 const replayExample = `  # Re-process the last two hours of shop/orders as JSON lines
   cfp replay-from -2h -d shop -c orders > changes.jsonl
@@ -165,6 +171,21 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	// A reader that stops early (| head) closes stdout: the replay ends there instead of
+	// dying of SIGPIPE with its leases left behind for a "resume" nobody asked for.
+	rctx, cancelReplay := context.WithCancel(ctx)
+	defer cancelReplay()
+	var outputClosed atomic.Bool
+	if o.delegate.Exec == "" && o.delegate.ExecLines == "" {
+		stopPipe := notifyClosedPipe()
+		defer stopPipe()
+		out := f.IO.Out
+		f.IO.Out = &closedPipeWriter{w: out, closed: func() {
+			outputClosed.Store(true)
+			cancelReplay()
+		}}
+		defer func() { f.IO.Out = out }()
+	}
 	inner, closeDelegate, err := o.delegate.handler(f, nil)
 	if err != nil {
 		return err
@@ -183,7 +204,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 		return 0
 	}
 	started := false
-	res, err := feed.Replay(ctx, src, store, feed.ReplayOptions{
+	res, err := feed.Replay(rctx, src, store, feed.ReplayOptions{
 		Window:   feed.ReplayWindow{Start: start, Until: until, State: state},
 		Handler:  inner,
 		Instance: replayInstance(o.Instance),
@@ -207,6 +228,8 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	})
 	elapsed := f.Now().Sub(now)
 	switch {
+	case outputClosed.Load() && ctx.Err() == nil && started:
+		return endOnClosedOutput(ctx, status, store, o.Cleanup, res.Items, name)
 	case err != nil && !started:
 		return err
 	case err != nil && res.Finished:
@@ -225,6 +248,47 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 	}
 	status.Done("replayed %d items from %d ranges in %s (%.0f items/s); %s", res.Items, res.Ranges, elapsed.Round(time.Millisecond), rate(res.Items), cleanup)
 	return nil
+}
+
+// endOnClosedOutput ends a replay whose stdout was closed by its reader: with --cleanup (the
+// default) its leases are deleted, so the same command starts over; with --cleanup=false they
+// are kept and the same command resumes. Either way the message says which.
+func endOnClosedOutput(ctx context.Context, status *render.Status, store *leases.Store, cleanup bool, items int64, name string) error {
+	if !cleanup {
+		status.Done("replay ended after %d items: its output was closed; leases kept under processor %s, re-run the same command to resume", items, name)
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feed.DefaultReleaseTimeout)
+	defer cancel()
+	if err := store.DeleteAll(cctx); err != nil {
+		status.Done("")
+		return fmt.Errorf("replay output closed after %d items; delete the replay's leases: %w", items, err)
+	}
+	status.Done("replay ended after %d items: its output was closed; replay leases deleted, so the same command starts over (--cleanup=false keeps them to resume)", items)
+	return nil
+}
+
+// closedPipeWriter calls closed once a write fails because the reader closed the pipe.
+type closedPipeWriter struct {
+	w      io.Writer
+	closed func()
+}
+
+func (c *closedPipeWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		c.closed()
+	}
+	return n, err
+}
+
+// notifyClosedPipe makes a write to a closed stdout fail with EPIPE instead of killing cfp
+// with SIGPIPE, until the returned function is called. (Notify, unlike Ignore, is not
+// inherited by the --exec children.)
+func notifyClosedPipe() func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGPIPE)
+	return func() { signal.Stop(ch) }
 }
 
 // replayInstance is the replay host's name: --instance, else "<hostname>-replay", a stable
