@@ -2,9 +2,8 @@
 // data directory, durable across restarts) behind an http.Handler that speaks the REST subset
 // described in docs/protocol-gateway.md — account, databases, containers, partition key ranges,
 // items, patch and batch, the change feed in both modes, a SQL subset, time to live and
-// master-key signatures — over several
-// physical partitions routed by the V2 effective partition key, with splits, merges and fault
-// injection for tests. The rest of cfp reaches it only through azcosmos, either over a socket
+// master-key signatures — over several physical partitions routed by the effective partition
+// key, with splits, merges and fault injection for tests. The rest of cfp reaches it only through azcosmos, either over a socket
 // (Serve) or in process (Transport).
 package emulator
 
