@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -330,71 +329,6 @@ func fillEmulatorTable(t *render.Table, ios *render.IOStreams, v emulatorView, o
 	t.Row("partitions", strconv.Itoa(v.Partitions))
 	t.Row("data size", humanBytes(v.DataBytes))
 	t.Row("all-versions retention", v.Retention)
-}
-
-// listenHost returns the host part of a listen address ("" for ":8081").
-func listenHost(addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return host
-}
-
-// isLoopbackHost reports whether a listen host binds only the loopback interface.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// endpointHost is the host clients should use for a listen host: the host itself, or
-// localhost when the address binds every interface.
-func endpointHost(host string) string {
-	if host == "" {
-		return "localhost"
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		return "localhost"
-	}
-	return host
-}
-
-// heldDirError is a data directory that a running `cfp emulator` serves; Try: says to connect to
-// it instead. It wraps the *emulator.LockedError.
-type heldDirError struct {
-	*emulator.LockedError
-}
-
-func (e *heldDirError) Error() string {
-	holder := "another process"
-	if e.PID > 0 {
-		holder = fmt.Sprintf("process %d", e.PID)
-	}
-	return fmt.Sprintf("data directory %s is in use: %s serves it on %s", e.Dir, holder, e.Addr)
-}
-
-func (e *heldDirError) Unwrap() error { return e.LockedError }
-
-func (e *heldDirError) Hint() string {
-	return fmt.Sprintf("--endpoint http://%s/ (with the emulator's key) instead of --local=%s", e.Addr, e.Dir)
-}
-
-// explainLocked turns a data directory held by a serving emulator into a one-line error with
-// a Try: hint to connect to it, and a corrupt one into its own one-line error. Other errors
-// pass unchanged.
-func explainLocked(err error) error {
-	var ce *emulator.CorruptError
-	if errors.As(err, &ce) {
-		return ce // "data directory X is corrupt: ...", nothing to add
-	}
-	var le *emulator.LockedError
-	if errors.As(err, &le) && le.Addr != "" {
-		return &heldDirError{LockedError: le}
-	}
-	return err
 }
 
 // logRetention maps --retention (0: for ever) to emulator.Options.LogRetention (negative: for

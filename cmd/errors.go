@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -200,4 +201,39 @@ func printError(w io.Writer, err error, redact func(string) string) {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// heldDirError is a data directory that a running `cfp emulator` serves; Try: says to connect to
+// it instead. It wraps the *emulator.LockedError.
+type heldDirError struct {
+	*emulator.LockedError
+}
+
+func (e *heldDirError) Error() string {
+	holder := "another process"
+	if e.PID > 0 {
+		holder = fmt.Sprintf("process %d", e.PID)
+	}
+	return fmt.Sprintf("data directory %s is in use: %s serves it on %s", e.Dir, holder, e.Addr)
+}
+
+func (e *heldDirError) Unwrap() error { return e.LockedError }
+
+func (e *heldDirError) Hint() string {
+	return fmt.Sprintf("--endpoint http://%s/ (with the emulator's key) instead of --local=%s", e.Addr, e.Dir)
+}
+
+// explainLocked turns a data directory held by a serving emulator into a one-line error with
+// a Try: hint to connect to it, and a corrupt one into its own one-line error. Other errors
+// pass unchanged.
+func explainLocked(err error) error {
+	var ce *emulator.CorruptError
+	if errors.As(err, &ce) {
+		return ce // "data directory X is corrupt: ...", nothing to add
+	}
+	var le *emulator.LockedError
+	if errors.As(err, &le) && le.Addr != "" {
+		return &heldDirError{LockedError: le}
+	}
+	return err
 }

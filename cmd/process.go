@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +14,6 @@ import (
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
-	"github.com/cfp-dev/cfp/internal/sink"
 )
 
 // Values of --events.
@@ -444,60 +442,4 @@ func (o *processOptions) noteExistingLeases(ctx context.Context, store *leases.S
 	fmt.Fprintf(o.f.IO.ErrOut, "cfp: note: %d of %d leases of processor %s already have a continuation and resume from it; "+
 		"--from %s applies only to the others. To move them, run 'cfp leases reset -p %s' (see its --to flag)\n",
 		withCont, len(ls), proc, o.StartFrom, proc)
-}
-
-// observedHandler reports every failed attempt of the delegate as an error event with cause
-// user (the processor only sees what the error policy returns) and records each processed
-// batch's lag for the metrics. It forwards the per-lease calls of an ExecLines delegate.
-type observedHandler struct {
-	h       feed.Handler
-	events  *processEvents
-	metrics *processMetrics
-
-	mu       sync.Mutex
-	attempts map[string]failures // by lease token
-}
-
-// failures counts the failed attempts of the batch that ends at continuation.
-type failures struct {
-	continuation string
-	n            int
-}
-
-var _ feed.LeaseHandler = (*observedHandler)(nil)
-
-func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
-	o.metrics.batchStarted(b)
-	err := o.h.Handle(ctx, b)
-	var stop *feed.StopError
-	switch {
-	case err == nil || errors.Is(err, feed.ErrNoCheckpoint):
-		o.mu.Lock()
-		delete(o.attempts, b.LeaseToken)
-		o.mu.Unlock()
-		o.metrics.batchDone(b)
-	case ctx.Err() != nil || errors.As(err, &stop):
-	default:
-		o.mu.Lock()
-		fl := o.attempts[b.LeaseToken]
-		if fl.continuation != b.Continuation {
-			fl = failures{continuation: b.Continuation}
-		}
-		fl.n++
-		o.attempts[b.LeaseToken] = fl
-		o.mu.Unlock()
-		e := feed.Event{Type: feed.EventError, Lease: b.LeaseToken, Range: b.Range,
-			Owner: b.Owner, Err: err, Cause: feed.CauseUser, Items: len(b.Items), Continuation: b.Continuation}
-		o.events.attemptFailed(e, fl.n)
-		o.metrics.observe(e)
-	}
-	return err
-}
-
-func (o *observedHandler) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
-	return sink.OpenLease(ctx, o.h, l)
-}
-
-func (o *observedHandler) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
-	return sink.CloseLease(ctx, o.h, l, reason)
 }
