@@ -2,8 +2,9 @@
 // acquire.go and balance.go, handoffs, presence, renewals, workers, splits and merges), the lag
 // estimator, the tail driver, the replay driver (Replay: a window of history through a handler,
 // its progress under its own lease prefix), and positions (ParsePosition for the position
-// grammar of every command; PositionAt, the continuation just before a time). It speaks only its own domain types; internal/cosmos adapts azcosmos to the Source
-// interface declared here, and internal/leases provides the lease model and store.
+// grammar of every command; PositionAt, the continuation just before a time). It speaks only
+// its own domain types; internal/cosmos adapts azcosmos to the Source interface declared here,
+// and internal/leases provides the lease model and store.
 package feed
 
 import (
