@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -57,4 +58,36 @@ func files(t *testing.T, dir string) map[string][]byte {
 		}
 	}
 	return out
+}
+
+// TestManPages_KeepPlaceholdersAndHelpTopics checks what a reader of the man pages sees:
+// "<duration>" and the other placeholders survive (the markdown step took them for HTML tags
+// and dropped them), and every help topic has a page.
+func TestManPages_KeepPlaceholdersAndHelpTopics(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := generate(dir); err != nil {
+		t.Fatal(err)
+	}
+	page := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, "man", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	replay := page("cfp-replay-from.1")
+	for _, want := range []string{"-<duration>        the changes since that long ago", "<RFC 3339 time>", "-<duration> or +<duration>"} {
+		if !strings.Contains(replay, want) {
+			t.Errorf("cfp-replay-from.1 lacks %q", want)
+		}
+	}
+	for _, topic := range []string{"exit-codes", "environment", "formatting"} {
+		if p := page("cfp-help-" + topic + ".1"); !strings.Contains(p, ".SH NAME\ncfp-help-"+topic) {
+			t.Errorf("cfp-help-%s.1 has no NAME section:\n%s", topic, p)
+		}
+	}
+	if p := page("cfp-help-exit-codes.1"); !strings.Contains(p, "130  interrupted by SIGINT") {
+		t.Errorf("cfp-help-exit-codes.1 lost the exit code table:\n%s", p)
+	}
 }
