@@ -77,22 +77,44 @@ func (f *factory) leaseInputs() accountInputs {
 		KeyFile: g.LeaseKeyFile, EnvKey: strings.TrimSpace(f.Getenv("CFP_LEASE_KEY")), Auth: g.LeaseAuth}
 }
 
-// accountConfig resolves which account to use. Flags win over the environment; within each,
-// --local, --connection-string and --endpoint exclude one another. It reads --key-file but
-// dials nothing.
-func (f *factory) accountConfig() (accountConfig, error) {
-	cfg, err := f.resolveAccount(f.monitoredInputs())
-	cfg.PreferredRegions = f.Global.PreferredRegions
-	cfg.CAFile = f.Global.CAFile
-	return cfg, err
+// resolvedAccount is an account configuration as resolved once per run.
+type resolvedAccount struct {
+	cfg      accountConfig
+	separate bool
+	err      error
 }
 
-// leaseAccountConfig resolves the lease account: --lease-endpoint or
+// accountConfig resolves which account to use, once per run (later calls return the first
+// answer). Flags win over the environment; within each, --local, --connection-string and
+// --endpoint exclude one another. It reads --key-file but dials nothing.
+func (f *factory) accountConfig() (accountConfig, error) {
+	f.resolvedMu.Lock()
+	defer f.resolvedMu.Unlock()
+	if f.monitored == nil {
+		cfg, err := f.resolveAccount(f.monitoredInputs())
+		cfg.PreferredRegions = f.Global.PreferredRegions
+		cfg.CAFile = f.Global.CAFile
+		f.monitored = &resolvedAccount{cfg: cfg, err: err}
+	}
+	return f.monitored.cfg, f.monitored.err
+}
+
+// leaseAccountConfig resolves the lease account, once per run: --lease-endpoint or
 // --lease-connection-string (or their variables), by the monitored account's rules
 // (resolveAccount). separate is false when neither is set: the lease container is in the
 // monitored account, and a lease key or --lease-auth without a lease account is a usage error
 // rather than silently unused. It reads --lease-key-file but dials nothing.
 func (f *factory) leaseAccountConfig() (cfg accountConfig, separate bool, err error) {
+	f.resolvedMu.Lock()
+	defer f.resolvedMu.Unlock()
+	if f.lease == nil {
+		cfg, separate, err := f.resolveLeaseAccount()
+		f.lease = &resolvedAccount{cfg: cfg, separate: separate, err: err}
+	}
+	return f.lease.cfg, f.lease.separate, f.lease.err
+}
+
+func (f *factory) resolveLeaseAccount() (cfg accountConfig, separate bool, err error) {
 	in := f.leaseInputs()
 	if in.Endpoint == "" && in.ConnectionString == "" {
 		switch {

@@ -39,6 +39,12 @@ type factory struct {
 	leaseMu   sync.Mutex
 	leaseAcct *account.Account
 
+	// resolved caches the account configurations, so that each is resolved (key files read,
+	// rules checked) once per run whichever command asks: see accountConfig.
+	resolvedMu sync.Mutex
+	monitored  *resolvedAccount
+	lease      *resolvedAccount
+
 	queryOnce sync.Once
 	query     *render.Query
 	queryErr  error

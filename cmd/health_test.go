@@ -91,6 +91,9 @@ func TestProcess_HealthEndpoints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	if err := o.resolve(); err != nil {
+		t.Fatal(err)
+	}
 	go func() { done <- runProcess(ctx, o) }()
 
 	select {

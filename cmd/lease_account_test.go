@@ -191,3 +191,41 @@ func TestConfig_LeaseAccount(t *testing.T) {
 		})
 	}
 }
+
+// TestAccountConfig_ResolvedOncePerRun: both account configurations are resolved once per run,
+// so every command and helper that asks sees the same answer (the key files are read once).
+func TestAccountConfig_ResolvedOncePerRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyFile, leaseKeyFile := filepath.Join(dir, "key"), filepath.Join(dir, "lease.key")
+	for _, k := range []string{keyFile, leaseKeyFile} {
+		if err := os.WriteFile(k, []byte("a2V5a2V5a2V5\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ios, _, _, _ := render.Test()
+	f := &factory{IO: ios, Global: &globalOptions{}, Getenv: func(string) string { return "" }}
+	root := newRootCmd(f)
+	var errs []error
+	root.AddCommand(newProbeCmd(func() {
+		for range 2 {
+			_, err := f.accountConfig()
+			_, _, lerr := f.leaseAccountConfig()
+			errs = append(errs, err, lerr)
+			// Gone after the first resolution: a second one would fail to read them.
+			_ = os.Remove(keyFile)
+			_ = os.Remove(leaseKeyFile)
+		}
+	}))
+	root.SetArgs([]string{"--endpoint", "https://a.documents.azure.com:443/", "--key-file", keyFile,
+		"--lease-endpoint", "https://b.documents.azure.com:443/", "--lease-key-file", leaseKeyFile, "probe"})
+	root.SetOut(io.Discard)
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("resolution %d: %v", i, err)
+		}
+	}
+}

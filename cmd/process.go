@@ -33,9 +33,11 @@ type processOptions struct {
 	Expiration      time.Duration
 	PollInterval    time.Duration
 	MaxItems        int
-	// StartFrom is the --from text ("now" by default); startSet says the user gave it.
+	// StartFrom is the --from text ("now" by default); startSet says the user gave it, and
+	// start is its value, resolved once by resolve.
 	StartFrom string
 	startSet  bool
+	start     feed.StartFrom
 	// Mode is the --mode text (latest or all-versions); mode is its parsed value.
 	Mode string
 	mode feed.FeedMode
@@ -188,20 +190,31 @@ func (o *processOptions) validate(c *cobra.Command) error {
 	if o.StuckAfter < 1 {
 		return usageErrorf("--stuck-after must be at least 1, got %d", o.StuckAfter)
 	}
-	start, err := feed.ParseStart(o.StartFrom, o.f.Now())
-	if err != nil {
-		return usageErrorf("--from: %w", err)
+	if err := o.resolve(); err != nil {
+		return err
 	}
-	if o.mode, err = feed.ParseFeedMode(o.Mode); err != nil {
-		return usageErrorf("--mode: %w", err)
-	}
-	if o.mode == feed.AllVersionsAndDeletes && start.Kind != feed.StartNow {
+	if o.mode == feed.AllVersionsAndDeletes && o.start.Kind != feed.StartNow {
 		// .NET throws too: the all-versions feed starts from now or a continuation only.
 		return usageErrorf("--from %s: an all-versions processor starts its leases from now only (leases with a continuation resume from it)", o.StartFrom)
 	}
 	if err := o.engineOptions(feed.StartFrom{}).Validate(); err != nil {
 		return usageErrorf("%w", err)
 	}
+	return nil
+}
+
+// resolve parses --from and --mode into start and mode, once: validate calls it, and runProcess
+// uses what it resolved ("now" is anchored at the host's start there).
+func (o *processOptions) resolve() error {
+	start, err := feed.ParseStart(o.StartFrom, o.f.Now())
+	if err != nil {
+		return usageErrorf("--from: %w", err)
+	}
+	mode, err := feed.ParseFeedMode(o.Mode)
+	if err != nil {
+		return usageErrorf("--mode: %w", err)
+	}
+	o.start, o.mode = start, mode
 	return nil
 }
 
@@ -264,18 +277,11 @@ func (o *processOptions) modeMismatch(mm *feed.ModeMismatchError) error {
 }
 
 // runProcess runs the processor host until ctx ends (exit 0 after a clean shutdown) or the
-// error policy stops it.
+// error policy stops it. o holds what validate resolved.
 func runProcess(ctx context.Context, o *processOptions) (err error) {
 	f := o.f
-	start, err := feed.ParseStart(o.StartFrom, f.Now())
-	if err != nil {
-		return usageErrorf("--from: %w", err)
-	}
-	if o.mode, err = feed.ParseFeedMode(o.Mode); err != nil {
-		return usageErrorf("--mode: %w", err)
-	}
 	// "now" is this host's start, as in .NET (see feed.AnchorNow).
-	start = feed.AnchorNow(start, o.mode, f.Now())
+	start := feed.AnchorNow(o.start, o.mode, f.Now())
 	eopts := o.engineOptions(start)
 	var metrics *processMetrics
 	var hl *health

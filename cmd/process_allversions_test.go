@@ -37,6 +37,9 @@ func TestProcess_AllVersionsDeliversEveryOperation(t *testing.T) {
 		AcquireInterval: 100 * time.Millisecond, RenewInterval: 300 * time.Millisecond, Expiration: 3 * time.Second,
 		PollInterval: 20 * time.Millisecond, ShutdownTimeout: 5 * time.Second}
 	done := make(chan error, 1)
+	if err := opts.resolve(); err != nil {
+		t.Fatal(err)
+	}
 	go func() { done <- runProcess(ctx, opts) }()
 
 	c := acct.Container("shop", "orders")

@@ -588,6 +588,9 @@ func TestProcess_StartNowIsAnchoredAtTheHostsStart(t *testing.T) {
 	var got feed.StartFrom
 	opts := &processOptions{f: f, Instance: "h", StartFrom: "now", Events: eventsNone, CreateLeaseContainer: true,
 		delegate: delegateOptions{OnError: "stop"}, started: func(p *feed.Processor) { got = p.Options().StartFrom; cancel() }}
+	if err := opts.resolve(); err != nil {
+		t.Fatal(err)
+	}
 	err := runProcess(ctx, opts)
 	if code := exitCode(err, true); code != exitOK {
 		t.Fatalf("runProcess: %v (exit %d)", err, code)
