@@ -26,6 +26,10 @@ type delegateOptions struct {
 	OnError    string
 	DeadLetter string
 	Timeout    time.Duration
+
+	// attemptsReported says the command reports each failed attempt as an event, so the
+	// retry policy does not log it too (cfp process with --events text or jsonl).
+	attemptsReported bool
 }
 
 // delegateUsage is the help of the delegate flags on one command. The flags mean the same on
@@ -135,6 +139,8 @@ func (d *delegateOptions) handler(f *factory, observe func(feed.Handler) feed.Ha
 		MaxRetries: d.MaxRetries,
 		OnError:    sink.OnError(d.OnError),
 		Logger:     f.Log,
+
+		AttemptsReported: d.attemptsReported,
 	}
 	if d.DeadLetter != "" {
 		file, err := os.OpenFile(d.DeadLetter, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

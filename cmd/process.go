@@ -45,6 +45,7 @@ type processOptions struct {
 	delegate delegateOptions
 
 	Events               string
+	EventsFile           string
 	CreateLeaseContainer bool
 	MetricsAddr          string
 	StuckAfter           int
@@ -101,9 +102,10 @@ have one resume from it (use 'cfp leases reset' to move them). "now" means the m
 host started (less a second), as in .NET 3.59+: a lease that another host owned but never
 checkpointed still delivers the changes written since then when this host takes it over.
 
-Lifecycle notifications go to stderr (--events): acquired, released, lost, split and error
-(with cause user for the delegate, infra for the service), as text or as JSON lines that
-also include batch and checkpoint events and a final summary.
+Lifecycle notifications go to stderr (--events), or to --events-file FILE apart from the
+logs and the delegates' stderr: acquired, released, lost, split, merge and error (with cause
+user for the delegate, infra for the service; each failed attempt once), as text or as JSON
+lines that also include batch and checkpoint events and a final summary.
 
 --metrics-addr serves Prometheus metrics at /metrics, and /healthz (the balancing loop
 runs) and /readyz (the first acquire cycle finished and the lease container answers) for
@@ -122,7 +124,7 @@ const processExample = `  # Print every change of shop/orders as JSON lines, sha
     --max-retries 5 --on-error dead-letter --dead-letter failed.jsonl
 
   # Machine-readable lifecycle events, Prometheus metrics on :9464
-  cfp process -d shop -c orders -p orders-proj --events jsonl --metrics-addr :9464 2> events.jsonl
+  cfp process -d shop -c orders -p orders-proj --events-file events.jsonl --metrics-addr :9464
 
   # Every create, replace and delete, deletes by id: all-versions mode
   cfp process -d shop -c orders -p orders-audit --mode all-versions \
@@ -145,7 +147,13 @@ func newProcessCmd(f *factory) *cobra.Command {
 			if err := opts.validate(c); err != nil {
 				return err
 			}
-			if opts.Events == eventsJSONL && opts.f.Global.source("log-format") == "default" {
+			if opts.EventsFile != "" && !c.Flags().Changed("events") {
+				opts.Events = eventsJSONL
+			}
+			if opts.EventsFile != "" && opts.Events == eventsNone {
+				return usageErrorf("--events-file needs --events text or jsonl, not none")
+			}
+			if opts.Events == eventsJSONL && opts.EventsFile == "" && opts.f.Global.source("log-format") == "default" {
 				// Every stderr line a JSON object, so `2> >(jq ...)` needs no filtering.
 				opts.f.Global.LogFormat = "json"
 				opts.f.Log = opts.f.newLogger()
@@ -163,7 +171,8 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.StartFrom, "from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -<duration> (all-versions: now only)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
 	opts.delegate.addFlags(c, processDelegateUsage)
-	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr (jsonl also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
+	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr or --events-file (jsonl on stderr also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
+	fs.StringVar(&opts.EventsFile, "events-file", "", "append the notifications to `FILE` instead of stderr, apart from logs and the delegate's stderr (implies --events jsonl)")
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
@@ -316,13 +325,23 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		return err
 	}
 
-	events := newProcessEvents(f.IO.ErrOut, o.Events, f.redact, f.Now)
+	eventsOut := f.IO.ErrOut
+	if o.EventsFile != "" {
+		file, err := os.OpenFile(o.EventsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("open --events-file: %w", err)
+		}
+		defer file.Close()
+		eventsOut = file
+	}
+	events := newProcessEvents(eventsOut, o.Events, f.redact, f.Now)
 	eopts.Logger = f.Log
 	eopts.Notify = func(e feed.Event) {
 		events.notify(e)
 		metrics.observe(e)
 	}
 
+	o.delegate.attemptsReported = o.Events != eventsNone
 	h, closeHandler, err := o.delegate.handler(f, func(inner feed.Handler) feed.Handler {
 		return &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}}
 	})

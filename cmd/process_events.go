@@ -21,7 +21,9 @@ type processEventView struct {
 	Time  time.Time `json:"time"`
 	Owner string    `json:"owner,omitempty"`
 	Lease string    `json:"lease,omitempty"`
-	Range string    `json:"range,omitempty"`
+	// Range is {"min","max"} in hex EPKs, as in every cfp JSON view (a "min-max" string
+	// before).
+	Range *feed.Range `json:"range,omitempty"`
 	// Items is the batch size of batch and error events.
 	Items int `json:"items,omitempty"`
 	// Continuation is the batch's end (batch, error) or the checkpointed position (checkpoint).
@@ -137,7 +139,8 @@ func viewOf(e feed.Event, redact func(string) string) processEventView {
 		Items: e.Items, Continuation: e.Continuation, Cause: string(e.Cause), Children: e.Children,
 	}
 	if e.Range != (feed.Range{}) {
-		v.Range = e.Range.String()
+		r := e.Range
+		v.Range = &r
 	}
 	if e.Err != nil {
 		// One line: an error that carries a child's output or a wrapped message with line ends
@@ -178,8 +181,8 @@ func textEvent(v processEventView) string {
 	kv("owner", v.Owner)
 	kv("processor", v.Processor)
 	kv("lease", v.Lease)
-	if lo, hi, ok := strings.Cut(v.Range, "-"); ok {
-		kv("range", render.RangeText(lo, hi))
+	if v.Range != nil {
+		kv("range", render.RangeText(v.Range.Min, v.Range.Max))
 	}
 	if v.Items > 0 {
 		kv("items", fmt.Sprint(v.Items))
@@ -201,7 +204,8 @@ func textEvent(v processEventView) string {
 		kv("seconds", fmt.Sprintf("%.1f", *v.Seconds))
 		kv("reason", v.Reason)
 	}
-	if v.Error != "" {
+	if v.Error != "" && v.Type != eventSummary {
+		// A summary's error is the line cfp exits with, right after it: not twice.
 		fmt.Fprintf(&b, " error=%q", oneLine(v.Error)) // %q escapes control characters
 	}
 	b.WriteByte('\n')

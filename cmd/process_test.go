@@ -176,7 +176,7 @@ func TestProcess_StdoutDeliversEveryChangeThenReleasesOnInterrupt(t *testing.T) 
 		t.Errorf("%d acquired and %d released events, want 4 of each", len(acquired), len(released))
 	}
 	for _, e := range acquired {
-		if e.Owner != "host-a" || e.Lease == "" || e.Range == "" {
+		if e.Owner != "host-a" || e.Lease == "" || e.Range == nil {
 			t.Errorf("acquired event without owner, lease or range: %+v", e)
 		}
 	}
@@ -310,7 +310,7 @@ func TestProcess_FailingBatchesGoToTheDeadLetterFile(t *testing.T) {
 		"--max-retries", "1", "--dead-letter", dl, "--events", "jsonl"}, procFastLeases...)...)
 	var records []struct {
 		Lease    string            `json:"lease"`
-		Range    string            `json:"range"`
+		Range    feed.Range        `json:"range"`
 		Attempts int               `json:"attempts"`
 		Error    string            `json:"error"`
 		Items    []json.RawMessage `json:"items"`
@@ -325,7 +325,7 @@ func TestProcess_FailingBatchesGoToTheDeadLetterFile(t *testing.T) {
 			}
 			var rec = struct {
 				Lease    string            `json:"lease"`
-				Range    string            `json:"range"`
+				Range    feed.Range        `json:"range"`
 				Attempts int               `json:"attempts"`
 				Error    string            `json:"error"`
 				Items    []json.RawMessage `json:"items"`
@@ -342,7 +342,7 @@ func TestProcess_FailingBatchesGoToTheDeadLetterFile(t *testing.T) {
 		t.Fatalf("exit code %d, want 0\nstderr:\n%s", code, r.err.String())
 	}
 	for _, rec := range records {
-		if rec.Attempts != 2 || !strings.Contains(rec.Error, "status 3") || rec.Lease == "" || rec.Range == "" {
+		if rec.Attempts != 2 || !strings.Contains(rec.Error, "status 3") || rec.Lease == "" || rec.Range.Max == "" {
 			t.Errorf("dead-letter record %+v, want 2 attempts, exit status 3, lease and range", rec)
 		}
 	}

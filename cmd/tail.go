@@ -370,7 +370,7 @@ func checkPartitionKeyComponents(ctx context.Context, c *cosmos.Container, pk js
 
 // tailEnvelope is one change with --envelope: a public contract (docs/scripting.md).
 type tailEnvelope struct {
-	Range     string          `json:"range"`
+	Range     feed.Range      `json:"range"`
 	Partition string          `json:"partition,omitempty"`
 	LSN       int64           `json:"lsn"`
 	TS        string          `json:"ts,omitempty"`
@@ -384,7 +384,7 @@ const tailOperationLatest = "upsert"
 
 func envelopeOf(ch feed.Change) tailEnvelope {
 	env := tailEnvelope{
-		Range:     ch.Range.String(),
+		Range:     ch.Range,
 		Partition: ch.PartitionID,
 		LSN:       ch.LSN,
 		Operation: tailOperationLatest,

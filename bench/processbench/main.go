@@ -213,8 +213,11 @@ type event struct {
 	Time  time.Time `json:"time"`
 	Owner string    `json:"owner"`
 	Lease string    `json:"lease"`
-	Range string    `json:"range"`
-	Items int       `json:"items"`
+	Range struct {
+		Min string `json:"min"`
+		Max string `json:"max"`
+	} `json:"range"`
+	Items int `json:"items"`
 }
 
 // host is a `cfp process` child with its events parsed as they come.
@@ -423,9 +426,9 @@ func failover(cfg config, endpoint string, expiration time.Duration) error {
 		case e := <-merged:
 			switch e.Type {
 			case "acquired":
-				held[e.Owner][e.Lease+" "+e.Range] = true
+				held[e.Owner][e.Lease+" "+e.Range.Min+"-"+e.Range.Max] = true
 			case "released", "lost":
-				delete(held[e.Owner], e.Lease+" "+e.Range)
+				delete(held[e.Owner], e.Lease+" "+e.Range.Min+"-"+e.Range.Max)
 			}
 		case <-deadline:
 			return fmt.Errorf("failover %s: hosts did not balance 2/2: %v", expiration, held)

@@ -13,7 +13,8 @@ const (
 	EventError      EventType = "error"      // a handler (Cause user) or the service (Cause infra) failed
 	EventBatch      EventType = "batch"      // a batch was handled successfully
 	EventCheckpoint EventType = "checkpoint" // a continuation was written to a lease
-	EventSplit      EventType = "split"      // a lease was replaced by child leases
+	EventSplit      EventType = "split"      // a lease was replaced by child leases (its partition split)
+	EventMerge      EventType = "merge"      // a lease was replaced by one over its part of a merged partition
 )
 
 // Cause says whose failure an EventError reports.
@@ -40,6 +41,6 @@ type Event struct {
 	// Continuation is the checkpointed position of EventCheckpoint and the handled batch's end
 	// of EventBatch.
 	Continuation string
-	// Children are the tokens of the leases that replaced Lease in EventSplit.
+	// Children are the tokens of the leases that replaced Lease in EventSplit and EventMerge.
 	Children []string
 }

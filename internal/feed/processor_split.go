@@ -183,8 +183,13 @@ func (w *worker) split() (CloseReason, error) {
 		p.infraError(wctx, "delete split lease", parent.Token, err)
 	}
 	w.splitHeld = nil // the children's own workers hold them now
-	p.log.Info("lease split", "lease", parent.Token, "children", tokens, "continuation", parent.Continuation)
-	p.notify(Event{Type: EventSplit, Lease: parent.Token, Range: parent.Range, Children: tokens, Continuation: parent.Continuation})
+	// One partition in place of the parent's: it merged with a neighbour. Two or more: it split.
+	typ, what := EventSplit, "lease split"
+	if len(over) == 1 {
+		typ, what = EventMerge, "lease merged"
+	}
+	p.log.Info(what, "lease", parent.Token, "children", tokens, "continuation", parent.Continuation)
+	p.notify(Event{Type: typ, Lease: parent.Token, Range: parent.Range, Children: tokens, Continuation: parent.Continuation})
 	for _, c := range mine {
 		p.start(c)
 	}

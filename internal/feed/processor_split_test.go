@@ -477,3 +477,35 @@ func TestProcessor_JavaPKMergeDeliversBothParents(t *testing.T) {
 		return rec.seen["doc1004"] > 0 && rec.seen["doc1000"] > 0
 	})
 }
+
+// A merge is reported as a merge: each parent lease whose partition was merged away is
+// replaced by one lease over its part of the merged partition, and the event that says so is
+// EventMerge, not EventSplit (which cfp process printed before, calling a merge a split).
+func TestProcessor_MergeIsReportedAsMerge(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := leases.NewMemDocuments("/id")
+	writeDocs(t, src, 0, 20)
+	rec := newRecorder(0)
+	hs := startHost(t, src, docs, rec.handler("solo"), fastOptions("solo"))
+	waitFor(t, 10*time.Second, "20 documents", func() bool { return rec.distinct() == 20 })
+	if _, err := src.Merge("0", "1"); err != nil {
+		t.Fatal(err)
+	}
+	writeDocs(t, src, 20, 30)
+	waitFor(t, 10*time.Second, "30 documents", func() bool { return rec.distinct() == 30 })
+	waitFor(t, 10*time.Second, "two merge events", func() bool { return len(hs.ev.of(feed.EventMerge)) == 2 })
+	if splits := hs.ev.of(feed.EventSplit); len(splits) != 0 {
+		t.Errorf("split events %+v after a merge, want none", splits)
+	}
+	var parents []string
+	for _, e := range hs.ev.of(feed.EventMerge) {
+		parents = append(parents, e.Lease)
+		if len(e.Children) != 1 {
+			t.Errorf("merge event %+v, want one lease in place of %s", e, e.Lease)
+		}
+	}
+	if slices.Sort(parents); !slices.Equal(parents, []string{"0", "1"}) {
+		t.Errorf("merged leases %v, want 0 and 1", parents)
+	}
+}

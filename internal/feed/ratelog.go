@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -87,8 +88,14 @@ func (p *Processor) infraError(ctx context.Context, op, token string, err error)
 	p.warnLimited(ctx, op, token, err)
 }
 
-// handlerError notifies a handler failure and logs it (rate-limited).
+// handlerError notifies a handler failure and logs it (rate-limited). A StopError is logged
+// at debug level only: Run returns it, so the caller reports it once.
 func (p *Processor) handlerError(ctx context.Context, info LeaseInfo, err error) {
 	p.notify(Event{Type: EventError, Lease: info.Token, Range: info.Range, Err: err, Cause: CauseUser})
-	p.limit.logAt(ctx, slog.LevelWarn, limitKey("handler", info.Token), "handler failed", "lease", info.Token, "err", err)
+	level := slog.LevelWarn
+	var stop *StopError
+	if errors.As(err, &stop) {
+		level = slog.LevelDebug
+	}
+	p.limit.logAt(ctx, level, limitKey("handler", info.Token), "handler failed", "lease", info.Token, "err", err)
 }

@@ -344,7 +344,7 @@ func (r *replayRun) run(ctx context.Context) (bool, error) {
 		StartFrom:       start,
 		Logger:          r.o.Logger,
 		Notify: func(e Event) {
-			if e.Type == EventSplit {
+			if e.Type == EventSplit || e.Type == EventMerge {
 				r.mu.Lock()
 				r.splits++
 				r.mu.Unlock()

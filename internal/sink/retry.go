@@ -57,6 +57,11 @@ type Retry struct {
 	DeadLetter io.Writer
 	// Logger records failed attempts and skipped batches (nothing is logged when nil).
 	Logger *slog.Logger
+	// AttemptsReported says the caller reports every failed attempt itself (an observer inside
+	// the policy, such as cfp process's error events): Logger then records them at debug level
+	// only, so each failure is printed once. Skipped and dead-lettered batches are logged as
+	// errors either way.
+	AttemptsReported bool
 	// Now is the clock of dead-letter records (time.Now when nil).
 	Now func() time.Time
 
@@ -69,9 +74,11 @@ var _ feed.LeaseHandler = (*Retry)(nil)
 // DeadLetterRecord is one line of the dead-letter file: a public contract, fields are added,
 // never renamed.
 type DeadLetterRecord struct {
-	Time         time.Time         `json:"time"`
-	Lease        string            `json:"lease"`
-	Range        string            `json:"range"`
+	Time  time.Time `json:"time"`
+	Lease string    `json:"lease"`
+	// Range is {"min","max"} in hex EPKs, as in every cfp JSON view (a "min-max" string
+	// before).
+	Range        feed.Range        `json:"range"`
 	Owner        string            `json:"owner,omitempty"`
 	Continuation string            `json:"continuation"`
 	Attempts     int               `json:"attempts"`
@@ -118,7 +125,11 @@ func (r *Retry) Handle(ctx context.Context, b feed.Batch) error {
 		if passThrough(ctx, err) {
 			return err
 		}
-		r.log(ctx, slog.LevelWarn, "handler failed", b, attempts, err)
+		level := slog.LevelWarn
+		if r.AttemptsReported {
+			level = slog.LevelDebug
+		}
+		r.log(ctx, level, "handler failed", b, attempts, err)
 		if attempts > r.MaxRetries {
 			break
 		}
@@ -161,7 +172,7 @@ func (r *Retry) deadLetter(b feed.Batch, attempts int, cause error) error {
 		items = []json.RawMessage{}
 	}
 	line, err := json.Marshal(DeadLetterRecord{
-		Time: now().UTC(), Lease: b.LeaseToken, Range: b.Range.String(), Owner: b.Owner,
+		Time: now().UTC(), Lease: b.LeaseToken, Range: b.Range, Owner: b.Owner,
 		Continuation: b.Continuation, Attempts: attempts, Error: cause.Error(), Items: items,
 	})
 	if err != nil {

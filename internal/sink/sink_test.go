@@ -430,7 +430,7 @@ func TestRetry_Policies(t *testing.T) {
 		if err := r.Handle(t.Context(), b); err != nil {
 			t.Fatal(err)
 		}
-		want := `{"time":"2026-01-02T03:04:05Z","lease":"3","range":"-05C1DFFFFFFFFC","owner":"host-1","continuation":"\"42\"","attempts":3,"error":"boom 3","items":[{"id":"x"},{"id":"y"}]}` + "\n"
+		want := `{"time":"2026-01-02T03:04:05Z","lease":"3","range":{"min":"","max":"05C1DFFFFFFFFC"},"owner":"host-1","continuation":"\"42\"","attempts":3,"error":"boom 3","items":[{"id":"x"},{"id":"y"}]}` + "\n"
 		if dl.String() != want {
 			t.Fatalf("dead letter:\n%s\nwant:\n%s", dl.String(), want)
 		}
