@@ -79,7 +79,7 @@ made and seen on the embedded emulator.
 
 Up to --concurrency upserts run at once (default 16); lines of one document (partition key and
 id) are written in input order, so the last one wins. Throttled upserts are retried after the
-service's retry-after; a server error (HTTP 5xx) stops the import at once (exit 1). On a terminal a progress line is shown; a summary line (imported,
+service's retry-after; a server error (HTTP 5xx) stops the import at once (exit 1). On a terminal a progress line is shown (for regular files a bar with the share read and the time left); a summary line (imported,
 rejected, elapsed, documents per second) is always written to stderr.`
 
 const importExample = `  # Load sample orders into the embedded emulator, creating the container
@@ -149,6 +149,11 @@ type importer struct {
 	// arrayHinted is set once the jq hint for a JSON array was given.
 	arrayHinted atomic.Bool
 
+	// total is the size of the inputs when every one is a regular file (0: unknown, as for a
+	// pipe); read counts the bytes of the lines read so far, for the progress bar.
+	total int64
+	read  atomic.Int64
+
 	mu        sync.Mutex
 	reported  int
 	lastDrawn time.Time
@@ -171,6 +176,7 @@ func runImport(ctx context.Context, opts *importOptions) error {
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
 	}
+	im.total = inputSize(f.IO.In, inputs)
 	g, gctx := errgroup.WithContext(ctx)
 	// Lines of one (partition key, id) go to the same worker, in input order, so the last
 	// version of a document in the input is the one that stays; different documents are
@@ -320,6 +326,7 @@ func (im *importer) readInput(ctx context.Context, workers []chan importJob, nam
 		if err != nil {
 			return fmt.Errorf("read %s: %w", importInputName(label), err)
 		}
+		im.read.Add(int64(len(line)) + 1)
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -466,8 +473,45 @@ func (im *importer) progress() {
 	im.lastDrawn = now
 	im.mu.Unlock()
 	imported, rejected := im.imported.Load(), im.rejected.Load()
-	im.status.Update("importing: %d %s, %d rejected (%s)", imported, im.verb(), rejected, importRate(imported, now.Sub(im.start)))
+	elapsed := now.Sub(im.start)
+	if im.total <= 0 {
+		im.status.Update("importing: %d %s, %d rejected (%s)", imported, im.verb(), rejected, importRate(imported, elapsed))
+		return
+	}
+	read := min(im.read.Load(), im.total)
+	pct := int(read * 100 / im.total)
+	eta := "-"
+	if read > 0 {
+		eta = time.Duration(float64(elapsed) * float64(im.total-read) / float64(read)).Round(time.Second).String()
+	}
+	im.status.Update("importing %s %3d%% of %s, %d %s, %d rejected, ETA %s",
+		progressBar(pct, 100, 10), pct, humanBytes(im.total), imported, im.verb(), rejected, eta)
 }
+
+// inputSize returns the total size of the inputs when each is a regular file (standard input
+// redirected from one counts), else 0: a pipe has no size to show progress against.
+func inputSize(stdin io.Reader, inputs []string) int64 {
+	var total int64
+	for _, name := range inputs {
+		var st os.FileInfo
+		var err error
+		if name == "-" {
+			f, ok := stdin.(*os.File)
+			if !ok {
+				return 0
+			}
+			st, err = f.Stat()
+		} else {
+			st, err = os.Stat(name)
+		}
+		if err != nil || !st.Mode().IsRegular() {
+			return 0
+		}
+		total += st.Size()
+	}
+	return total
+}
+
 
 // summary writes the final line on stderr, always.
 func (im *importer) summary() {

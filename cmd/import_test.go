@@ -362,3 +362,22 @@ func TestImport_ProgressOnlyOnATerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestImport_ProgressBarOfAFile checks the progress of a regular file on a terminal: a bar
+// with the percentage of the bytes read, the size and an ETA; a pipe (no size) shows counts.
+func TestImport_ProgressBarOfAFile(t *testing.T) {
+	t.Parallel()
+	ios, _, _, errOut := render.Test()
+	ios.IsStderrTTY = true
+	args := []string{"--local=" + t.TempDir(), "import", "-d", "shop", "-c", "orders", "--create", "--partition-key-path", "/customerId", ordersFixture}
+	if code := MainWithIO(context.Background(), args, ios, func(string) string { return "" }); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	stderr := errOut.String()
+	if !regexp.MustCompile(`importing \[[#-]{10}\] +\d+% of 51\.9 KB, \d+ imported, 0 rejected, ETA \S+`).MatchString(stderr) {
+		t.Errorf("no progress bar for a file:\n%q", stderr)
+	}
+	if !strings.Contains(stderr, "imported 200, rejected 0,") {
+		t.Errorf("no summary:\n%q", stderr)
+	}
+}
