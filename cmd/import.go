@@ -512,7 +512,6 @@ func inputSize(stdin io.Reader, inputs []string) int64 {
 	return total
 }
 
-
 // summary writes the final line on stderr, always.
 func (im *importer) summary() {
 	elapsed := time.Since(im.start)
