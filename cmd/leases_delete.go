@@ -88,24 +88,24 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(set.docs) == 0 {
+	if len(set.Docs) == 0 {
 		return t.noLeases(ctx, f)
 	}
 	now := f.Now()
 	byID := map[string]*leases.Lease{}
-	for _, l := range set.leases {
+	for _, l := range set.Leases {
 		byID[l.ID] = l
 	}
 	hostByID := map[string]*leases.Host{}
-	for i, h := range set.hosts {
-		hostByID[h.ID] = &set.hosts[i]
+	for i, h := range set.Hosts {
+		hostByID[h.ID] = &set.Hosts[i]
 	}
-	views := make([]deleteStepView, 0, len(set.docs))
+	views := make([]deleteStepView, 0, len(set.Docs))
 	if opts.LockOnly {
-		set.docs = slices.DeleteFunc(set.docs, func(d leases.Document) bool { return d.ID != leases.LockID(t.prefix) })
-		set.leases = nil
+		set.Docs = slices.DeleteFunc(set.Docs, func(d leases.Document) bool { return d.ID != leases.LockID(t.prefix) })
+		set.Leases = nil
 	}
-	for _, d := range set.docs {
+	for _, d := range set.Docs {
 		v := deleteStepView{ID: d.ID, Kind: "lease"}
 		switch d.ID {
 		case leases.InfoID(t.prefix):
@@ -131,12 +131,12 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 		return err
 	}
 	// Leases first, the .info marker last: an interrupted delete never leaves leases without .info.
-	docs := slices.Clone(set.docs)
+	docs := slices.Clone(set.Docs)
 	if i := slices.IndexFunc(docs, func(d leases.Document) bool { return d.ID == leases.InfoID(t.prefix) }); i >= 0 {
-		docs = append(slices.Delete(docs, i, i+1), set.docs[i])
+		docs = append(slices.Delete(docs, i, i+1), set.Docs[i])
 	}
 	m := mutation{
-		f: f, flags: opts.mutationFlags, held: liveOwned(set.leases, now, opts.Expiration),
+		f: f, flags: opts.mutationFlags, held: liveOwned(set.Leases, now, opts.Expiration),
 		none:     fmt.Sprintf("Nothing under prefix %s.", t.prefix),
 		question: fmt.Sprintf("Delete %d document(s) under %s?", len(docs), t.prefix),
 		done:     "Deleted %d document(s).",

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -63,29 +62,9 @@ func runLeasesDiscover(ctx context.Context, opts *leasesListOptions) error {
 	}
 	serious := 0
 	for _, in := range infos {
-		ls, lockTime, lockTTL := prefixLeases(docs, in.Prefix)
-		findings := leases.Check(ls, now, opts.Expiration, leases.WithMarkers(in.HasInfo, lockTime), leases.WithLockTTL(lockTTL))
+		set := leases.SetOf(docs, in.Prefix, nil) // documents that are not leases were counted by leases.Discover
+		findings := leases.Check(set.Leases, now, opts.Expiration, leases.WithMarkers(in.HasInfo, set.LockTime), leases.WithLockTTL(set.LockTTL))
 		serious += printFindings(f.IO, in.Prefix, findings, f.lockFix(in.Prefix))
 	}
 	return checkResult(f.IO, serious)
-}
-
-// prefixLeases returns the leases of prefix among docs, and the time of its .lock marker (zero
-// when there is none). Documents that are not leases were counted by leases.Discover.
-func prefixLeases(docs []leases.Document, prefix string) ([]*leases.Lease, time.Time, time.Duration) {
-	var ls []*leases.Lease
-	var lockTime time.Time
-	var lockTTL time.Duration
-	for _, d := range docs {
-		pre, _, isLease := leases.SplitID(d.ID)
-		switch {
-		case d.ID == leases.LockID(prefix):
-			lockTime, lockTTL = docTS(d), leases.ParseLock(d.Body).TTL
-		case isLease && pre == prefix:
-			if l, err := leases.Decode(d); err == nil {
-				ls = append(ls, l)
-			}
-		}
-	}
-	return ls, lockTime, lockTTL
 }

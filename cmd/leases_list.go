@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -116,14 +115,14 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		return err
 	}
 	now := f.Now()
-	resolveRanges(set.leases, parts)
-	sortLeases(set.leases)
-	if len(set.leases) == 0 {
+	resolveRanges(set.Leases, parts)
+	sortLeases(set.Leases)
+	if len(set.Leases) == 0 {
 		return t.noLeases(ctx, f)
 	}
 
-	views := make([]leaseView, 0, len(set.leases))
-	for _, l := range set.leases {
+	views := make([]leaseView, 0, len(set.Leases))
+	for _, l := range set.Leases {
 		views = append(views, newLeaseView(l, now, opts.Expiration))
 	}
 	err = p.Print(ctx, views, func(tb *render.Table) {
@@ -132,7 +131,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		tb.Optional(len(render.LeaseColumns) + 2).Optional(len(render.LeaseColumns) + 1)
 		for i, v := range views {
 			cells := render.LeaseCells(f.IO.Styles(), v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
-			tb.Row(append(cells, f.IO.Timestamp(set.leases[i].Timestamp, now), v.Family, modeCell(v))...)
+			tb.Row(append(cells, f.IO.Timestamp(set.Leases[i].Timestamp, now), v.Family, modeCell(v))...)
 		}
 	})
 	if err != nil {
@@ -140,7 +139,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	}
 	if p.Format == render.FormatTable && p.Query == nil && len(views) > 0 {
 		fmt.Fprintln(f.IO.Out)
-		if err := ownerSummary(f.IO, set.leases, set.hosts, now, opts.Expiration).Render(); err != nil {
+		if err := ownerSummary(f.IO, set.Leases, set.Hosts, now, opts.Expiration).Render(); err != nil {
 			return err
 		}
 	}
@@ -151,83 +150,36 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	for _, pt := range parts {
 		cparts = append(cparts, leases.Partition{ID: pt.ID, Range: pt.Range, Parents: pt.Parents})
 	}
-	checkOpts := []leases.CheckOption{leases.WithMarkers(set.hasInfo, set.lockTime), leases.WithLockTTL(set.lockTTL)}
+	checkOpts := []leases.CheckOption{leases.WithMarkers(set.HasInfo, set.LockTime), leases.WithLockTTL(set.LockTTL)}
 	if parts != nil {
 		checkOpts = append(checkOpts, leases.WithPartitions(cparts))
 	}
-	findings := leases.Check(set.leases, now, opts.Expiration, checkOpts...)
+	findings := leases.Check(set.Leases, now, opts.Expiration, checkOpts...)
 	if t.monitored != nil {
-		findings = append(findings, leases.BeyondLatest(set.leases, latestLSNs(ctx, f, t.monitored, set.leases))...)
+		findings = append(findings, leases.BeyondLatest(set.Leases, latestLSNs(ctx, f, t.monitored, set.Leases))...)
 	}
 	return checkResult(f.IO, printFindings(f.IO, "", findings, f.lockFix(t.prefix)))
 }
 
-// leaseSet is one prefix's leases and markers as read from the lease container.
-type leaseSet struct {
-	leases   []*leases.Lease
-	hasInfo  bool
-	lockTime time.Time
-	lockTTL  time.Duration
-	// hosts are the presence records of cfp hosts ("<prefix>.host.<instance>"), markers.
-	hosts []leases.Host
-	docs  []leases.Document
-}
-
 // leaseSet reads the leases and markers of t's prefix with one prefix query. Documents under
 // "<prefix>.." that are not leases are skipped with a warning.
-func (t *leaseTarget) leaseSet(ctx context.Context) (leaseSet, error) {
+func (t *leaseTarget) leaseSet(ctx context.Context) (leases.Set, error) {
 	docs, err := t.docs.QueryPrefix(ctx, t.prefix)
 	if err != nil {
-		return leaseSet{}, fmt.Errorf("list leases of %s: %w", t.prefix, err)
+		return leases.Set{}, fmt.Errorf("list leases of %s: %w", t.prefix, err)
 	}
-	var set leaseSet
-	for _, d := range docs {
-		switch {
-		case d.ID == leases.InfoID(t.prefix):
-			set.hasInfo = true
-			set.docs = append(set.docs, d)
-		case d.ID == leases.LockID(t.prefix):
-			set.lockTime, set.lockTTL = docTS(d), leases.ParseLock(d.Body).TTL
-			set.docs = append(set.docs, d)
-		case strings.HasPrefix(d.ID, leases.HostIDPrefix(t.prefix)):
-			if h, err := leases.DecodeHost(d); err == nil && h.Prefix == t.prefix {
-				set.hosts = append(set.hosts, h)
-				set.docs = append(set.docs, d)
-			}
-		case strings.HasPrefix(d.ID, t.prefix+".."):
-			l, err := leases.Decode(d)
-			if err != nil {
-				t.skip(d.ID, err)
-				continue
-			}
-			set.leases = append(set.leases, l)
-			set.docs = append(set.docs, d)
-		}
-	}
-	return set, nil
+	return leases.SetOf(docs, t.prefix, t.skip), nil
 }
 
-// docTS returns a document's _ts (zero when absent).
-func docTS(d leases.Document) time.Time {
-	var v struct {
-		TS int64 `json:"_ts"`
-	}
-	if json.Unmarshal(d.Body, &v) != nil || v.TS == 0 {
-		return time.Time{}
-	}
-	return time.Unix(v.TS, 0).UTC()
-}
-
-// resolveRanges fills the range of PK-range leases without FeedRange from the live partitions.
+// resolveRanges fills the range of PK-range leases without FeedRange from the live partition
+// that serves them (feed.Route).
 func resolveRanges(ls []*leases.Lease, parts []feed.Partition) {
 	for _, l := range ls {
 		if l.HasRange() {
 			continue
 		}
-		for _, p := range parts {
-			if p.ID == l.Token {
-				l.Range = p.Range
-			}
+		if rt, err := feed.Route(l, parts); err == nil {
+			l.Range = rt.Partition.Range
 		}
 	}
 }
