@@ -32,7 +32,9 @@ type processOptions struct {
 	RenewInterval   time.Duration
 	Expiration      time.Duration
 	PollInterval    time.Duration
-	MaxItems        int
+	// CheckpointInterval is --checkpoint-interval (0: a checkpoint after every batch).
+	CheckpointInterval time.Duration
+	MaxItems           int
 	// StartFrom is the --from text ("now" by default); startSet says the user gave it, and
 	// start is its value, resolved once by resolve.
 	StartFrom string
@@ -167,6 +169,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.DurationVar(&opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
 	fs.DurationVar(&opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
 	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
+	fs.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "write a lease's checkpoint at most this often (0: after every batch); what waits is written on release and shutdown, a crash may deliver it again")
 	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
 	fs.StringVar(&opts.StartFrom, "from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -<duration> (all-versions: now only)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
@@ -243,15 +246,16 @@ func (o *processOptions) instance() string {
 // runProcess).
 func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptions {
 	return feed.ProcessorOptions{
-		Instance:        o.instance(),
-		AcquireInterval: o.AcquireInterval,
-		RenewInterval:   o.RenewInterval,
-		Expiration:      o.Expiration,
-		PollInterval:    o.PollInterval,
-		MaxItems:        o.MaxItems,
-		StartFrom:       start,
-		Mode:            o.mode,
-		ShutdownTimeout: o.ShutdownTimeout,
+		Instance:           o.instance(),
+		AcquireInterval:    o.AcquireInterval,
+		RenewInterval:      o.RenewInterval,
+		Expiration:         o.Expiration,
+		PollInterval:       o.PollInterval,
+		CheckpointInterval: o.CheckpointInterval,
+		MaxItems:           o.MaxItems,
+		StartFrom:          start,
+		Mode:               o.mode,
+		ShutdownTimeout:    o.ShutdownTimeout,
 	}
 }
 

@@ -530,6 +530,7 @@ func TestProcess_UsageErrors(t *testing.T) {
 		{"two delegates", []string{"-p", "x", "--exec", "a", "--exec-lines", "b"}, "exec"},
 		{"bad start", []string{"-p", "x", "--from", "yesterday"}, "--from"},
 		{"renew not below expiration", []string{"-p", "x", "--lease-renew-interval", "1m"}, "renew interval 1m0s must be shorter than the lease expiration 1m0s"},
+		{"negative checkpoint interval", []string{"-p", "x", "--checkpoint-interval", "-1s"}, "checkpoint interval must not be negative, got -1s"},
 		{"bad events", []string{"-p", "x", "--events", "xml"}, "want one of text, jsonl, none"},
 		{"negative retries", []string{"-p", "x", "--max-retries", "-1"}, "--max-retries must not be negative"},
 	} {

@@ -70,7 +70,11 @@ func (p *Processor) answerHandoffs(ctx context.Context) {
 // reports whether this host holds more than its fair share while another live host holds
 // less (a donor, which should expect handoff requests).
 func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
-	p.announce(ctx)
+	if !first && p.quietCycle(ctx) {
+		p.cycleDone(nil)
+		return false
+	}
+	p.announceDue(ctx)
 	all, hosts, err := p.store.ListWithHosts(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -104,6 +108,8 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 	}
 	donor = p.holding() > floor && hungry(candidates, live, p.opts.Instance, floor, now, p.opts.Expiration)
 	plan := PlanAcquireWithHosts(candidates, live, p.opts.Instance, now, p.opts.Expiration)
+	p.calm.settle(len(plan) == 0 && !donor && p.holding() >= floor && settledLeases(all, hosts, now, p.opts.Expiration),
+		liveRecords(hosts, now, p.opts.Expiration), p.holding())
 	var mine []*leases.Lease
 	for _, l := range all {
 		switch {

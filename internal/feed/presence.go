@@ -13,15 +13,17 @@ import (
 // announce writes this host's presence record (see leases.Host), so that the other cfp hosts
 // count it before it owns a lease. A failure is logged (rate-limited) and otherwise ignored:
 // without the record, the others see this host once it owns leases, as .NET hosts do.
-func (p *Processor) announce(ctx context.Context) {
+// It reports whether the record was written.
+func (p *Processor) announce(ctx context.Context) bool {
 	_, err := p.store.Announce(ctx, p.opts.Instance, max(leases.DefaultHostTTL, 2*p.opts.Expiration))
 	if err != nil {
 		if ctx.Err() == nil {
 			p.warnLimited(ctx, "announce host", "", err)
 		}
-		return
+		return false
 	}
 	p.limit.reset(limitKey("announce host", ""))
+	return true
 }
 
 // withdraw deletes this host's presence record, under a fresh deadline: at shutdown, so that

@@ -37,8 +37,17 @@ type ProcessorOptions struct {
 	Instance string
 	// AcquireInterval is the balancing period (default 13s).
 	AcquireInterval time.Duration
-	// RenewInterval is the period of lease renewals (default 17s).
+	// RenewInterval is the period of lease renewals (default 17s). A lease is written again
+	// only once its last write (a renew or a checkpoint) is KeepAlive old: the renewer looks
+	// every half interval and skips the leases written since.
 	RenewInterval time.Duration
+	// CheckpointInterval is the least time between two writes of one lease for a checkpoint
+	// (default 0: a checkpoint after every batch, as .NET). A batch's continuation waits until
+	// the lease's last write is that old, and is written at once when the lease is released,
+	// handed off or the processor stops; a crash may deliver the batches since the last
+	// written checkpoint again (at least once), and the lag the estimator reads from the lease
+	// lags up to that long. Setting it to KeepAlive leaves one write per lease per keep-alive.
+	CheckpointInterval time.Duration
 	// Expiration is how long a lease stays owned without a write (default 60s).
 	Expiration time.Duration
 	// PollInterval is the wait after an empty page (default 5s).
@@ -106,6 +115,18 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	return o
 }
 
+// KeepAlive is how old a lease's last write may get before the renewer writes it again:
+// Expiration less one and a half renew intervals (with the defaults 34.5s, a write every
+// 34.5-43s instead of every 17s), at most three fifths of the expiration, at least one renew
+// interval. The renewer looks every half renew interval, so a lease is never older than
+// KeepAlive plus half an interval when it is written, and a failed write is retried at least
+// once before the lease could look expired to another host (.NET's or cfp's: every host
+// compares the lease's timestamp with the expiration); a checkpoint counts as a write.
+func (o ProcessorOptions) KeepAlive() time.Duration {
+	o = o.WithDefaults()
+	return max(o.RenewInterval, min(o.Expiration-3*o.RenewInterval/2, 3*o.Expiration/5))
+}
+
 // Validate checks the options; zero fields stand for their defaults (see WithDefaults).
 func (o ProcessorOptions) Validate() error {
 	o = o.WithDefaults()
@@ -128,6 +149,9 @@ func (o ProcessorOptions) Validate() error {
 	}
 	if o.RenewInterval > 0 && o.Expiration > 0 && o.RenewInterval >= o.Expiration {
 		errs = append(errs, fmt.Errorf("renew interval %s must be shorter than the lease expiration %s", o.RenewInterval, o.Expiration))
+	}
+	if o.CheckpointInterval < 0 {
+		errs = append(errs, fmt.Errorf("checkpoint interval must not be negative, got %s", o.CheckpointInterval))
 	}
 	if o.MaxItems < 0 {
 		errs = append(errs, fmt.Errorf("max items must not be negative, got %d", o.MaxItems))
@@ -186,7 +210,8 @@ type Processor struct {
 	bootMu sync.Mutex
 	boot   *BootstrapResult
 
-	ho *handoffs // taken before mu (see handoffs)
+	ho   *handoffs // taken before mu (see handoffs)
+	calm calm      // the balancing goroutine's own (see quietCycle)
 
 	mu    sync.Mutex             // guards owned, group and run
 	owned map[string]*ownedLease // by token

@@ -50,6 +50,13 @@ func (ol *ownedLease) update(l *leases.Lease, start time.Time) {
 	}
 }
 
+// lastWrite is the start of the last successful write of the lease by this host.
+func (ol *ownedLease) lastWrite() time.Time {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	return ol.confirmed
+}
+
 // valid reports whether the lease can still be ours at now: this host wrote it less than
 // expiration ago (measured from before the write, so that it stops before others may take it).
 func (ol *ownedLease) valid(now time.Time, expiration time.Duration) bool {
@@ -296,11 +303,11 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			// idle range cfp owns would show a growing lag there. cfp writes it only when the
 			// continuation moved and no batch is held back (Java writes every empty page).
 			if ol.current().Family == leases.FamilyJavaEPK && page.Continuation != "" &&
-				page.Continuation != w.checkpointed && w.pending == "" {
+				page.Continuation != w.checkpointed && (w.pending == "" || w.coalesced()) {
 				w.pending, w.deferred = page.Continuation, false
-				if lost := w.checkpoint(ol.ctx); lost {
-					return CloseLeaseLost, nil
-				}
+			}
+			if lost := w.checkpointDue(ol.ctx); lost {
+				return CloseLeaseLost, nil
 			}
 			continue
 		}
@@ -323,7 +330,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			attempt = 1
 			p.notify(Event{Type: EventBatch, Lease: b.LeaseToken, Range: b.Range, Items: len(b.Items), Continuation: b.Continuation})
 			w.pending, w.deferred = page.Continuation, false
-			if lost := w.checkpoint(ol.ctx); lost {
+			if lost := w.checkpointDue(ol.ctx); lost {
 				return CloseLeaseLost, nil
 			}
 		case errors.Is(herr, ErrNoCheckpoint):
@@ -399,10 +406,37 @@ func (w *worker) rewind() {
 	if w.checkpointed != "" {
 		start = StartFrom{Kind: StartContinuation, Continuation: w.checkpointed}
 	}
+	if w.coalesced() {
+		// Delivered and waiting for CheckpointInterval: those batches are done, rewind to
+		// their end and keep the continuation to write.
+		if w.reader != nil {
+			w.reader.Seek(StartFrom{Kind: StartContinuation, Continuation: w.pending})
+		}
+		return
+	}
 	w.pending, w.deferred = "", false
 	if w.reader != nil {
 		w.reader.Seek(start)
 	}
+}
+
+// coalesced reports whether w.pending is the continuation of delivered batches that waits
+// for CheckpointInterval (not one held back by ErrNoCheckpoint).
+func (w *worker) coalesced() bool { return w.pending != "" && !w.deferred }
+
+// checkpointDue writes w.pending (not held back by ErrNoCheckpoint) once the lease's last
+// write is CheckpointInterval old, and reports whether the lease turned out lost. Until then
+// the continuation waits: the next page, empty or not, looks again, and closing the lease
+// writes it.
+func (w *worker) checkpointDue(ctx context.Context) (lost bool) {
+	p := w.p
+	if !w.coalesced() {
+		return false
+	}
+	if iv := p.opts.CheckpointInterval; iv > 0 && p.opts.Now().Sub(w.ol.lastWrite()) < iv {
+		return false
+	}
+	return w.checkpoint(ctx)
 }
 
 // checkpoint writes w.pending; it reports whether the lease turned out lost. Other failures

@@ -8,8 +8,8 @@ import (
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
-// renewLoop renews every held lease each RenewInterval, .NET-style after a first half
-// interval, until ctx ends, then goes on renewing the leases whose workers still finish a batch
+// renewLoop looks at every held lease each half RenewInterval, after a first half interval,
+// and renews those whose last write is KeepAlive old, until ctx ends, then goes on renewing the leases whose workers still finish a batch
 // in flight until the last worker ended. A lease that is lost, or that could not be written for
 // longer than the expiration (another host may hold it by now), stops its worker.
 func (p *Processor) renewLoop(ctx context.Context) {
@@ -21,10 +21,10 @@ func (p *Processor) renewLoop(ctx context.Context) {
 		return
 	case <-first.C:
 	}
-	t := time.NewTicker(p.opts.RenewInterval)
+	t := time.NewTicker(p.opts.RenewInterval / 2)
 	defer t.Stop()
 	for {
-		p.renewAll(ctx)
+		p.renewAll(ctx, p.opts.KeepAlive())
 		select {
 		case <-ctx.Done():
 			return
@@ -37,6 +37,9 @@ func (p *Processor) renewLoop(ctx context.Context) {
 // their batch in flight (for up to ShutdownTimeout), each round under a fresh deadline, until
 // every worker ended: a batch that outlasts the rest of the lease's expiration must not see
 // another host take the lease and process it at the same time.
+//
+// These renewals do not wait for KeepAlive: each is also how a stopping host learns at once
+// that a lease was stolen under its batch in flight, which it must then cancel.
 func (p *Processor) renewWhileStopping(ctx context.Context) {
 	t := time.NewTicker(p.opts.RenewInterval)
 	defer t.Stop()
@@ -50,14 +53,15 @@ func (p *Processor) renewWhileStopping(ctx context.Context) {
 		select {
 		case <-t.C:
 			fctx, cancel := p.fresh(ctx)
-			p.renewAll(fctx)
+			p.renewAll(fctx, 0)
 			cancel()
 		case <-p.workerEnded:
 		}
 	}
 }
 
-func (p *Processor) renewAll(ctx context.Context) {
+// renewAll writes every held lease whose last write is at least keep old.
+func (p *Processor) renewAll(ctx context.Context, keep time.Duration) {
 	p.mu.Lock()
 	owned := make([]*ownedLease, 0, len(p.owned))
 	for _, ol := range p.owned {
@@ -70,6 +74,9 @@ func (p *Processor) renewAll(ctx context.Context) {
 		}
 		if !ol.held() {
 			continue // lost or split: no longer this host's to write
+		}
+		if p.opts.Now().Sub(ol.lastWrite()) < keep {
+			continue // written lately (a checkpoint, or the last renew): still far from expiring
 		}
 		p.renew(ctx, ol)
 	}

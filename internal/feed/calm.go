@@ -1,0 +1,111 @@
+package feed
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Calm: what an acquire cycle reads once the hosts are settled. .NET lists every lease each
+// cycle (13s), which makes the lease container's cost grow with leases × hosts. A cfp host
+// whose last full cycle found nothing to do (every lease held by a live cfp host, none free,
+// expired or asked for, itself at its fair share and no host below it) reads only the presence
+// records in the cycles after it (a prefix query over one document per host), and lists
+// every lease again as soon as something may have changed:
+//
+//   - the set of live presence records differs (a host joined, stopped, or was killed and its
+//     record expired), or this host holds a different number of leases (one was lost, stolen
+//     by a .NET host, split or handed off);
+//   - every fullListEvery cycles, a safety net for what only the leases show (a .NET or Java
+//     host, which keeps no presence record, taking or releasing leases).
+//
+// A stolen lease shows at its owner's next write; a killed cfp host shows when its record
+// expires, which is about when its leases do; a joining host writes its record before it asks
+// for leases, so its requests are seen by the full cycles the new record causes.
+
+// calm is the balancing goroutine's memory of its last full cycle.
+type calm struct {
+	settled   bool
+	records   string    // the live presence records then, joined
+	held      int       // the leases this host held then
+	quiet     int       // quiet cycles since
+	announced time.Time // the last successful write of this host's presence record
+}
+
+// settle records the outcome of a full cycle.
+func (c *calm) settle(settled bool, records string, held int) {
+	c.settled, c.records, c.held, c.quiet = settled, records, held, 0
+}
+
+// fullListEvery bounds the quiet cycles in a row: a full list at least every two expirations.
+func (p *Processor) fullListEvery() int {
+	return max(2, int((2*p.opts.Expiration+p.opts.AcquireInterval-1)/p.opts.AcquireInterval))
+}
+
+// quietCycle is an acquire cycle of a settled host: it refreshes the presence record when
+// due and reads the records; it reports false, and changes nothing, when the cycle must list
+// the leases instead.
+func (p *Processor) quietCycle(ctx context.Context) bool {
+	c := &p.calm
+	if !c.settled || c.quiet+1 >= p.fullListEvery() {
+		return false
+	}
+	p.announceDue(ctx)
+	hosts, err := p.store.Hosts(ctx)
+	if err != nil {
+		return false // the full cycle reports it
+	}
+	now := p.opts.Now()
+	if liveRecords(hosts, now, p.opts.Expiration) != c.records || p.holding() != c.held {
+		return false
+	}
+	c.quiet++
+	return true
+}
+
+// announceDue refreshes this host's presence record when it is half an expiration old less one
+// acquire interval (every other cycle with the defaults): others count the record for an
+// expiration, so a failed refresh is retried at least once before it could lapse.
+func (p *Processor) announceDue(ctx context.Context) {
+	if !p.calm.announced.IsZero() && p.opts.Now().Sub(p.calm.announced) < p.opts.Expiration/2-p.opts.AcquireInterval {
+		return
+	}
+	start := p.opts.Now()
+	if p.announce(ctx) {
+		p.calm.announced = start
+	}
+}
+
+// liveRecords joins the instances of the presence records that have not expired at now.
+func liveRecords(hosts []leases.Host, now time.Time, expiration time.Duration) string {
+	var b strings.Builder
+	for _, h := range hosts {
+		if !h.Expired(now, expiration) {
+			b.WriteString(strings.ToLower(h.Instance))
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// settledLeases reports whether every lease is held by a live owner that keeps a live presence
+// record (a cfp host) and none carries a handoff request.
+func settledLeases(all []*leases.Lease, hosts []leases.Host, now time.Time, expiration time.Duration) bool {
+	cfp := map[string]bool{}
+	for _, h := range hosts {
+		if !h.Expired(now, expiration) {
+			cfp[strings.ToLower(h.Instance)] = true
+		}
+	}
+	for _, l := range all {
+		if strings.TrimSpace(l.Owner) == "" || l.Expired(now, expiration) || !cfp[strings.ToLower(l.Owner)] {
+			return false
+		}
+		if _, ok := l.Properties[handoffKey]; ok {
+			return false
+		}
+	}
+	return true
+}
