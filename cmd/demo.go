@@ -65,16 +65,17 @@ acquire 1s, renew 1.5s, expiration 5s). Halfway through it splits one partition 
 Cosmos DB does when a partition grows: the lease of the split partition is replaced by two
 child leases that continue from its checkpoint.
 
-Every second the lease table is redrawn (token, range, owner, checkpoint and latest LSN,
-lag), with totals and the latest lease events; off a terminal a snapshot is printed every
-few seconds instead. At the end cfp stops writing, lets the workers catch up, stops them
+On a terminal the demo is a live view that owns the screen: the lease table (token, range,
+owner, checkpoint and latest LSN, lag) with totals and the latest lease events, redrawn every
+--refresh and at every resize; r, l and o sort by range, lag and owner, q ends the demo early.
+Off a terminal the events are lines and a snapshot is printed every few seconds instead. At the end cfp stops writing, lets the workers catch up, stops them
 (each releases its leases) and prints a summary: orders written, orders processed by each
 instance, duplicates (the change feed processor delivers at least once: a batch in flight
 when its lease moves is delivered again), orders lost (always 0), and the leases before and
 after the split. With -o json the summary is one JSON object on stdout instead.
 
---duration (default 30s) ends the demo by itself; Ctrl-C ends it early and cleanly (exit
-130). The temporary directory is removed at the end unless --keep; a --data directory is
+--duration (default 30s) ends the demo by itself; q (exit 0) or Ctrl-C (exit 130) end it
+early and cleanly: orders not processed yet are reported as pending. The temporary directory is removed at the end unless --keep; a --data directory is
 kept, so other commands can look at it afterwards:
 
   cfp demo --data demo-data --duration 10s
@@ -148,7 +149,7 @@ type demoRun struct {
 	f      *factory
 	orders *cosmos.Container
 	store  *leases.Store
-	tty    bool // redraw the live view in place
+	tty    bool // show the live view (render.Live) on the terminal
 	quiet  bool // JSON output: the summary only
 	began  time.Time
 
@@ -158,7 +159,9 @@ type demoRun struct {
 	byWorker  map[string]int64 // instance -> orders processed
 	events    []string         // recent events, newest last
 	split     *demoSplitView
-	shown     int // lines of the last frame drawn on the terminal
+	latest    *demoView // the last view read, drawn by the live view
+	live      *render.Live
+	quitBy    render.LiveQuit
 }
 
 func runDemo(ctx context.Context, o *demoOptions) (err error) {
@@ -193,10 +196,19 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 		return err
 	}
 	if !jsonOut {
-		fmt.Fprintf(f.IO.Out, "cfp demo: %d orders/s into %s/%s (%d partitions), processors %s sharing the leases of %q; a split at %s; data in %s\n\n",
-			o.Rate, demoDatabase, demoContainer, demoPartitions, strings.Join(demoInstances, " and "), demoProcessor, (o.Duration / 2).Round(time.Second), dir)
+		// Short lines: nothing the demo prints wraps at 80 columns.
+		fmt.Fprintf(f.IO.Out, "cfp demo: %d orders/s into %s/%s (%d partitions), a split at %s\n",
+			o.Rate, demoDatabase, demoContainer, demoPartitions, (o.Duration / 2).Round(time.Second))
+		fmt.Fprintf(f.IO.Out, "processors %s share the leases of %q\ndata in %s\n\n",
+			strings.Join(demoInstances, " and "), demoProcessor, dir)
 	}
 
+	var live *render.Live
+	if r.tty {
+		var stop func()
+		ctx, live, stop = r.startLive(ctx)
+		defer stop()
+	}
 	runErr := r.run(ctx, acct)
 	interrupted := ctx.Err() != nil
 	v, verr := r.summary(context.WithoutCancel(ctx), interrupted)
@@ -215,11 +227,18 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 			return err
 		}
 	} else {
+		if live != nil {
+			r.stopLive(live)
+		}
 		r.printSummary(v)
 	}
 	switch {
 	case runErr != nil:
 		return runErr
+	case r.quitBy == render.LiveQuitKey:
+		return nil // q: the user ended the demo early, on purpose
+	case r.quitBy == render.LiveQuitInterrupt:
+		return &ExitError{Code: exitInterrupted}
 	case interrupted:
 		return ctx.Err()
 	case v.Lost > 0:
@@ -279,7 +298,6 @@ func (r *demoRun) run(ctx context.Context, acct *account.Account) error {
 	perr := procs.Wait()
 	stopView()
 	<-viewDone
-	r.clearFrame()
 	return errors.Join(werr, perr)
 }
 
@@ -356,7 +374,6 @@ func (r *demoRun) notify(e feed.Event) {
 func (r *demoRun) event(msg string) {
 	line := fmt.Sprintf("%5.1fs  %s", r.f.Now().Sub(r.began).Seconds(), msg)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.events = append(r.events, line)
 	if len(r.events) > demoRecentEvents {
 		r.events = slices.Delete(r.events, 0, len(r.events)-demoRecentEvents)
@@ -364,6 +381,8 @@ func (r *demoRun) event(msg string) {
 	if !r.tty && !r.quiet {
 		fmt.Fprintln(r.f.IO.Out, line)
 	}
+	r.mu.Unlock()
+	r.refresh()
 }
 
 // write upserts orders at the configured rate until ctx ends.
@@ -463,7 +482,8 @@ func (r *demoRun) unprocessed() int64 {
 	return n
 }
 
-// redraw shows the live view every refresh until ctx ends.
+// redraw reads the lease table every refresh until ctx ends: for the live view on a
+// terminal, else to print a snapshot every demoPlainEvery refreshes.
 func (r *demoRun) redraw(ctx context.Context) {
 	if r.quiet {
 		return
@@ -486,29 +506,17 @@ func (r *demoRun) redraw(ctx context.Context) {
 			}
 			continue
 		}
-		var frame bytes.Buffer
-		r.writeFrame(&frame, v)
-		r.mu.Lock()
 		if r.tty {
-			if r.shown > 0 {
-				fmt.Fprintf(r.f.IO.Out, "\x1b[%dF\x1b[J", r.shown)
-			}
-			r.shown = bytes.Count(frame.Bytes(), []byte("\n"))
-		} else {
-			frame.WriteString("\n")
+			r.mu.Lock()
+			r.latest = &v
+			r.mu.Unlock()
+			r.refresh()
+			continue
 		}
+		var frame bytes.Buffer
+		r.writeFrame(&frame, r.f.IO, v, render.SortRange)
+		frame.WriteString("\n")
 		_, _ = r.f.IO.Out.Write(frame.Bytes())
-		r.mu.Unlock()
-	}
-}
-
-// clearFrame removes the live view from the terminal before the summary.
-func (r *demoRun) clearFrame() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.tty && r.shown > 0 {
-		fmt.Fprintf(r.f.IO.Out, "\x1b[%dF\x1b[J", r.shown)
-		r.shown = 0
 	}
 }
 
@@ -539,32 +547,24 @@ func (r *demoRun) view(ctx context.Context) (demoView, error) {
 	return v, nil
 }
 
-// writeFrame renders the live view: totals, the lease table, the latest events.
-func (r *demoRun) writeFrame(w io.Writer, v demoView) {
-	st := r.f.IO.Styles()
+// writeFrame renders the totals and the lease table, sorted by the named order, for ios.
+func (r *demoRun) writeFrame(w io.Writer, ios *render.IOStreams, v demoView, sortBy string) {
+	st := ios.Styles()
 	split := "split at " + (r.o.Duration / 2).Round(time.Second).String()
 	if v.Split != nil {
 		split = fmt.Sprintf("partition %s split into %s", v.Split.Partition, strings.Join(v.Split.Children, ", "))
 	}
-	fmt.Fprintf(w, "%s  written %d  processed %s  %s\n",
+	fmt.Fprintf(w, "%s  written %d  processed %s\n%s\n",
 		st.Bold.Render(fmt.Sprintf("%.0fs/%s", v.Seconds, r.o.Duration.Round(time.Second))), v.Written, processedText(v), split)
-	tb := render.NewLeaseTable(r.f.IO, "latest", "lag")
+	tb := render.NewLeaseTable(ios, "latest", "lag")
 	var lag int64
-	for _, l := range v.Leases {
+	for _, l := range render.SortEstimateLeases(v.Leases, sortBy) {
 		lag += l.Lag
 		cells := render.LeaseCells(st, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
 		tb.Row(append(cells, render.LSN(l.LatestLSN), strconv.FormatInt(l.Lag, 10))...)
 	}
 	_ = tb.RenderTo(w)
 	fmt.Fprintf(w, "total lag %d\n", lag)
-	if r.tty {
-		r.mu.Lock()
-		events := slices.Clone(r.events)
-		r.mu.Unlock()
-		for _, e := range events {
-			fmt.Fprintln(w, st.Muted.Render(e))
-		}
-	}
 }
 
 func processedText(v demoView) string {
@@ -597,7 +597,7 @@ func (r *demoRun) summary(ctx context.Context, interrupted bool) (demoView, erro
 func (r *demoRun) printSummary(v demoView) {
 	w := r.f.IO.Out
 	fmt.Fprintln(w, "Leases at the end:")
-	r.writeFrame(w, v)
+	r.writeFrame(w, r.f.IO, v, render.SortRange)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "orders written    %d in %s\n", v.Written, time.Duration(v.Seconds*float64(time.Second)).Round(100*time.Millisecond))
 	var total int64
@@ -605,10 +605,10 @@ func (r *demoRun) printSummary(v demoView) {
 		total += v.Processed[name]
 	}
 	fmt.Fprintf(w, "processed         %s (%d deliveries)\n", processedText(v), total)
-	fmt.Fprintf(w, "duplicates        %d (at least once: a batch in flight when its lease moved came again)\n", v.Duplicates)
+	fmt.Fprintf(w, "duplicates        %d (at least once: a batch in flight when its lease moved)\n", v.Duplicates)
 	fmt.Fprintf(w, "lost              %d\n", v.Lost)
 	if v.Pending > 0 {
-		fmt.Fprintf(w, "pending           %d (written before the interrupt, not processed yet: they wait after the leases' checkpoints)\n", v.Pending)
+		fmt.Fprintf(w, "pending           %d (not processed yet: they wait after the leases' checkpoints)\n", v.Pending)
 	}
 	if v.Split != nil {
 		fmt.Fprintf(w, "split             partition %s into %s: %d leases before, %d after\n",
@@ -619,4 +619,70 @@ func (r *demoRun) printSummary(v demoView) {
 	if v.Data != "" {
 		fmt.Fprintf(w, "data              %s (try: cfp --local=%s leases list -d %s -c %s -p %s)\n", v.Data, v.Data, demoDatabase, demoContainer, demoProcessor)
 	}
+}
+
+// startLive shows the live view on the terminal until the returned stop function is called.
+// The returned context ends when the user quits the view (q or Ctrl-C, which in a live view
+// are keys) or ctx ends. Stderr is held while the view owns the terminal.
+func (r *demoRun) startLive(ctx context.Context) (context.Context, *render.Live, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	release := r.f.holdStderr()
+	live := render.StartLive(r.f.IO, r.liveFrame, demoSorts...)
+	r.live = live
+	go func() {
+		select {
+		case q := <-live.Quit():
+			r.mu.Lock()
+			r.quitBy = q
+			r.mu.Unlock()
+			r.event("stopping: the workers release their leases")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, live, func() {
+		r.stopLive(live)
+		release()
+		cancel()
+	}
+}
+
+// stopLive ends the live view, giving the terminal back, and writes out the held stderr.
+func (r *demoRun) stopLive(live *render.Live) {
+	if err := live.Stop(); err != nil {
+		r.f.warnf("live view: %v", err)
+	}
+}
+
+// refresh redraws the live view, if there is one.
+func (r *demoRun) refresh() {
+	if r.live != nil {
+		r.live.Refresh()
+	}
+}
+
+// liveFrame draws the live view at width x height: the time, totals, the lease table sorted
+// by sortBy, and as many of the latest events as fit.
+func (r *demoRun) liveFrame(width, height int, sortBy string) string {
+	r.mu.Lock()
+	v := r.latest
+	events := slices.Clone(r.events)
+	r.mu.Unlock()
+	ios := *r.f.IO
+	ios.Width = width
+	st := ios.Styles()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %s\n", st.Bold.Render("cfp demo"), r.f.Now().Format("15:04:05"))
+	if v == nil {
+		b.WriteString("starting the workers…\n")
+	} else {
+		r.writeFrame(&b, &ios, *v, sortBy)
+	}
+	if room := height - strings.Count(b.String(), "\n") - 1; room > 0 && len(events) > 0 {
+		b.WriteString("\n")
+		for _, e := range events[max(0, len(events)-room):] {
+			fmt.Fprintln(&b, st.Muted.Render(e))
+		}
+	}
+	return b.String()
 }

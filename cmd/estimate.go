@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,40 +47,12 @@ type estimateOptions struct {
 	metricsReady func(addr string)
 }
 
-// estimateView is one estimate in `cfp estimate -o json` (and one line per interval with
-// --watch in a pipe); a public contract (docs/scripting.md).
-type estimateView struct {
-	Time    string              `json:"time"`
-	Prefix  string              `json:"prefix"`
-	Leases  []estimateLeaseView `json:"leases"`
-	Summary estimateSummaryView `json:"summary"`
-}
-
-type estimateLeaseView struct {
-	Lease          string        `json:"lease"`
-	Range          *leases.Range `json:"range"`
-	Owner          *string       `json:"owner"`
-	State          string        `json:"state"`
-	CheckpointLSN  *int64        `json:"checkpoint_lsn"`
-	LatestLSN      *int64        `json:"latest_lsn"`
-	Lag            int64         `json:"lag"`
-	Sentinel       *string       `json:"sentinel"`
-	TimeLagSeconds *float64      `json:"time_lag_seconds"`
-	AgeSeconds     *float64      `json:"age_seconds"`
-	Progress       string        `json:"progress"`
-	StuckSeconds   *float64      `json:"stuck_seconds"`
-}
-
-type estimateSummaryView struct {
-	TotalLag          int64   `json:"total_lag"`
-	Leases            int     `json:"leases"`
-	Owned             int     `json:"owned"`
-	LiveOwners        int     `json:"live_owners"`
-	MaxTimeLagSeconds float64 `json:"max_time_lag_seconds"`
-	RequestCharge     float64 `json:"request_charge"`
-	Stuck             int     `json:"stuck"`
-	MaxStuckSeconds   float64 `json:"max_stuck_seconds"`
-}
+// The views of an estimate (JSON and table) live in render.
+type (
+	estimateView        = render.EstimateView
+	estimateLeaseView   = render.EstimateLease
+	estimateSummaryView = render.EstimateSummary
+)
 
 func newEstimateCmd(f *factory) *cobra.Command {
 	opts := &estimateOptions{f: f}
@@ -122,8 +93,11 @@ read and a live owner), waiting (something to read and no live owner), and, with
 stuck: its owner keeps renewing it but its continuation has not moved for --stuck-after
 estimates (3 by default) while its lag is above 0. A sentinel lag is never stuck.
 
---watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it redraws
-the table, in a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
+--watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it is a live
+view that owns the screen, with each lease's owner, state, lag, the trend of its lag over the
+last estimates, time lag and progress, redrawn at every estimate and resize; r, l, t and o
+sort by range, lag, time lag and owner, q quits (Ctrl-C interrupts, exit 130), and the last
+estimate stays on the screen. In a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
 total lag exceeds N (with --watch, when the last estimate did); --max-stuck D exits 3 when
 a lease has been stuck for longer than D. --metrics-addr serves the numbers for Prometheus
 at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
@@ -317,7 +291,12 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 			opts.metricsReady(addr)
 		}
 	}
-	redraw := p.Format == render.FormatTable && p.Query == nil && f.IO.IsStdoutTTY
+	// On a terminal the watch is a live view that owns the screen; in a pipe, JSON lines.
+	var live *estimateLive
+	if p.Format == render.FormatTable && p.Query == nil && f.IO.IsStdoutTTY {
+		live = startEstimateLive(f, opts)
+		defer live.stop(ctx, p)
+	}
 	ticker := time.NewTicker(opts.Watch)
 	defer ticker.Stop()
 	var last, failed error
@@ -333,23 +312,25 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 			// One failed round does not end a watch; the next may succeed. Every failed
 			// round says so on stderr.
 			f.warnf("estimate %s: %v", f.Now().UTC().Format(time.RFC3339), err)
+			if live != nil {
+				live.failed(fmt.Sprintf("estimate %s: %v", f.Now().Local().Format("15:04:05"), err))
+			}
 			gauges.failed()
 			hl.round(errors.New(f.redact(err.Error())))
 		default:
 			gauges.set(v)
 			hl.round(nil)
-			if redraw {
-				fmt.Fprint(f.IO.Out, "\x1b[H\x1b[2J")
-			}
-			if err := printEstimate(ctx, f, p, v); err != nil {
-				return err
-			}
-			if redraw {
-				fmt.Fprintf(f.IO.Out, "\nEvery %s; Ctrl-C to stop.\n", opts.Watch)
-			} else if p.Format == render.FormatTable {
-				fmt.Fprintln(f.IO.Out)
-			}
 			last = errors.Join(opts.checkMaxLag(v), opts.checkMaxStuck(v))
+			if live != nil {
+				live.update(v, last)
+			} else {
+				if err := printEstimate(ctx, f, p, v); err != nil {
+					return err
+				}
+				if p.Format == render.FormatTable {
+					fmt.Fprintln(f.IO.Out)
+				}
+			}
 			if last != nil {
 				f.warnf("%v", last)
 			}
@@ -366,6 +347,14 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case q := <-live.quit():
+			if q == render.LiveQuitInterrupt {
+				return &ExitError{Code: exitInterrupted}
+			}
+			if last != nil {
+				return &ExitError{Code: exitThreshold}
+			}
+			return nil
 		case <-ticker.C:
 		}
 	}
@@ -436,37 +425,13 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimateView) error {
 	table := p.Format == render.FormatTable && p.Query == nil
 	err := p.Print(ctx, v, func(tb *render.Table) {
-		*tb = *render.NewLeaseTable(f.IO, "latest", "lag", "time-lag", "age", "progress")
-		// LATEST and AGE are the first to go on a narrow terminal: LAG and TIME-LAG say more.
-		tb.Optional(len(render.LeaseColumns)).Optional(len(render.LeaseColumns) + 3)
-		for _, l := range v.Leases {
-			lag := strconv.FormatInt(l.Lag, 10)
-			if l.Sentinel != nil {
-				lag += "*"
-			}
-			cells := render.LeaseCells(f.IO.Styles(), l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
-			progress := l.Progress
-			if l.StuckSeconds != nil {
-				progress += " " + render.Seconds(l.StuckSeconds)
-			}
-			tb.Row(append(cells, render.LSN(l.LatestLSN), lag, render.Seconds(l.TimeLagSeconds), render.Seconds(l.AgeSeconds), progress)...)
-		}
+		*tb = *render.EstimateTable(f.IO, v, render.EstimateTableOptions{})
 	})
 	if err != nil || !table {
 		return err
 	}
-	s := v.Summary
-	_, err = fmt.Fprintf(f.IO.Out, "\nTotal lag %d (LSNs) over %d lease(s); %d owned by %d live owner(s).\n",
-		s.TotalLag, s.Leases, s.Owned, s.LiveOwners)
-	if err == nil && s.Stuck > 0 {
-		_, err = fmt.Fprintf(f.IO.Out, "%d lease(s) stuck: the owner renews but the continuation has not moved (longest %s).\n",
-			s.Stuck, render.Seconds(&s.MaxStuckSeconds))
+	if _, err := fmt.Fprintln(f.IO.Out); err != nil {
+		return err
 	}
-	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Lag >= 0 && l.Sentinel != nil }) {
-		_, err = fmt.Fprintln(f.IO.Out, "* the estimator's sentinel 1: no continuation yet, or the lease's partition split or merged.")
-	}
-	if err == nil && slices.ContainsFunc(v.Leases, func(l estimateLeaseView) bool { return l.Lag < 0 && l.Sentinel != nil }) {
-		_, err = fmt.Fprintln(f.IO.Out, "* -1 is Java's sentinel for an LSN it cannot parse (not counted in the total).")
-	}
-	return err
+	return render.WriteEstimateSummary(f.IO.Out, v)
 }

@@ -1,0 +1,172 @@
+package render
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// EstimateView is one estimate of `cfp estimate -o json` (and one line per interval with
+// --watch in a pipe); a public contract (docs/scripting.md): fields are added, never renamed.
+type EstimateView struct {
+	Time    string          `json:"time"`
+	Prefix  string          `json:"prefix"`
+	Leases  []EstimateLease `json:"leases"`
+	Summary EstimateSummary `json:"summary"`
+}
+
+// EstimateLease is the estimate of one lease.
+type EstimateLease struct {
+	Lease          string        `json:"lease"`
+	Range          *leases.Range `json:"range"`
+	Owner          *string       `json:"owner"`
+	State          string        `json:"state"`
+	CheckpointLSN  *int64        `json:"checkpoint_lsn"`
+	LatestLSN      *int64        `json:"latest_lsn"`
+	Lag            int64         `json:"lag"`
+	Sentinel       *string       `json:"sentinel"`
+	TimeLagSeconds *float64      `json:"time_lag_seconds"`
+	AgeSeconds     *float64      `json:"age_seconds"`
+	Progress       string        `json:"progress"`
+	StuckSeconds   *float64      `json:"stuck_seconds"`
+}
+
+// EstimateSummary sums up an estimate.
+type EstimateSummary struct {
+	TotalLag          int64   `json:"total_lag"`
+	Leases            int     `json:"leases"`
+	Owned             int     `json:"owned"`
+	LiveOwners        int     `json:"live_owners"`
+	MaxTimeLagSeconds float64 `json:"max_time_lag_seconds"`
+	RequestCharge     float64 `json:"request_charge"`
+	Stuck             int     `json:"stuck"`
+	MaxStuckSeconds   float64 `json:"max_stuck_seconds"`
+}
+
+// The sort orders of lease rows in the live views (SortEstimateLeases).
+const (
+	SortRange   = "range"
+	SortLag     = "lag"
+	SortTimeLag = "time-lag"
+	SortOwner   = "owner"
+)
+
+// SortEstimateLeases returns ls (in range order) ordered by the named sort: lag or time lag
+// highest first, owner by name with unowned leases last, range as given. Ties keep the range
+// order.
+func SortEstimateLeases(ls []EstimateLease, by string) []EstimateLease {
+	out := slices.Clone(ls)
+	slices.SortStableFunc(out, func(a, b EstimateLease) int {
+		switch by {
+		case SortLag:
+			return cmp.Compare(b.Lag, a.Lag)
+		case SortTimeLag:
+			return cmp.Compare(orZero(b.TimeLagSeconds), orZero(a.TimeLagSeconds))
+		case SortOwner:
+			ao, bo := orZero(a.Owner), orZero(b.Owner)
+			if (ao == "") != (bo == "") {
+				if ao == "" {
+					return 1 // unowned last
+				}
+				return -1
+			}
+			return strings.Compare(ao, bo)
+		}
+		return 0
+	})
+	return out
+}
+
+func orZero[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// EstimateTableOptions shape the estimate table.
+type EstimateTableOptions struct {
+	// Sort orders the rows (SortRange when empty).
+	Sort string
+	// Trends, when not nil, adds a TREND column: each lease's recent lags, oldest first, as a
+	// sparkline (the live view of estimate --watch).
+	Trends map[string][]int64
+}
+
+// EstimateTable is the table of an estimate: the lease columns, then LATEST, LAG (with * for a
+// sentinel), TREND (live view only), TIME-LAG, AGE and PROGRESS. LATEST and AGE are the first
+// columns to go on a narrow terminal.
+func EstimateTable(ios *IOStreams, v EstimateView, o EstimateTableOptions) *Table {
+	extra := []string{"latest", "lag"}
+	if o.Trends != nil {
+		extra = append(extra, "trend")
+	}
+	extra = append(extra, "time-lag", "age", "progress")
+	tb := NewLeaseTable(ios, extra...)
+	tb.Optional(len(LeaseColumns)).Optional(len(LeaseColumns) + len(extra) - 2)
+	st := ios.Styles()
+	for _, l := range SortEstimateLeases(v.Leases, o.Sort) {
+		lag := strconv.FormatInt(l.Lag, 10)
+		if l.Sentinel != nil {
+			lag += "*"
+		}
+		progress := l.Progress
+		if l.StuckSeconds != nil {
+			progress += " " + Seconds(l.StuckSeconds)
+		}
+		row := append(LeaseCells(st, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN), LSN(l.LatestLSN), lag)
+		if o.Trends != nil {
+			row = append(row, Sparkline(o.Trends[l.Lease]))
+		}
+		tb.Row(append(row, Seconds(l.TimeLagSeconds), Seconds(l.AgeSeconds), progress)...)
+	}
+	return tb
+}
+
+// WriteEstimateSummary writes the lines under the estimate table: the totals, the stuck leases
+// and what the sentinels mean, each short enough not to wrap at 80 columns.
+func WriteEstimateSummary(w io.Writer, v EstimateView) error {
+	s := v.Summary
+	var b strings.Builder
+	fmt.Fprintf(&b, "Total lag %d (LSNs) over %d lease(s); %d owned by %d live owner(s).\n",
+		s.TotalLag, s.Leases, s.Owned, s.LiveOwners)
+	if s.Stuck > 0 {
+		fmt.Fprintf(&b, "%d lease(s) stuck: renewed, but the continuation does not move (longest %s).\n",
+			s.Stuck, Seconds(&s.MaxStuckSeconds))
+	}
+	if slices.ContainsFunc(v.Leases, func(l EstimateLease) bool { return l.Lag >= 0 && l.Sentinel != nil }) {
+		b.WriteString("* the estimator's sentinel 1: no continuation yet, or a split or merge.\n")
+	}
+	if slices.ContainsFunc(v.Leases, func(l EstimateLease) bool { return l.Lag < 0 && l.Sentinel != nil }) {
+		b.WriteString("* -1 is Java's sentinel for an LSN it cannot parse (not in the total).\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// sparks are the eight heights of a sparkline.
+var sparks = []rune("▁▂▃▄▅▆▇█")
+
+// Sparkline draws values, oldest first, as one bar each, scaled between 0 and their maximum
+// (a lag of 0 is the lowest bar); Empty when there are none.
+func Sparkline(values []int64) string {
+	if len(values) == 0 {
+		return Empty
+	}
+	top := slices.Max(values)
+	var b strings.Builder
+	for _, v := range values {
+		i := 0
+		if top > 0 && v > 0 {
+			i = int((v*int64(len(sparks)-1) + top - 1) / top)
+		}
+		b.WriteRune(sparks[min(max(i, 0), len(sparks)-1)])
+	}
+	return b.String()
+}
