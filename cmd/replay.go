@@ -204,6 +204,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 		return 0
 	}
 	started := false
+	var window feed.ReplayWindow
 	res, err := feed.Replay(rctx, src, store, feed.ReplayOptions{
 		Window:   feed.ReplayWindow{Start: start, Until: until, State: state},
 		Handler:  inner,
@@ -214,7 +215,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 		Now:      f.Now,
 		Logger:   f.Log,
 		Started: func(w feed.ReplayWindow, resumed bool) {
-			started = true
+			started, window = true, w
 			verb := "replaying"
 			if resumed {
 				verb = "resuming replay of"
@@ -223,7 +224,7 @@ func runReplay(ctx context.Context, o *replayOptions) (err error) {
 				verb, db, coll, describeStart(w, o.From), w.Until.UTC().Format(time.RFC3339), o.delegate.describe(), name)
 		},
 		Progress: func(p feed.ReplayProgress) {
-			status.Update("replaying %s %d/%d ranges done, %d items (%.0f/s)", progressBar(p.Done, p.Ranges, 20), p.Done, p.Ranges, p.Items, rate(p.Items))
+			status.Update("replaying %s, %d items (%.0f/s), %d/%d ranges done", replayCovered(window, p.Covered), p.Items, rate(p.Items), p.Done, p.Ranges)
 		},
 	})
 	elapsed := f.Now().Sub(now)
@@ -350,6 +351,25 @@ func replayStore(ctx context.Context, f *factory, mon *account.Account, info cos
 		},
 	})
 	return store, name, nil
+}
+
+// replayCovered describes how much of the window's time a replay has covered: a bar and the
+// share of the window when it starts at a time, and the time reached ("-" before every range
+// delivered something from a window that starts at the beginning).
+func replayCovered(w feed.ReplayWindow, covered time.Time) string {
+	if covered.IsZero() {
+		return "up to -"
+	}
+	at := covered.UTC().Format(time.RFC3339)
+	if w.Until.Sub(covered) < 24*time.Hour {
+		at = covered.UTC().Format(time.TimeOnly)
+	}
+	if w.Start.Kind != feed.StartTime || !w.Until.After(w.Start.Time) {
+		return "up to " + at
+	}
+	pct := int(100 * covered.Sub(w.Start.Time) / w.Until.Sub(w.Start.Time))
+	pct = max(0, min(100, pct))
+	return fmt.Sprintf("%s %3d%% up to %s", progressBar(pct, 100, 10), pct, at)
 }
 
 // progressBar draws done out of total as a bar of width cells: "[#######-------------]".

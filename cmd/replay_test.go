@@ -32,6 +32,32 @@ func TestProgressBar(t *testing.T) {
 	}
 }
 
+// TestReplayCovered: the replay's status line shows the share of the window's time covered,
+// not ranges done (which sat at 0/4 until the very end).
+func TestReplayCovered(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 2, 8, 0, 0, 0, time.UTC)
+	until := start.Add(4 * time.Hour)
+	timed := feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartTime, Time: start}, Until: until}
+	all := feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: until}
+	for _, tt := range []struct {
+		w       feed.ReplayWindow
+		covered time.Time
+		want    string
+	}{
+		{timed, start, "[----------]   0% up to 08:00:00"},
+		{timed, start.Add(time.Hour), "[##--------]  25% up to 09:00:00"},
+		{timed, until, "[##########] 100% up to 12:00:00"},
+		{all, time.Time{}, "up to -"},
+		{all, start.Add(3 * time.Hour), "up to 11:00:00"},
+		{all, start.Add(-48 * time.Hour), "up to 2025-12-31T08:00:00Z"},
+	} {
+		if got := replayCovered(tt.w, tt.covered); got != tt.want {
+			t.Errorf("replayCovered(%v, %v) = %q, want %q", tt.w.Start.Kind, tt.covered, got, tt.want)
+		}
+	}
+}
+
 // replayFixture is a local account directory with shop/orders (4 partitions) and shop/leases.
 type replayFixture struct {
 	dir string

@@ -88,6 +88,11 @@ type ReplayProgress struct {
 	Done, Ranges int
 	// Items is the number of changes the handler accepted.
 	Items int64
+	// Covered is the time every range has been replayed up to: the earliest, over the ranges
+	// not done, of the _ts of the last change delivered (the window's start for a range that
+	// delivered nothing yet; the window's end for a range that is done). Zero while a range
+	// of a window that starts at the beginning has delivered nothing.
+	Covered time.Time
 }
 
 // ReplayResult is what Replay did.
@@ -432,9 +437,33 @@ func (r *replayRun) probe(ctx context.Context) bool {
 		}
 	}
 	if r.o.Progress != nil {
-		r.o.Progress(ReplayProgress{Done: done, Ranges: len(ls), Items: r.h.items.Load()})
+		r.o.Progress(ReplayProgress{Done: done, Ranges: len(ls), Items: r.h.items.Load(), Covered: r.covered(ls)})
 	}
 	return done == len(ls)
+}
+
+// covered is ReplayProgress.Covered for the leases ls.
+func (r *replayRun) covered(ls []*leases.Lease) time.Time {
+	var covered time.Time
+	for i, l := range ls {
+		r.mu.Lock()
+		done := r.done[l.Token]
+		r.mu.Unlock()
+		t := windowClosed(r.window.Until)
+		if !done {
+			t = r.h.reachedAt(l.Token)
+		}
+		if t.IsZero() {
+			if r.window.Start.Kind != StartTime {
+				return time.Time{}
+			}
+			t = r.window.Start.Time
+		}
+		if i == 0 || t.Before(covered) {
+			covered = t
+		}
+	}
+	return covered
 }
 
 // leaseDone probes one lease from the furthest position the replay knows for it.
@@ -494,15 +523,16 @@ type windowHandler struct {
 
 	items atomic.Int64
 
-	mu    sync.Mutex
-	acked map[string]string // lease token -> continuation acknowledged by the delegate
-	ended map[string]bool   // lease tokens whose range reached past the window
+	mu      sync.Mutex
+	acked   map[string]string    // lease token -> continuation acknowledged by the delegate
+	ended   map[string]bool      // lease tokens whose range reached past the window
+	reached map[string]time.Time // lease token -> _ts of the last change delivered
 }
 
 var _ LeaseHandler = (*windowHandler)(nil)
 
 func newWindowHandler(next Handler, until time.Time) *windowHandler {
-	return &windowHandler{next: next, until: until, acked: map[string]string{}, ended: map[string]bool{}}
+	return &windowHandler{next: next, until: until, acked: map[string]string{}, ended: map[string]bool{}, reached: map[string]time.Time{}}
 }
 
 // Handle delivers the batch's changes up to the window's end. A batch wholly past the end is
@@ -518,8 +548,20 @@ func (h *windowHandler) Handle(ctx context.Context, b Batch) error {
 	if err == nil || errors.Is(err, ErrNoCheckpoint) {
 		h.items.Add(int64(len(in)))
 		h.ack(b.LeaseToken, b.Continuation, past)
+		if ts := itemTime(in[len(in)-1]); !ts.IsZero() {
+			h.mu.Lock()
+			h.reached[b.LeaseToken] = ts
+			h.mu.Unlock()
+		}
 	}
 	return err
+}
+
+// reachedAt returns the _ts of the last change delivered for a lease (zero if none).
+func (h *windowHandler) reachedAt(token string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reached[token]
 }
 
 func (h *windowHandler) ack(token, continuation string, past bool) {

@@ -217,3 +217,42 @@ func TestReplayOptions_Validate(t *testing.T) {
 		}
 	}
 }
+
+// TestReplay_ProgressReportsTheTimeCovered: a window that starts at a time reports, at its
+// first probe, that it covered nothing past its start, never goes back, and ends at the
+// window's end once every range is done.
+func TestReplay_ProgressReportsTheTimeCovered(t *testing.T) {
+	t.Parallel()
+	fx := newReplayFixture(t)
+	start := t0.Add(-time.Minute)
+	until := t0.Add(2 * time.Hour)
+	fx.clock.Advance(2 * time.Hour) // the window has closed
+	opts := fx.options(&replayCollector{got: map[string]int{}}, feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartTime, Time: start}, Until: until})
+	var mu sync.Mutex
+	var seen []feed.ReplayProgress
+	opts.Progress = func(p feed.ReplayProgress) {
+		mu.Lock()
+		seen = append(seen, p)
+		mu.Unlock()
+	}
+	res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
+	if err != nil || !res.Finished {
+		t.Fatalf("Replay = %+v, %v; want finished", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("no progress reported")
+	}
+	for i, p := range seen {
+		if p.Covered.Before(start) || p.Covered.After(until) {
+			t.Errorf("progress %d covered %v, outside the window [%v, %v)", i, p.Covered, start, until)
+		}
+		if i > 0 && p.Covered.Before(seen[i-1].Covered) {
+			t.Errorf("progress %d covered %v, before the %v reported earlier", i, p.Covered, seen[i-1].Covered)
+		}
+	}
+	if last := seen[len(seen)-1]; last.Done != last.Ranges || !last.Covered.Equal(until.Truncate(time.Second)) {
+		t.Errorf("last progress %+v, want every range done and covered up to %v", last, until)
+	}
+}
