@@ -118,7 +118,7 @@ func genBashCompletion(root *cobra.Command, out io.Writer) error {
 	return err
 }
 
-// positionCompletions are the values offered for --from and --start-from; @FILE completes
+// positionCompletions are the values offered for --from, --start-from and --to; @FILE completes
 // the state files of the working directory.
 var positionCompletions = []string{"now", "beginning", "-1h", "-15m", "@"}
 
@@ -141,9 +141,9 @@ func registerAccountCompletion(root *cobra.Command, f *factory) {
 	reg("processor", f.completeProcessors)
 }
 
-// registerPositionCompletion completes the position flags of c.
+// registerPositionCompletion completes the position flags of c (tail, process, leases reset).
 func registerPositionCompletion(c *cobra.Command) {
-	for _, name := range []string{"from", "start-from"} {
+	for _, name := range []string{"from", "start-from", "to"} {
 		if c.LocalFlags().Lookup(name) == nil {
 			continue
 		}
