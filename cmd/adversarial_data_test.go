@@ -251,7 +251,7 @@ func TestAdversarial_ProcessorWithoutLeases(t *testing.T) {
 		createContainer(t, acct, "shop", "leases", "/id")
 		return nil
 	}
-	typo := `(?m)^cfp: no leases for processor "orders-prj" in lease container shop/leases; found: orders-proj$`
+	typo := `(?m)^cfp: no leases for processor "orders-prj" in lease container shop/leases \(did you mean orders-proj\?\); found: orders-proj$`
 	hint := `(?m)^Try: check -p/--processor`
 	target := []string{"-d", "shop", "-c", "orders", "-p", "orders-prj"}
 	stillThere := func(t *testing.T, dir string) {
@@ -282,7 +282,7 @@ func TestAdversarial_ProcessorWithoutLeases(t *testing.T) {
 			code: 5, stderr: []string{typo}},
 		{name: "a lease prefix with a typo names the prefixes found", setup: withLeases,
 			args: []string{"estimate", "-d", "shop", "-c", "orders", "--lease-id-prefix", "orders-prjlocalhost_x_y"},
-			code: 5, stderr: []string{`(?m)^cfp: no leases for lease prefix "orders-prjlocalhost_x_y" in lease container shop/leases; found: orders-projlocalhost_`}},
+			code: 5, stderr: []string{`(?m)^cfp: no leases for lease prefix "orders-prjlocalhost_x_y" in lease container shop/leases( \(did you mean [^)]*\))?; found: orders-projlocalhost_`}},
 	})
 }
 

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -35,7 +36,18 @@ type configView struct {
 	LeaseIDPrefix  string            `json:"lease_id_prefix,omitempty"`
 	// Checks are the results of --check, in order.
 	Checks []configCheck `json:"checks,omitempty"`
+	// Missing names what a command would still need, with how to set it ("account: ...");
+	// absent when nothing is missing.
+	Missing []string `json:"missing,omitempty"`
 }
+
+// Settings that are not set, with how to set them, in `cfp config`.
+const (
+	missingAccount   = "COSMOS_ENDPOINT (+ COSMOS_KEY), COSMOS_CONNECTION_STRING or --local"
+	missingDatabase  = "-d/--database or COSMOS_DATABASE"
+	missingContainer = "-c/--container or COSMOS_CONTAINER"
+	missingProcessor = "-p/--processor or CFP_PROCESSOR (lease commands)"
+)
 
 // leaseAccountView is the lease account in configView: like the monitored account's fields,
 // never the key.
@@ -137,7 +149,8 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 	f := opts.f
 	g := f.Global
 	acct, err := f.accountConfig()
-	if err != nil {
+	noAccount := errors.Is(err, errNoAccount)
+	if err != nil && !noAccount {
 		return err
 	}
 	lease, separate, err := f.leaseAccountConfig()
@@ -156,6 +169,10 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 	}
 	var accountSource string
 	switch {
+	case noAccount:
+		// Nothing configured yet: show the table with what is missing instead of failing.
+		v.Account, accountSource = "none", "not set: "+missingAccount
+		v.Missing = append(v.Missing, "account: "+missingAccount)
 	case acct.LocalDir != "":
 		v.Account, v.LocalDir, accountSource = "local", acct.LocalDir, g.source("local")
 	case acct.ConnectionString != "":
@@ -187,9 +204,25 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 	if err != nil {
 		return err
 	}
+	for _, m := range []struct{ name, value, how string }{
+		{"database", g.Database, missingDatabase},
+		{"container", g.Container, missingContainer},
+		{"processor", g.Processor + g.LeaseIDPrefix, missingProcessor},
+	} {
+		if m.value == "" {
+			v.Missing = append(v.Missing, m.name+": "+m.how)
+		}
+	}
 	var checkErr error
 	if opts.check {
 		v.Checks, checkErr = runChecks(ctx, f)
+	}
+	// unset is the source column of a setting that is not set: how to set it.
+	unset := func(value, source, how string) string {
+		if value == "" {
+			return "not set: " + how
+		}
+		return source
 	}
 	// Nothing printed may hold a key, whatever a malformed setting put where.
 	v.Endpoint = f.redact(v.Endpoint)
@@ -217,8 +250,8 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		if len(v.PreferredRegions) > 0 {
 			t.Row("preferred regions", strings.Join(v.PreferredRegions, ", "), g.source("preferred-regions"))
 		}
-		t.Row("database", v.Database, g.source("database"))
-		t.Row("container", v.Container, g.source("container"))
+		t.Row("database", v.Database, unset(v.Database, g.source("database"), missingDatabase))
+		t.Row("container", v.Container, unset(v.Container, g.source("container"), missingContainer))
 		leaseDBSource := g.source("lease-database")
 		if g.LeaseDatabase == "" && v.LeaseDatabase != "" {
 			leaseDBSource = "--database"
@@ -239,7 +272,7 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		}
 		t.Row("lease database", v.LeaseDatabase, leaseDBSource)
 		t.Row("lease container", v.LeaseContainer, g.source("lease-container"))
-		t.Row("processor", v.Processor, g.source("processor"))
+		t.Row("processor", v.Processor, unset(v.Processor+v.LeaseIDPrefix, g.source("processor"), missingProcessor))
 		if v.LeaseIDPrefix != "" {
 			t.Row("lease id prefix", v.LeaseIDPrefix, g.source("lease-id-prefix"))
 		}

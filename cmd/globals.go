@@ -103,7 +103,7 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&g.ConnectionString, "connection-string", "", "account connection `STRING`: AccountEndpoint=...;AccountKey=...; (avoid: it leaks into shell history and ps; use --connection-string-file or env COSMOS_CONNECTION_STRING)")
 	fs.StringVar(&g.ConnectionStringFile, "connection-string-file", "", "read the account connection string from `FILE`")
 	enumFlag(fs, &g.Auth, "auth", "", "", "authentication: key (default when a key is given) or entra (Microsoft Entra ID)", "key", "entra")
-	fs.StringVar(&g.Local, "local", "", "use the embedded emulator on `DIR`, in process (default .cfp; env CFP_LOCAL); write --local=DIR")
+	fs.StringVar(&g.Local, "local", "", "use the embedded emulator on `DIR`, in process (default .cfp; env CFP_LOCAL)")
 	fs.Lookup("local").NoOptDefVal = defaultLocalDir
 	fs.StringVarP(&g.Database, "database", "d", "", "`DATABASE` of the monitored container (env COSMOS_DATABASE)")
 	fs.StringVarP(&g.Container, "container", "c", "", "monitored `CONTAINER` (env COSMOS_CONTAINER)")

@@ -232,6 +232,9 @@ func (t *leaseTarget) noLeases(ctx context.Context, f *factory) error {
 	case len(found) == 0:
 		msg += " (it holds no other lease sets)"
 	default:
+		if s, ok := leases.Suggest(given, names); ok {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
 		msg += "; found: " + strings.Join(found, ", ")
 		hint = "check -p/--processor, or 'cfp leases list' to see every processor of the lease container"
 	}

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -59,6 +60,11 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 	f.Account = f.openAccount
 
 	root := newRootCmd(f)
+	args, err := localWithSpace(root, args)
+	if err != nil {
+		printError(ios.ErrOut, err, f.redact)
+		return exitCode(err, false)
+	}
 	root.SetArgs(relativeArgs(root, args))
 	root.SetIn(ios.In)
 	root.SetOut(ios.Out)
@@ -69,7 +75,7 @@ func MainWithIO(ctx context.Context, args []string, ios *render.IOStreams, geten
 	if cerr := f.closeAccount(); cerr != nil && err == nil {
 		err = fmt.Errorf("close account: %w", cerr)
 	}
-	err = hintLocalWithSpace(asUsageError(err), root, args)
+	err = suggestCommand(asUsageError(err), c)
 	printError(ios.ErrOut, err, f.redact)
 
 	var usage *UsageError
@@ -144,26 +150,61 @@ func takesValue(root *cobra.Command, arg string) bool {
 	return found && fl.NoOptDefVal == ""
 }
 
-// hintLocalWithSpace adds a hint to a usage error when args hold "--local DIR": --local takes
-// an optional value, so DIR was read as the command and what followed failed to parse.
-func hintLocalWithSpace(err error, root *cobra.Command, args []string) error {
-	var usage *UsageError
-	if !errors.As(err, &usage) {
-		return err
-	}
+// localWithSpace reads "--local DIR" as "--local=DIR" where that is the only sensible reading
+// (--local takes an optional value, so pflag leaves DIR to be read as a command or argument):
+// when DIR is an existing directory, or when the command takes no argument that DIR could be.
+// "--local tail" keeps the default directory before a command. Where DIR could also be the
+// command's argument (import FILE) and is no directory, a DIR that looks like a path is a
+// one-line usage error that shows --local=DIR; anything else stays an argument.
+func localWithSpace(root *cobra.Command, args []string) ([]string, error) {
 	for i := 0; i+1 < len(args) && args[i] != "--"; i++ {
-		next := args[i+1]
-		if args[i] != "--local" || strings.HasPrefix(next, "-") {
+		dir := args[i+1]
+		if args[i] != "--local" || strings.HasPrefix(dir, "-") || isCommand(root, dir) {
 			continue
 		}
-		for _, c := range root.Commands() {
-			if c.Name() == next || c.HasAlias(next) {
-				return err // --local before a command: the default directory
-			}
+		c, _, err := root.Find(args)
+		takesArg := err == nil && c != nil && (c.Args == nil || c.Args(c, []string{dir}) == nil)
+		if st, serr := os.Stat(dir); serr == nil && st.IsDir() || !takesArg {
+			return slices.Concat(args[:i], []string{"--local=" + dir}, args[i+2:]), nil
 		}
-		return withHint(err, fmt.Sprintf("write --local=%s: with a space, %s is read as a command", next, next))
+		if _, serr := os.Stat(dir); serr != nil && (strings.Contains(dir, "/") || strings.HasPrefix(dir, ".")) {
+			return nil, briefUsageErrorf("--local %s: no such directory, and %s would be read as the command's argument: write --local=%s", dir, dir, dir)
+		}
 	}
-	return err
+	return args, nil
+}
+
+// isCommand reports whether name is a top-level command of root (or an alias of one).
+func isCommand(root *cobra.Command, name string) bool {
+	for _, c := range root.Commands() {
+		if c.Name() == name || c.HasAlias(name) {
+			return true
+		}
+	}
+	return false
+}
+
+var unknownCommandRE = regexp.MustCompile(`^unknown command "(.*)" for "(.*)"$`)
+
+// suggestCommand adds cobra's suggestions to an unknown-command error of c: `unknown command
+// "tial" for "cfp": did you mean tail?`.
+func suggestCommand(err error, c *cobra.Command) error {
+	var usage *UsageError
+	if !errors.As(err, &usage) || c == nil {
+		return err
+	}
+	m := unknownCommandRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, which it applies only in its own errors
+	}
+	sugg := c.SuggestionsFor(m[1])
+	if len(sugg) == 0 {
+		return err
+	}
+	return &UsageError{Err: fmt.Errorf("%w: did you mean %s?", usage.Err, strings.Join(sugg, " or "))}
 }
 
 // shortUsage is what follows a usage error: the command's usage line, its subcommands or its

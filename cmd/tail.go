@@ -477,7 +477,9 @@ func runTail(ctx context.Context, o *tailOptions) error {
 	status.Clear()
 
 	interrupted := ctx.Err() != nil
-	if interrupted || showStatus {
+	// A tail that failed before it read any range has nothing to sum up: the error says it all.
+	startFailed := err != nil && !interrupted && sum.Ranges == 0
+	if (interrupted || showStatus) && !startFailed {
 		fmt.Fprintln(f.IO.ErrOut, tailSummaryLine(sum, interrupted))
 	}
 	if err != nil && !interrupted {

@@ -296,3 +296,30 @@ func TestDiscover_JavaNamePrefixes(t *testing.T) {
 		t.Errorf("without known names the split is at the last underscores: %+v", got[0])
 	}
 }
+
+func TestSuggest(t *testing.T) {
+	t.Parallel()
+	names := []string{"orders-proj", "billing", "audit-trail-projection", "a"}
+	for _, tt := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"orders-prj", "orders-proj", true},
+		{"Orders-Proj", "orders-proj", true},
+		{"ordersproj", "orders-proj", true},
+		{"biling", "billing", true},
+		{"orders", "orders-proj", true},                             // a prefix
+		{"audit-trail-projektion2", "audit-trail-projection", true}, // 3 edits in 23 runes
+		{"orders-proj", "", false},                                  // exists: nothing to suggest
+		{"inventory", "", false},                                    // nothing close
+		{"", "", false},
+	} {
+		got, ok := leases.Suggest(tt.name, names)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("Suggest(%q) = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+	if _, ok := leases.Suggest("x", nil); ok {
+		t.Error("Suggest with no names suggested something")
+	}
+}

@@ -225,6 +225,25 @@ func Nearest(name string, names []string) []string {
 	return out
 }
 
+// Suggest returns the name of names that name is most likely a typo of, for a "did you mean"
+// hint: the nearest one (as Nearest orders them) when it differs from name by at most two
+// edits, or a quarter of name's length for long names, or when one is a prefix of the other
+// (case-insensitive). It reports false when name is among names or nothing is close.
+func Suggest(name string, names []string) (string, bool) {
+	if name == "" || slices.Contains(names, name) {
+		return "", false
+	}
+	near := Nearest(name, names)
+	if len(near) == 0 {
+		return "", false
+	}
+	lower, best := strings.ToLower(name), strings.ToLower(near[0])
+	if editDistance(lower, best) <= max(2, len([]rune(name))/4) || strings.HasPrefix(best, lower) || strings.HasPrefix(lower, best) {
+		return near[0], true
+	}
+	return "", false
+}
+
 // editDistance is the Levenshtein distance between a and b, in runes.
 func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
