@@ -115,7 +115,7 @@ func TestMainWithIO_UsageErrorShowsShortUsage(t *testing.T) {
 
 func TestMainWithIO_NoAccountIsOneLine(t *testing.T) {
 	t.Parallel()
-	code, _, errOut := run(t, nil, "config")
+	code, _, errOut := run(t, nil, "estimate", "-d", "shop", "-c", "orders", "-p", "p")
 	if code != 2 || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q; want 2 and one line", code, errOut)
 	}
