@@ -341,7 +341,9 @@ cfp() {
     esac
     local rc=0
     if ((long)); then
-        timeout -s INT -k 10 "$CFP_EXAMPLE_WINDOW" cfp "$@" || rc=$?
+        # --foreground: one SIGINT to cfp, as Ctrl-C sends (timeout otherwise signals its group
+        # too, and a second signal ends cfp at once).
+        timeout --foreground -s INT -k 10 "$CFP_EXAMPLE_WINDOW" cfp "$@" || rc=$?
         ((rc == 124)) && rc=0
     else
         command cfp "$@" || rc=$?
