@@ -1,0 +1,106 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cfp-dev/cfp/internal/account"
+	"github.com/cfp-dev/cfp/internal/cosmos"
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// warnUncovered warns when an existing lease set does not cover the key space (a lease deleted
+// by hand, or a lease import that failed part way after the .info marker was written): the
+// bootstrap creates leases only for a store without the marker, so the changes of a gap would
+// never be processed.
+func warnUncovered(ctx context.Context, f *factory, store *leases.Store) {
+	ls, err := store.List(ctx)
+	if err != nil || len(ls) == 0 {
+		return
+	}
+	for _, fd := range leases.Check(ls, f.Now(), leases.DefaultExpiration) {
+		if fd.Kind == leases.FindingGap {
+			f.warnf("the leases of %s do not cover the key space: %s; the changes there are never processed (see 'cfp leases list --check')", store.Prefix(), fd.Message)
+		}
+	}
+}
+
+// modeMismatch explains a lease set of another mode in cfp's terms, on one line.
+func (o *processOptions) modeMismatch(mm *feed.ModeMismatchError) error {
+	if mm.Refused {
+		return fmt.Errorf("lease %s has Mode %q, which .NET refuses to start on (%s); set its Mode to %q (see cfp leases list --check)",
+			mm.Lease, mm.LeaseMode, leases.RefusedModeMessage(mm.LeaseMode, mm.ProcessorMode), mm.ProcessorMode)
+	}
+	have := feed.LatestVersion
+	if mm.LeaseMode == leases.ModeFullFidelity {
+		have = feed.AllVersionsAndDeletes
+	}
+	return fmt.Errorf("the leases of processor %s are in %s mode, not %s: %w; run with --mode %s, or use another -p/--processor",
+		o.f.Global.Processor, have, o.mode, mm, have)
+}
+
+// leaseStore opens (or creates) the lease container in the lease account and returns the store
+// of the processor's prefix, which embeds the host of mon, the monitored account.
+func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
+	f := o.f
+	acct, err := f.leaseAccount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db, name := f.leaseDatabase(), f.Global.LeaseContainer
+	if o.CreateLeaseContainer {
+		// The monitored database exists in the monitored account only.
+		if db != f.Global.Database || acct != mon {
+			if err := acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
+				return nil, fmt.Errorf("create lease database: %w", err)
+			}
+		}
+		if _, err := acct.CreateContainerIfNotExists(ctx, db, name, "/id", cosmos.LeaseContainerOptions()); err != nil {
+			return nil, fmt.Errorf("create lease container: %w", err)
+		}
+	}
+	docs := acct.LeaseDocuments(db, name)
+	if _, err := docs.PartitionKeyPath(ctx); err != nil {
+		err = fmt.Errorf("open lease container %s/%s: %w", db, name, err)
+		if errors.Is(err, leases.ErrNotFound) {
+			return nil, withHint(err, "create it with --create-lease-container, or name another with --lease-container")
+		}
+		return nil, err
+	}
+	prefix := f.Global.LeaseIDPrefix
+	if prefix == "" {
+		prefix = leases.Prefix(f.Global.Processor, mon.Host(), info.DatabaseRID, info.ContainerRID)
+	}
+	return leases.NewStore(docs, prefix, leases.StoreOptions{
+		OnSkip: func(id string, err error) {
+			f.Log.Warn("not a lease document, ignored", "id", id, "err", err)
+		},
+	}), nil
+}
+
+// noteExistingLeases tells the user that --from does not move leases that already have a
+// continuation.
+func (o *processOptions) noteExistingLeases(ctx context.Context, store *leases.Store) {
+	ls, err := store.List(ctx)
+	if err != nil {
+		return
+	}
+	withCont := 0
+	for _, l := range ls {
+		if l.Continuation != "" {
+			withCont++
+		}
+	}
+	if withCont == 0 {
+		return
+	}
+	proc := o.f.Global.Processor
+	if proc == "" {
+		proc = "NAME"
+	}
+	fmt.Fprintf(o.f.IO.ErrOut, "cfp: note: %d of %d leases of processor %s already have a continuation and resume from it; "+
+		"--from %s applies only to the others. To move them, run 'cfp leases reset -p %s' (see its --to flag)\n",
+		withCont, len(ls), proc, o.StartFrom, proc)
+}
