@@ -380,4 +380,20 @@ func TestImport_ProgressBarOfAFile(t *testing.T) {
 	if !strings.Contains(stderr, "imported 200, rejected 0,") {
 		t.Errorf("no summary:\n%q", stderr)
 	}
+
+	// Standard input redirected from the file (< orders.jsonl) has a size too.
+	in, err := os.Open(ordersFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	ios, _, _, errOut = render.Test()
+	ios.IsStderrTTY, ios.In = true, in
+	args = []string{"--local=" + t.TempDir(), "import", "-d", "shop", "-c", "orders", "--create", "--partition-key-path", "/customerId"}
+	if code := MainWithIO(context.Background(), args, ios, func(string) string { return "" }); code != 0 {
+		t.Fatalf("stdin: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut.String(), "% of 51.9 KB") {
+		t.Errorf("no progress bar for standard input from a file:\n%q", errOut)
+	}
 }
