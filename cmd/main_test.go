@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -256,18 +258,18 @@ func newProbeCmd(fn func()) *cobra.Command {
 	}
 }
 
-func TestMainWithIO_LocalWithSpaceHints(t *testing.T) {
+func TestMainWithIO_LocalWithSpace(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	// "--local DIR" reads DIR as the command; the error says to write --local=DIR.
+	// "--local DIR" with an existing directory is --local=DIR, before the command too.
 	code, _, errOut := run(t, nil, "--local", dir, "tail", "-d", "shop", "-c", "orders", "-e")
-	if code != 2 {
-		t.Fatalf("exit %d, want 2; stderr %q", code, errOut)
+	if code != 1 || !strings.Contains(errOut, "container shop/orders: not found") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the container not found in %s", code, errOut, dir)
 	}
-	if want := "Try: write --local=" + dir; !strings.Contains(errOut, want) {
-		t.Errorf("stderr %q, want a line %q", errOut, want)
+	if _, err := os.Stat(filepath.Join(dir, "cfp-emulator.db")); err != nil {
+		t.Errorf("--local %s did not open that directory: %v", dir, err)
 	}
-	// "--local" before a command is the default directory: no such hint.
+	// "--local" before a command is the default directory: no --local= hint.
 	code, _, errOut = run(t, nil, "--local", "config", "--nope")
 	if code != 2 || strings.Contains(errOut, "--local=") {
 		t.Errorf("--local config --nope: exit %d, stderr %q; want 2 without a --local= hint", code, errOut)
