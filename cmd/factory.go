@@ -155,6 +155,8 @@ func (f *factory) open(ctx context.Context, cfg accountConfig, leasesOnly bool) 
 		CAFile:           cfg.CAFile,
 		RequestTimeout:   f.Global.RequestTimeout,
 		Retry:            cosmos.RetryOptions{MaxRetries: retriesOption(f.Global.MaxRetries)},
+		Priority:         f.Global.Priority,
+		ThroughputBucket: f.Global.ThroughputBucket,
 		Logger:           f.Log,
 	})
 	if err != nil {

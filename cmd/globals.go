@@ -50,6 +50,10 @@ type globalOptions struct {
 	RequestTimeout time.Duration
 	// MaxRetries is how often a throttled (429) or unavailable (503) request is retried.
 	MaxRetries int
+	// Priority is --priority: "low" or "high" (priority-based execution), "" for none.
+	Priority string
+	// ThroughputBucket is --throughput-bucket, 1 to 5, 0 for none.
+	ThroughputBucket int
 
 	// sources says where each global flag's value came from: "flag", the environment
 	// variable's name, or "" for the default.
@@ -92,6 +96,8 @@ var globalEnv = []struct{ flag, env string }{
 	{"ca-file", "CFP_CA_FILE"},
 	{"request-timeout", "CFP_REQUEST_TIMEOUT"},
 	{"max-retries", "CFP_MAX_RETRIES"},
+	{"priority", "CFP_PRIORITY"},
+	{"throughput-bucket", "CFP_THROUGHPUT_BUCKET"},
 }
 
 const defaultLocalDir = ".cfp"
@@ -126,6 +132,8 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&g.PreferredRegions, "preferred-regions", nil, "`REGIONS` to read from, in order (e.g. \"West Europe,North Europe\")")
 	fs.DurationVar(&g.RequestTimeout, "request-timeout", cosmos.DefaultRequestTimeout, "give up on one request to Cosmos DB after `DURATION` without an answer (env CFP_REQUEST_TIMEOUT)")
 	fs.IntVar(&g.MaxRetries, "max-retries", cosmos.DefaultMaxRetries, "retry a throttled (429) or unavailable (503) request up to `N` times, waiting the service's retry-after or a growing backoff (env CFP_MAX_RETRIES)")
+	enumFlag(fs, &g.Priority, "priority", "", "", "priority level of every request (priority-based execution: low is throttled first when the account is over its RU/s; env CFP_PRIORITY)", "low", "high")
+	fs.IntVar(&g.ThroughputBucket, "throughput-bucket", 0, "throughput bucket `N` (1-5) of every request, which caps the share of the account's RU/s they may use (0: none; env CFP_THROUGHPUT_BUCKET)")
 }
 
 // applyEnv fills the options the user did not set on the command line from the environment.
@@ -179,6 +187,9 @@ func (f *factory) setup(c *cobra.Command) error {
 	}
 	if f.Global.MaxRetries < 0 {
 		return briefUsageErrorf("--max-retries must not be negative, got %d", f.Global.MaxRetries)
+	}
+	if b := f.Global.ThroughputBucket; b < 0 || b > 5 {
+		return briefUsageErrorf("--throughput-bucket must be 1 to 5 (0: none), got %d", b)
 	}
 	if fl := c.Flags().Lookup("key"); fl != nil && fl.Changed {
 		f.addSecret(f.Global.Key)

@@ -533,6 +533,8 @@ func TestProcess_UsageErrors(t *testing.T) {
 		{"negative checkpoint interval", []string{"-p", "x", "--checkpoint-interval", "-1s"}, "checkpoint interval must not be negative, got -1s"},
 		{"bad events", []string{"-p", "x", "--events", "xml"}, "want one of text, jsonl, none"},
 		{"negative retries", []string{"-p", "x", "--max-retries", "-1"}, "--max-retries must not be negative"},
+		{"throughput bucket out of range", []string{"-p", "x", "--throughput-bucket", "9"}, "--throughput-bucket must be 1 to 5 (0: none), got 9"},
+		{"unknown priority", []string{"-p", "x", "--priority", "urgent"}, "low, high"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ios, _, out, errOut := render.Test()

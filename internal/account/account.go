@@ -71,6 +71,9 @@ type Config struct {
 	// UserAgent is prepended to the SDK's User-Agent (azcore keeps its first 24 characters;
 	// default "cfp/<version>").
 	UserAgent string
+	// Priority and ThroughputBucket go with every request (see cosmos.ClientSettings).
+	Priority         string
+	ThroughputBucket int
 }
 
 // Account is an open account: a *cosmos.Account (whose methods it has) plus, for a local account,
@@ -92,6 +95,7 @@ func Open(ctx context.Context, cfg Config) (*Account, error) {
 	opts := cosmos.NewClientOptions(cosmos.ClientSettings{
 		PreferredRegions: cfg.PreferredRegions, Logger: log,
 		RequestTimeout: cfg.RequestTimeout, Retry: cfg.Retry, UserAgent: cfg.UserAgent,
+		Priority: cfg.Priority, ThroughputBucket: cfg.ThroughputBucket,
 	})
 	if cfg.CAFile != "" && cfg.LocalDir == "" {
 		t, err := caTransport(cfg.CAFile)

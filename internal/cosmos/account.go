@@ -35,6 +35,13 @@ type ClientSettings struct {
 	// UserAgent is prepended to the SDK's User-Agent (azcore keeps its first 24 characters;
 	// default "cfp/<version>").
 	UserAgent string
+	// Priority is the priority level of every request, "low" or "high" (header
+	// x-ms-cosmos-priority-level, priority-based execution); "" sends none (the service treats
+	// requests as high).
+	Priority string
+	// ThroughputBucket is the throughput bucket of every request, 1 to 5 (header
+	// x-ms-cosmos-throughput-bucket); 0 sends none.
+	ThroughputBucket int
 }
 
 // NewClientOptions returns the azcosmos client options of every client cfp builds itself: the
@@ -50,6 +57,18 @@ func NewClientOptions(s ClientSettings) *azcosmos.ClientOptions {
 		ua = "cfp/" + buildinfo.Version
 	}
 	opts := &azcosmos.ClientOptions{PreferredRegions: s.PreferredRegions}
+	switch strings.ToLower(s.Priority) {
+	case "low":
+		p := azcosmos.PriorityLevelLow
+		opts.PriorityLevel = &p
+	case "high":
+		p := azcosmos.PriorityLevelHigh
+		opts.PriorityLevel = &p
+	}
+	if s.ThroughputBucket > 0 {
+		b := int32(s.ThroughputBucket)
+		opts.ThroughputBucket = &b
+	}
 	opts.Telemetry.ApplicationID = ua
 	// The per-call EPK policy adds x-ms-start-epk/end-epk to change-feed reads of a sub-range
 	// (azcosmos never sends them); the mode policy turns all-versions reads into Full-Fidelity
