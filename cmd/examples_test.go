@@ -40,7 +40,8 @@ import (
 // the block, `<!-- example: azure: REASON -->` (needs an Azure account), `<!-- example: skip:
 // REASON -->` (needs something else: Docker, Kubernetes, a build), or `<!-- example: continues
 // -->` (runs after the block before it, in its directory); in a command's Examples by
-// commandExampleMarks. The test logs the examples that need Azure (go test -v -run TestExamples).
+// commandExampleMarks. The test logs the examples that need Azure (go test -v -run TestExamples),
+// and writes the list to $CFP_EXAMPLES_REPORT when it is set (CI prints it).
 func TestExamples(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -58,8 +59,15 @@ func TestExamples(t *testing.T) {
 			skipped = append(skipped, ex.id+": "+strings.TrimSpace(strings.TrimPrefix(ex.mark, "skip:")))
 		}
 	}
-	t.Logf("examples that need Azure (%d):\n  %s", len(azure), strings.Join(azure, "\n  "))
-	t.Logf("examples not run here (%d):\n  %s", len(skipped), strings.Join(skipped, "\n  "))
+	report := fmt.Sprintf("examples that need Azure (%d):\n  %s\nexamples not run here (%d):\n  %s\n",
+		len(azure), strings.Join(azure, "\n  "), len(skipped), strings.Join(skipped, "\n  "))
+	t.Log(report)
+	// CI prints the list: go test shows no log of a passing test without -v.
+	if path := os.Getenv("CFP_EXAMPLES_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+			t.Errorf("write the examples report: %v", err)
+		}
+	}
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, exampleConcurrency)
