@@ -9,10 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -368,37 +365,6 @@ func checkPartitionKeyComponents(ctx context.Context, c *cosmos.Container, pk js
 	return nil
 }
 
-// tailEnvelope is one change with --envelope: a public contract (docs/scripting.md).
-type tailEnvelope struct {
-	Range     feed.Range      `json:"range"`
-	Partition string          `json:"partition,omitempty"`
-	LSN       int64           `json:"lsn"`
-	TS        string          `json:"ts,omitempty"`
-	Operation string          `json:"operation"`
-	Item      json.RawMessage `json:"item"`
-}
-
-// tailOperationLatest is the envelope's operation in latest-version mode, where a create and a
-// replace cannot be told apart.
-const tailOperationLatest = "upsert"
-
-func envelopeOf(ch feed.Change) tailEnvelope {
-	env := tailEnvelope{
-		Range:     ch.Range,
-		Partition: ch.PartitionID,
-		LSN:       ch.LSN,
-		Operation: tailOperationLatest,
-		Item:      ch.Item,
-	}
-	if ch.Operation != "" {
-		env.Operation = ch.Operation
-	}
-	if !ch.TS.IsZero() {
-		env.TS = ch.TS.UTC().Format(time.RFC3339)
-	}
-	return env
-}
-
 func runTail(ctx context.Context, o *tailOptions) error {
 	f := o.f
 	acct, err := f.Account(ctx)
@@ -423,7 +389,7 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		}
 	}
 
-	out := newTailWriter(f.IO, o)
+	out := render.NewChangeWriter(f.IO, render.NewChangePrinter(f.IO, o.format, o.query, o.Envelope))
 	status := render.NewStatus(f.IO)
 	showStatus := f.IO.IsStderrTTY || f.Log.Enabled(ctx, slog.LevelInfo)
 
@@ -449,8 +415,8 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		// The state never runs ahead of the output: it counts only the changes written to
 		// stdout (Written); Flush writes out the buffer first, waiting for a blocked stdout no
 		// longer than tailStopGrace.
-		topts.Written = out.written.Load
-		topts.Flush = func() { out.flushWithin(tailStopGrace) }
+		topts.Written = out.Written
+		topts.Flush = func() { out.FlushWithin(tailStopGrace) }
 		topts.SaveState = func(st feed.TailState) error {
 			st.Database, st.Container, st.ContainerRID = info.Database, info.Container, info.ContainerRID
 			return feed.WriteTailState(path, st)
@@ -459,7 +425,7 @@ func runTail(ctx context.Context, o *tailOptions) error {
 	if showStatus {
 		topts.OnStatus = func(s feed.TailStatus) {
 			if f.IO.IsStderrTTY {
-				out.setStatus(status, fmt.Sprintf("caught up on %d/%d ranges", s.CaughtUp, s.Ranges))
+				out.SetStatus(status, fmt.Sprintf("caught up on %d/%d ranges", s.CaughtUp, s.Ranges))
 				return
 			}
 			f.Log.Info("tail status", "ranges", s.Ranges, "caughtUp", s.CaughtUp, "items", s.Items)
@@ -467,11 +433,11 @@ func runTail(ctx context.Context, o *tailOptions) error {
 	}
 
 	defer tuneGC(f.Getenv)()
-	stopFlush := out.startFlusher(tailFlushEvery)
+	stopFlush := out.StartFlusher(tailFlushEvery, tailStopGrace)
 	topts.StopGrace = tailStopGrace
-	sum, err := feed.Tail(ctx, src, topts, out.emit)
+	sum, err := feed.Tail(ctx, src, topts, out.Emit)
 	stopFlush()
-	if ferr := out.close(ctx.Err() != nil); ferr != nil && err == nil {
+	if ferr := out.Close(ctx.Err() != nil, tailStopGrace); ferr != nil && err == nil {
 		err = ferr
 	}
 	status.Clear()
@@ -483,7 +449,7 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		fmt.Fprintln(f.IO.ErrOut, tailSummaryLine(sum, interrupted))
 	}
 	if err != nil && !interrupted {
-		if errors.Is(err, errTailOutput) {
+		if errors.Is(err, render.ErrOutput) {
 			return err
 		}
 		return fmt.Errorf("tail %s/%s: %w", f.Global.Database, f.Global.Container, err)
@@ -541,357 +507,4 @@ func plural(n int64, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// errTailOutput marks a failure to write to stdout (a closed pipe): the message says so.
-var errTailOutput = errors.New("write output")
-
-// tailWriter turns changes into output lines in a buffer that is written out at least every
-// tailFlushEvery, so a live tail shows changes promptly and a bulk tail writes big blocks. The
-// write to stdout happens outside mu, so a stdout nobody reads never blocks the state saver or
-// the shutdown; written counts the changes that reached stdout, for the tail's state.
-type tailWriter struct {
-	o      *tailOptions
-	ios    *render.IOStreams
-	styles render.Styles
-	ctx    context.Context
-
-	// Lock order: wmu before mu. wmu serialises writes to stdout (held while one blocks); mu
-	// guards the buffer, n and the status line, and is never held across a write to stdout.
-	wmu     sync.Mutex
-	mu      sync.Mutex
-	w       *bytes.Buffer // changes not yet written out
-	spare   *bytes.Buffer // the buffer being written (under wmu)
-	n       int64         // changes put in the buffer so far
-	written atomic.Int64  // changes written to stdout
-	werr    error         // the first failed write to stdout (under wmu); every later one fails
-	line    []byte
-	jqOut   bytes.Buffer
-	table   bool
-
-	// status is the status line on stderr, redrawn below each change when stdout and stderr
-	// share a terminal; statusMsg is its text.
-	status    *render.Status
-	statusMsg string
-}
-
-// tailBufferSize is the output buffer beyond which emit writes it out at once.
-const tailBufferSize = 64 << 10
-
-// setStatus shows msg on the status line and keeps it for redrawing.
-func (t *tailWriter) setStatus(s *render.Status, msg string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status, t.statusMsg = s, msg
-	s.Update("%s", msg)
-}
-
-func newTailWriter(ios *render.IOStreams, o *tailOptions) *tailWriter {
-	t := &tailWriter{o: o, ios: ios, styles: ios.Styles(), ctx: context.Background(),
-		w: bytes.NewBuffer(make([]byte, 0, tailBufferSize+4096)), spare: bytes.NewBuffer(make([]byte, 0, tailBufferSize+4096)),
-		table: o.format == render.FormatTable && o.query == nil}
-	if o.format == render.FormatJSON {
-		t.w.WriteString("[")
-	}
-	return t
-}
-
-// startFlusher writes the buffer out every d until the returned function is called. stop
-// waits for the flusher at most tailStopGrace: it may be blocked on a stdout nobody reads.
-func (t *tailWriter) startFlusher(d time.Duration) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				_ = t.drain()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		grace := time.NewTimer(tailStopGrace)
-		defer grace.Stop()
-		select {
-		case <-stopped:
-		case <-grace.C:
-		}
-	}
-}
-
-// drain writes the buffered output to stdout. It must be called without t.mu.
-func (t *tailWriter) drain() error {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	if t.werr != nil {
-		return t.werr
-	}
-	t.mu.Lock()
-	if t.w.Len() == 0 {
-		t.mu.Unlock()
-		return nil
-	}
-	t.w, t.spare = t.spare, t.w
-	n, status, msg := t.n, t.status, t.statusMsg
-	t.mu.Unlock()
-	tty := t.ios.IsStdoutTTY && status != nil
-	if tty {
-		status.Clear()
-	}
-	_, err := t.ios.Out.Write(t.spare.Bytes())
-	t.spare.Reset()
-	if err != nil {
-		t.werr = fmt.Errorf("%w: %w", errTailOutput, err)
-		return t.werr
-	}
-	t.written.Store(n)
-	if tty {
-		status.Update("%s", msg)
-	}
-	return nil
-}
-
-// flushWithin writes the buffered output, waiting at most d for stdout; it reports whether
-// everything buffered when it was called reached stdout.
-func (t *tailWriter) flushWithin(d time.Duration) bool {
-	t.mu.Lock()
-	target := t.n
-	t.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = t.drain()
-	}()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-	}
-	return t.written.Load() >= target
-}
-
-// emit puts one change in the buffer and writes the buffer out when it is full (or at once on
-// a terminal). It is called by feed.Tail one change at a time.
-func (t *tailWriter) emit(ch feed.Change) error {
-	t.mu.Lock()
-	var err error
-	if t.o.format == render.FormatJSON && t.o.query == nil {
-		if t.n > 0 {
-			t.w.WriteByte(',')
-		}
-		t.w.WriteByte('\n')
-	}
-	switch {
-	case t.o.query != nil:
-		var v any = ch.Item
-		if t.o.Envelope {
-			v = envelopeOf(ch)
-		}
-		t.jqOut.Reset()
-		if err := t.o.query.Run(t.ctx, &t.jqOut, v); err != nil {
-			t.mu.Unlock()
-			return err
-		}
-		t.w.Write(t.jqOut.Bytes())
-	case t.table:
-		t.line = t.appendPretty(t.line[:0], ch)
-		t.w.Write(t.line)
-	default:
-		if t.o.Envelope {
-			t.line, err = appendEnvelope(t.line[:0], ch)
-		} else {
-			t.line, err = appendCompact(t.line[:0], ch.Item)
-		}
-		if err == nil {
-			if t.o.format != render.FormatJSON {
-				t.line = append(t.line, '\n')
-			}
-			t.w.Write(t.line)
-		}
-	}
-	if err != nil {
-		t.mu.Unlock()
-		return fmt.Errorf("%w: %w", errTailOutput, err)
-	}
-	t.n++
-	full := t.ios.IsStdoutTTY || t.w.Len() >= tailBufferSize
-	t.mu.Unlock()
-	if full {
-		return t.drain()
-	}
-	return t.writeErr()
-}
-
-// writeErr returns the error of a failed write to stdout, if one failed; it does not wait for
-// a write in flight.
-func (t *tailWriter) writeErr() error {
-	if !t.wmu.TryLock() {
-		return nil
-	}
-	defer t.wmu.Unlock()
-	return t.werr
-}
-
-// close ends the output (the closing bracket of -o json) and writes it out, waiting at most
-// tailStopGrace for stdout when the tail was interrupted.
-func (t *tailWriter) close(interrupted bool) error {
-	t.mu.Lock()
-	if t.o.format == render.FormatJSON && t.o.query == nil {
-		if t.n > 0 {
-			t.w.WriteByte('\n')
-		}
-		t.w.WriteString("]\n")
-	}
-	t.mu.Unlock()
-	if !interrupted {
-		return t.drain()
-	}
-	if !t.flushWithin(tailStopGrace) {
-		if err := t.writeErr(); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: stdout is blocked", errTailOutput)
-	}
-	return t.writeErr()
-}
-
-// appendCompact appends raw as one line of JSON: as it is when it holds no newline (the feed's
-// items are compact), else compacted.
-func appendCompact(dst []byte, raw json.RawMessage) ([]byte, error) {
-	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
-		return append(dst, raw...), nil
-	}
-	buf := bytes.NewBuffer(dst)
-	if err := json.Compact(buf, raw); err != nil {
-		return dst, fmt.Errorf("change is not valid JSON: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// appendEnvelope appends the envelope of ch without re-encoding the item.
-func appendEnvelope(dst []byte, ch feed.Change) ([]byte, error) {
-	env := envelopeOf(ch)
-	env.Item = nil
-	head, err := json.Marshal(env)
-	if err != nil {
-		return dst, err
-	}
-	// head ends with `"item":null}`: put the raw item in place of null.
-	head = bytes.TrimSuffix(head, []byte(`null}`))
-	dst = append(dst, head...)
-	dst, err = appendCompact(dst, ch.Item)
-	if err != nil {
-		return dst, err
-	}
-	return append(dst, '}'), nil
-}
-
-// tailHiddenProperties are the id and the properties the service adds; the terminal preview hides them.
-var tailHiddenProperties = map[string]bool{"id": true, "_rid": true, "_self": true, "_etag": true,
-	"_attachments": true, "_ts": true, "_lsn": true}
-
-// appendPretty appends the terminal line of a change: time, range, id and a body preview,
-// cut to the terminal width. An all-versions change shows its operation before the id and
-// previews its current image (nothing for a delete).
-func (t *tailWriter) appendPretty(dst []byte, ch feed.Change) []byte {
-	var item map[string]json.RawMessage
-	var deletedID json.RawMessage
-	if ch.Operation != "" {
-		var av struct {
-			Current  map[string]json.RawMessage `json:"current"`
-			Metadata struct {
-				ID json.RawMessage `json:"id"`
-			} `json:"metadata"`
-		}
-		_ = json.Unmarshal(ch.Item, &av)
-		item, deletedID = av.Current, av.Metadata.ID
-	} else {
-		_ = json.Unmarshal(ch.Item, &item)
-	}
-	id := "-"
-	raw, ok := item["id"]
-	if !ok && deletedID != nil {
-		raw, ok = deletedID, true
-	}
-	if ok {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			id = s
-		} else {
-			id = string(raw)
-		}
-	}
-	when := "--:--:--"
-	if !ch.TS.IsZero() {
-		when = ch.TS.Local().Format("15:04:05")
-	}
-	where := render.RangeText(ch.Range.Min, ch.Range.Max)
-	if ch.PartitionID != "" {
-		where = "p" + ch.PartitionID
-	}
-	var preview strings.Builder
-	preview.WriteByte('{')
-	first := true
-	for _, k := range sortedKeys(item) {
-		if tailHiddenProperties[k] {
-			continue
-		}
-		if !first {
-			preview.WriteByte(',')
-		}
-		first = false
-		kb, _ := json.Marshal(k)
-		preview.Write(kb)
-		preview.WriteByte(':')
-		var c bytes.Buffer
-		if json.Compact(&c, item[k]) == nil {
-			preview.Write(c.Bytes())
-		} else {
-			preview.Write(item[k])
-		}
-		if preview.Len() > t.ios.Width {
-			break
-		}
-	}
-	preview.WriteByte('}')
-	lsn := fmt.Sprintf("#%d", ch.LSN)
-	op := ""
-	if ch.Operation != "" {
-		op = fmt.Sprintf("%-7s ", ch.Operation)
-	}
-	used := len(when) + len(where) + len(lsn) + len(op) + len([]rune(id)) + 4
-	body := []rune(preview.String())
-	if room := t.ios.Width - used - 1; room < len(body) {
-		if room < 4 {
-			body = nil
-		} else {
-			body = append(body[:room-1], '…')
-		}
-	}
-	s := t.styles
-	switch ch.Operation {
-	case feed.OperationCreate:
-		op = s.Success.Render(op)
-	case feed.OperationDelete:
-		op = s.Error.Render(op)
-	}
-	line := fmt.Sprintf("%s %s %s %s%s %s\n", s.Muted.Render(when), s.Warning.Render(where), s.Muted.Render(lsn),
-		op, s.Bold.Render(render.Safe(id)), render.Safe(string(body)))
-	return append(dst, line...)
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -6,10 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/cfp-dev/cfp/internal/feed"
-	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // avEnvelope is a --envelope line of an all-versions tail.
@@ -107,25 +103,5 @@ func TestTail_AllVersionsShowsEveryOperationAndDeletes(t *testing.T) {
 	code, _, errOut = run(t, nil, append(base, "--from", "@"+state, "--mode", "latest")...)
 	if code != 2 || !strings.Contains(errOut, "--mode latest differs from the state file's mode all-versions") {
 		t.Errorf("resume in another mode: exit %d, stderr %q", code, errOut)
-	}
-}
-
-func TestTail_TerminalLineShowsTheOperation(t *testing.T) {
-	t.Parallel()
-	ios, _, out, _ := render.Test()
-	ios.SetTTY(true)
-	ios.Width = 80
-	w := newTailWriter(ios, &tailOptions{format: render.FormatTable})
-	for _, ch := range []feed.Change{
-		{Item: json.RawMessage(`{"current":{"id":"o1","_lsn":5,"total":3},"metadata":{"operationType":"replace","lsn":5}}`), PartitionID: "1", LSN: 5, Operation: "replace"},
-		{Item: json.RawMessage(`{"current":{},"previous":{"id":"o1","total":3},"metadata":{"operationType":"delete","lsn":6,"id":"o1","partitionKey":{"pk":"a"}}}`), PartitionID: "1", LSN: 6, Operation: "delete", TS: time.Unix(1767225600, 0)},
-	} {
-		if err := w.emit(ch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := "--:--:-- p1 #5 replace o1 {\"total\":3}\n" + time.Unix(1767225600, 0).Local().Format("15:04:05") + " p1 #6 delete  o1 {}\n"
-	if out.String() != want {
-		t.Errorf("terminal got %q, want %q", out.String(), want)
 	}
 }
