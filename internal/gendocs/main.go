@@ -55,7 +55,9 @@ func generate(dir string) error {
 		return fmt.Errorf("create %s: %w", manDir, err)
 	}
 	root := cmd.DocsRoot()
-	if err := doc.GenMarkdownTree(root, dir); err != nil {
+	mdRoot := cmd.DocsRoot()
+	walk(mdRoot, func(c *cobra.Command) { c.Long = manText(c.Long) })
+	if err := doc.GenMarkdownTree(mdRoot, dir); err != nil {
 		return fmt.Errorf("generate markdown: %w", err)
 	}
 	header := &doc.GenManHeader{Title: "CFP", Section: "1", Date: &docDate, Source: "cfp", Manual: "cfp manual"}
@@ -81,8 +83,8 @@ func walk(c *cobra.Command, fn func(*cobra.Command)) {
 	}
 }
 
-// manText prepares a command's long help for the man page generator, which reads it as
-// markdown: runs of indented lines (tables of values, example commands) become code blocks,
+// manText prepares a command's long help for cobra's markdown and man page generators, which
+// read it as markdown: runs of indented lines (tables of values, example commands) become code blocks,
 // so they keep their layout, and "<" elsewhere is escaped, so "-<duration>" is not taken
 // for an HTML tag and dropped.
 func manText(long string) string {
