@@ -591,3 +591,62 @@ func TestClientOptions_KeepsTheCallersOptions(t *testing.T) {
 		t.Error("ClientOptions(nil) has other policies")
 	}
 }
+
+// TestProcessor_MergeIsAMergeEvent: when two partitions merge, the leases over them are replaced
+// and OnEvent says so with EventMerge (not EventSplit), naming the lease that replaced each; every
+// change before and after the merge is delivered.
+func TestProcessor_MergeIsAMergeEvent(t *testing.T) {
+	fx := newFixture(t, 2, nil)
+	fx.write(t, 0, 40)
+	got := newReceived(40)
+	var mu sync.Mutex
+	var merged, split []changefeed.Event
+	cfg := fx.config("billing", "host-a")
+	cfg.OnEvent = func(e changefeed.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Type {
+		case changefeed.EventMerge:
+			merged = append(merged, e)
+		case changefeed.EventSplit:
+			split = append(split, e)
+		}
+	}
+	p, err := changefeed.NewProcessor(cfg, got.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runAll(context.Background(), p)
+	defer stop()
+	got.wait(t)
+	if _, err := fx.emu.Merge("shop", "orders", []string{"0", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	fx.write(t, 40, 20)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(merged)
+		mu.Unlock()
+		got.mu.Lock()
+		delivered := len(got.count)
+		got.mu.Unlock()
+		if n == 2 && delivered == 60 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the merge: %d merge events (want 2), %d of 60 changes delivered", n, delivered)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(split) != 0 {
+		t.Errorf("a merge was notified as a split: %+v", split)
+	}
+	for _, e := range merged {
+		if len(e.Children) != 1 || e.Lease == "" {
+			t.Errorf("merge event %+v, want the replaced lease and the one lease that replaced it", e)
+		}
+	}
+}

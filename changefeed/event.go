@@ -17,7 +17,8 @@ const (
 	EventError      EventType = "error"      // the handler (CauseUser) or the service (CauseInfra) failed
 	EventBatch      EventType = "batch"      // a batch was handled successfully
 	EventCheckpoint EventType = "checkpoint" // a continuation was written to a lease
-	EventSplit      EventType = "split"      // a lease was replaced by child leases
+	EventSplit      EventType = "split"      // a lease was replaced by child leases (its partition split)
+	EventMerge      EventType = "merge"      // a lease was replaced by one over its part of a merged partition
 )
 
 // Cause says whose failure an EventError reports.
@@ -45,7 +46,7 @@ type Event struct {
 	Items int
 	// Continuation is the position written by an EventCheckpoint, or reached by an EventBatch.
 	Continuation string
-	// Children are the leases that replaced Lease (EventSplit).
+	// Children are the leases that replaced Lease (EventSplit, EventMerge).
 	Children []string
 }
 

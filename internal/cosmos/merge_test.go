@@ -127,7 +127,7 @@ func (fx *mergeFixture) process(t *testing.T, want []string, during func(handled
 		AcquireInterval: 20 * time.Millisecond, RenewInterval: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond,
 		ErrorBackoff: 5 * time.Millisecond, MaxErrorBackoff: 50 * time.Millisecond,
 		Notify: func(e feed.Event) {
-			if e.Type == feed.EventSplit {
+			if e.Type == feed.EventSplit || e.Type == feed.EventMerge {
 				mu.Lock()
 				replaced = append(replaced, e.Lease)
 				mu.Unlock()
