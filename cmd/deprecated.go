@@ -53,12 +53,46 @@ func deprecateFlag(f *factory, c *cobra.Command, name, arg, use string, set func
 	fl.Hidden = true
 }
 
-// renameFlag keeps --old as a deprecated spelling of c's flag --new (same values).
+// renameFlag keeps --old as a deprecated spelling of c's flag --new (same values). Both names
+// given together are refused, in either order: otherwise the last one would win silently.
 func renameFlag(f *factory, c *cobra.Command, old, new string) {
-	arg, _ := pflag.UnquoteUsage(c.Flags().Lookup(new))
+	fl := c.Flags().Lookup(new)
+	arg, _ := pflag.UnquoteUsage(fl)
+	r := &renamedValue{Value: fl.Value, old: old, new: new}
+	fl.Value = r
 	deprecateFlag(f, c, old, arg, "--"+new+" "+arg, func(v string) error {
+		if r.direct {
+			return r.conflict()
+		}
+		r.viaOld = true
+		defer func() { r.viaOld = false }()
 		return c.Flags().Set(new, v)
 	})
+}
+
+// renamedValue is the value of a flag that has an old name too: it notes whether the new name
+// was given itself, and refuses it after the old one.
+type renamedValue struct {
+	pflag.Value
+	old, new       string
+	direct, viaOld bool // set through the new name; being set through the old name
+	usedOld        bool // the old name was given
+}
+
+func (r *renamedValue) Set(v string) error {
+	switch {
+	case r.viaOld:
+		r.usedOld = true
+	case r.usedOld:
+		return r.conflict()
+	default:
+		r.direct = true
+	}
+	return r.Value.Set(v)
+}
+
+func (r *renamedValue) conflict() error {
+	return fmt.Errorf("--%s and --%s both given: give --%s", r.old, r.new, r.new)
 }
 
 // deprecatedValues are the old spellings of values (not flags) that cfp still accepts with a
@@ -85,7 +119,8 @@ func helpDeprecated(root *cobra.Command) string {
 	var b strings.Builder
 	b.WriteString(`Spellings that earlier versions of cfp shipped and that still work. Each use prints one
 warning line on stderr ("cfp: warning: --poll is deprecated: use --poll-interval D") and
-does the same as the spelling on the right; scripts should move to it.
+does the same as the spelling on the right; scripts should move to it. An old spelling
+given together with its replacement is refused (exit 2), as are two different --to targets.
 
 Positions and durations have one grammar everywhere (tail --from/--until, process --from,
 replay-from, leases reset --to):

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -102,14 +103,15 @@ some writes fail, cfp exits 3.`,
 	opts.mutationFlags.add(c, "reset leases whose owner is alive too (the owner loses the lease)")
 	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
+	// Two different targets (--to twice, or --to and an old spelling, in either order) are
+	// refused: the last one would win silently.
+	to := c.Flags().Lookup("to")
+	to.Value = &onceValue{Value: to.Value, err: errors.New("more than one target: give one --to")}
 	c.MarkFlagsMutuallyExclusive("to", "to-lsn")
 	c.MarkFlagsOneRequired("to", "to-lsn")
 	// The targets of earlier versions, each a spelling of --to.
 	oldTo := func(name, arg, use string, to func(string) (string, error)) {
 		deprecateFlag(f, c, name, arg, use, func(v string) error {
-			if c.Flags().Changed("to") {
-				return errors.New("more than one target: give one --to")
-			}
 			p, err := to(v)
 			if err != nil {
 				return err
@@ -397,4 +399,19 @@ func exportContinuations(name string) (map[string]string, error) {
 		out[l.Token] = l.Continuation
 	}
 	return out, nil
+}
+
+// onceValue is a flag value that may be given again only with the same value.
+type onceValue struct {
+	pflag.Value
+	set bool
+	err error
+}
+
+func (o *onceValue) Set(v string) error {
+	if o.set && v != o.Value.String() {
+		return o.err
+	}
+	o.set = true
+	return o.Value.Set(v)
 }
