@@ -393,7 +393,7 @@ func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 		},
 	}
 	lags = slices.Clone(lags)
-	slices.SortStableFunc(lags, func(a, b feed.LeaseLag) int { return compareLeases(a.Lease, b.Lease) })
+	slices.SortStableFunc(lags, func(a, b feed.LeaseLag) int { return leases.Compare(a.Lease, b.Lease) })
 	for _, l := range lags {
 		lv := estimateLeaseView{Lease: l.Token, Owner: nonZero(l.Owner), State: l.State, Lag: l.Lag, Sentinel: nonZero(l.Sentinel), Progress: l.Progress}
 		if l.Progress == feed.ProgressStuck {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -286,28 +285,6 @@ func selectLeases(ls []*leases.Lease, tokens []string) ([]*leases.Lease, error) 
 		}
 	}
 	return out, nil
-}
-
-// sortLeases orders leases by range, then token, for stable tables.
-func sortLeases(ls []*leases.Lease) { slices.SortStableFunc(ls, compareLeases) }
-
-// compareLeases orders two leases by range, then token.
-func compareLeases(a, b *leases.Lease) int {
-	if c := leases.CompareEPK(a.Range.Min, b.Range.Min); c != 0 && a.HasRange() && b.HasRange() {
-		return c
-	}
-	return compareTokens(a.Token, b.Token)
-}
-
-// compareTokens orders numeric partition ids numerically, everything else as text.
-func compareTokens(a, b string) int {
-	var x, y int
-	if _, err := fmt.Sscanf(a, "%d", &x); err == nil && fmt.Sprint(x) == a {
-		if _, err := fmt.Sscanf(b, "%d", &y); err == nil && fmt.Sprint(y) == b {
-			return x - y
-		}
-	}
-	return strings.Compare(a, b)
 }
 
 // nonZero returns a pointer to a copy of v, or nil when v is the zero value: an optional field

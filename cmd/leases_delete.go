@@ -225,7 +225,7 @@ func runLeasesRelease(ctx context.Context, opts *leasesReleaseOptions) error {
 	} else if sel, err = selectLeases(all, opts.Leases); err != nil {
 		return err
 	}
-	sortLeases(sel)
+	leases.Sort(sel)
 	now := f.Now()
 	var targets []*leases.Lease
 	views := []releaseStepView{}

@@ -116,7 +116,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	}
 	now := f.Now()
 	resolveRanges(set.Leases, parts)
-	sortLeases(set.Leases)
+	leases.Sort(set.Leases)
 	if len(set.Leases) == 0 {
 		return t.noLeases(ctx, f)
 	}

@@ -180,7 +180,7 @@ func runLeasesReset(ctx context.Context, opts *leasesResetOptions) error {
 	if err != nil {
 		return err
 	}
-	sortLeases(sel)
+	leases.Sort(sel)
 
 	var target func(*leases.Lease) (string, error)
 	switch {
@@ -284,7 +284,7 @@ func latestLSNs(ctx context.Context, f *factory, src feed.Source, ls []*leases.L
 // beyondList writes "token (latest N)" for each lease, in token order.
 func beyondList(beyond map[string]int64) string {
 	var parts []string
-	for _, tok := range slices.SortedFunc(maps.Keys(beyond), compareTokens) {
+	for _, tok := range slices.SortedFunc(maps.Keys(beyond), leases.CompareTokens) {
 		parts = append(parts, fmt.Sprintf("%s latest %d", tok, beyond[tok]))
 	}
 	return strings.Join(parts, ", ")
