@@ -11,13 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // Values of --events.
 const (
-	eventsText  = "text"
-	eventsJSONL = "jsonl"
-	eventsNone  = "none"
+	eventsText  = render.EventsText
+	eventsJSONL = render.EventsJSONL
+	eventsNone  = render.EventsNone
 )
 
 // processOptions are the flags of `cfp process`.
