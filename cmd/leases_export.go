@@ -259,3 +259,29 @@ func runLeasesImport(ctx context.Context, opts *leasesImportOptions) error {
 	}
 	return m.apply(ctx)
 }
+
+// parseExport reads the export file name holds (b), with a hint when it is not one.
+func parseExport(name string, b []byte) (leases.Export, error) {
+	e, err := leases.ParseExport(b)
+	if err != nil {
+		return leases.Export{}, withHint(fmt.Errorf("read export %s: %w", name, err), "pass a file written by 'cfp leases export'")
+	}
+	return e, nil
+}
+
+// exportContinuations reads an export file and returns each lease token's continuation.
+func exportContinuations(name string) (map[string]string, error) {
+	b, err := lineio.ReadFile(name, maxExportFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the export file: %w", err)
+	}
+	e, err := parseExport(name, b)
+	if err != nil {
+		return nil, err
+	}
+	out, err := e.Continuations()
+	if err != nil {
+		return nil, fmt.Errorf("read --from-file %s: %w", name, err)
+	}
+	return out, nil
+}

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
-	"github.com/cfp-dev/cfp/internal/lineio"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -362,43 +360,6 @@ func explainRoute(l *leases.Lease, err error) error {
 		return fmt.Errorf("no live partition serves range %s", l.Range)
 	}
 	return fmt.Errorf("range %s spans %d partitions; let a processor split the lease first", l.Range, len(rerr.Over))
-}
-
-func parseExport(name string, b []byte) (leases.Export, error) {
-	var e leases.Export
-	if err := json.Unmarshal(b, &e); err != nil {
-		return leases.Export{}, withHint(fmt.Errorf("read export %s: %w", name, err), "pass a file written by 'cfp leases export'")
-	}
-	if e.Version != leases.ExportVersion || e.Prefix == "" {
-		return leases.Export{}, withHint(fmt.Errorf("read export %s: not a lease export (version %d, prefix %q)", name, e.Version, e.Prefix),
-			"pass a file written by 'cfp leases export'")
-	}
-	return e, nil
-}
-
-// exportContinuations reads an export file and returns each lease token's continuation.
-func exportContinuations(name string) (map[string]string, error) {
-	b, err := lineio.ReadFile(name, maxExportFile)
-	if err != nil {
-		return nil, fmt.Errorf("read the export file: %w", err)
-	}
-	e, err := parseExport(name, b)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, raw := range e.Leases {
-		var id struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(raw, &id)
-		l, err := leases.Decode(leases.Document{ID: id.ID, Body: raw})
-		if err != nil {
-			return nil, fmt.Errorf("read --from-file %s: %w", name, err)
-		}
-		out[l.Token] = l.Continuation
-	}
-	return out, nil
 }
 
 // onceValue is a flag value that may be given again only with the same value.
