@@ -177,6 +177,12 @@ func (f *factory) completeFromAccount(c *cobra.Command, toComplete string, fn fu
 	if err := f.Global.applyEnv(c.Flags(), f.Getenv); err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
+	if dir := f.Global.Local; dir != "" {
+		if _, err := os.Stat(dir); err != nil {
+			// Opening the embedded emulator would create the directory: TAB only asks.
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+	}
 	ctx, cancel := context.WithTimeout(contextOf(c), completionTimeout)
 	defer cancel()
 	type result struct {
