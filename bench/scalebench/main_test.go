@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +19,15 @@ func TestRun_Tiny(t *testing.T) {
 	cfg := config{leases: 4, hosts: 2, duration: time.Second, latencyFor: time.Second, scale: 65,
 		writes: 20, maxCycles: 40, rss: true, polls: []time.Duration{50 * time.Millisecond},
 		engines: []engine{cfpEngine, dotnetEngine}}
-	res, err := run(context.Background(), cfg, io.Discard)
+	// The bench's log says how far from balanced a wait that gave up was: shown on failure.
+	var log bytes.Buffer
+	res, err := run(context.Background(), cfg, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []engineResult{res.CFP, res.DotNet} {
 		if e.CyclesStart < 1 || e.CyclesJoin < 1 || e.CyclesKill < 1 {
-			t.Errorf("cycles start %v join %v kill %v, want each balanced (>= 1)", e.CyclesStart, e.CyclesJoin, e.CyclesKill)
+			t.Errorf("cycles start %v join %v kill %v, want each balanced (>= 1); the bench's log:\n%s", e.CyclesStart, e.CyclesJoin, e.CyclesKill, log.String())
 		}
 		k := e.Steady.ByKind
 		if k["list"].RequestsPerHostHour == 0 || k["renew"].RequestsPerHostHour+k["checkpoint"].RequestsPerHostHour == 0 {
