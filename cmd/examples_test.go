@@ -44,8 +44,10 @@ import (
 // and writes the list to $CFP_EXAMPLES_REPORT when it is set (CI prints it).
 func TestExamples(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
+	for _, tool := range []string{"bash", "timeout"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s (coreutils)", tool)
+		}
 	}
 	examples := collectExamples(t)
 	fixture := exampleFixture(t)
