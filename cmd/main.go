@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -184,13 +185,29 @@ func isCommand(root *cobra.Command, name string) bool {
 	return false
 }
 
-var unknownCommandRE = regexp.MustCompile(`^unknown command "(.*)" for "(.*)"$`)
+var (
+	unknownCommandRE = regexp.MustCompile(`^unknown command "(.*)" for "(.*)"$`)
+	unknownFlagRE    = regexp.MustCompile(`^unknown flag: --([^\s=]+)$`)
+)
 
-// suggestCommand adds cobra's suggestions to an unknown-command error of c: `unknown command
-// "tial" for "cfp": did you mean tail?`.
+// suggestCommand adds cobra's suggestions to an unknown-command error of c (`unknown command
+// "tial" for "cfp": did you mean tail?`) and the nearest flag of c to an unknown flag
+// (`unknown flag: --form: did you mean --from?`).
 func suggestCommand(err error, c *cobra.Command) error {
 	var usage *UsageError
 	if !errors.As(err, &usage) || c == nil {
+		return err
+	}
+	if m := unknownFlagRE.FindStringSubmatch(err.Error()); m != nil {
+		var names []string
+		c.Flags().VisitAll(func(fl *pflag.Flag) {
+			if !fl.Hidden {
+				names = append(names, fl.Name)
+			}
+		})
+		if s, ok := leases.Suggest(m[1], names); ok {
+			return &UsageError{Err: fmt.Errorf("%w: did you mean --%s?", usage.Err, s)}
+		}
 		return err
 	}
 	m := unknownCommandRE.FindStringSubmatch(err.Error())
