@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,31 +119,16 @@ func newDemoCmd(f *factory) *cobra.Command {
 	return c
 }
 
-// demoView is the summary of `cfp demo -o json`.
-type demoView struct {
-	Written    int64            `json:"written"`
-	Processed  map[string]int64 `json:"processed"`
-	Duplicates int64            `json:"duplicates"`
-	Lost       int64            `json:"lost"`
-	// Pending counts the orders written but not processed yet when Ctrl-C ended the demo: they
-	// wait after the leases' checkpoints, not lost.
-	Pending int64               `json:"pending"`
-	Split   *demoSplitView      `json:"split"`
-	Leases  []estimateLeaseView `json:"leases"`
-	Data    string              `json:"data,omitempty"`
-	Seconds float64             `json:"seconds"`
-}
-
-type demoSplitView struct {
-	Partition    string   `json:"partition"`
-	Children     []string `json:"children"`
-	LeasesBefore int      `json:"leases_before"`
-	LeasesAfter  int      `json:"leases_after"`
-}
+// The demo's views live in render.
+type (
+	demoView      = render.DemoView
+	demoSplitView = render.DemoSplitView
+)
 
 // demoRun is the state of a running demo.
 type demoRun struct {
 	o      *demoOptions
+	show   render.DemoSetup // what the views say about the run
 	f      *factory
 	orders *cosmos.Container
 	store  *leases.Store
@@ -191,7 +174,9 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 		}
 	}()
 	r := &demoRun{o: o, f: f, tty: f.IO.IsStdoutTTY && !jsonOut, quiet: jsonOut, began: f.Now(),
-		delivered: map[string]int{}, byWorker: map[string]int64{}}
+		delivered: map[string]int{}, byWorker: map[string]int64{},
+		show: render.DemoSetup{Duration: o.Duration, Instances: demoInstances,
+			Try: fmt.Sprintf("cfp --local=DIR leases list -d %s -c %s -p %s", demoDatabase, demoContainer, demoProcessor)}}
 	if err := r.setup(ctx, acct); err != nil {
 		return err
 	}
@@ -514,7 +499,7 @@ func (r *demoRun) redraw(ctx context.Context) {
 			continue
 		}
 		var frame bytes.Buffer
-		r.writeFrame(&frame, r.f.IO, v, render.SortRange)
+		_ = render.WriteDemoTotals(&frame, r.f.IO, r.show, v, render.SortRange)
 		frame.WriteString("\n")
 		_, _ = r.f.IO.Out.Write(frame.Bytes())
 	}
@@ -547,34 +532,6 @@ func (r *demoRun) view(ctx context.Context) (demoView, error) {
 	return v, nil
 }
 
-// writeFrame renders the totals and the lease table, sorted by the named order, for ios.
-func (r *demoRun) writeFrame(w io.Writer, ios *render.IOStreams, v demoView, sortBy string) {
-	st := ios.Styles()
-	split := "split at " + (r.o.Duration / 2).Round(time.Second).String()
-	if v.Split != nil {
-		split = fmt.Sprintf("partition %s split into %s", v.Split.Partition, strings.Join(v.Split.Children, ", "))
-	}
-	fmt.Fprintf(w, "%s  written %d  processed %s\n%s\n",
-		st.Bold.Render(fmt.Sprintf("%.0fs/%s", v.Seconds, r.o.Duration.Round(time.Second))), v.Written, processedText(v), split)
-	tb := render.NewLeaseTable(ios, "latest", "lag")
-	var lag int64
-	for _, l := range render.SortEstimateLeases(v.Leases, sortBy) {
-		lag += l.Lag
-		cells := render.LeaseCells(st, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
-		tb.Row(append(cells, render.LSN(l.LatestLSN), strconv.FormatInt(l.Lag, 10))...)
-	}
-	_ = tb.RenderTo(w)
-	fmt.Fprintf(w, "total lag %d\n", lag)
-}
-
-func processedText(v demoView) string {
-	parts := make([]string, 0, len(demoInstances))
-	for _, name := range demoInstances {
-		parts = append(parts, fmt.Sprintf("%s %d", name, v.Processed[name]))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // summary is the final view, with the orders lost and the leases after the split. When the
 // demo was interrupted, the orders not processed yet are pending, not lost: the workers had no
 // time to catch up.
@@ -595,30 +552,7 @@ func (r *demoRun) summary(ctx context.Context, interrupted bool) (demoView, erro
 }
 
 func (r *demoRun) printSummary(v demoView) {
-	w := r.f.IO.Out
-	fmt.Fprintln(w, "Leases at the end:")
-	r.writeFrame(w, r.f.IO, v, render.SortRange)
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "orders written    %d in %s\n", v.Written, time.Duration(v.Seconds*float64(time.Second)).Round(100*time.Millisecond))
-	var total int64
-	for _, name := range demoInstances {
-		total += v.Processed[name]
-	}
-	fmt.Fprintf(w, "processed         %s (%d deliveries)\n", processedText(v), total)
-	fmt.Fprintf(w, "duplicates        %d (at least once: a batch in flight when its lease moved)\n", v.Duplicates)
-	fmt.Fprintf(w, "lost              %d\n", v.Lost)
-	if v.Pending > 0 {
-		fmt.Fprintf(w, "pending           %d (not processed yet: they wait after the leases' checkpoints)\n", v.Pending)
-	}
-	if v.Split != nil {
-		fmt.Fprintf(w, "split             partition %s into %s: %d leases before, %d after\n",
-			v.Split.Partition, strings.Join(v.Split.Children, " and "), v.Split.LeasesBefore, v.Split.LeasesAfter)
-	} else {
-		fmt.Fprintln(w, "split             not reached")
-	}
-	if v.Data != "" {
-		fmt.Fprintf(w, "data              %s (try: cfp --local=%s leases list -d %s -c %s -p %s)\n", v.Data, v.Data, demoDatabase, demoContainer, demoProcessor)
-	}
+	_ = render.WriteDemoSummary(r.f.IO.Out, r.f.IO, r.show, v)
 }
 
 // startLive shows the live view on the terminal until the returned stop function is called.
@@ -661,8 +595,7 @@ func (r *demoRun) refresh() {
 	}
 }
 
-// liveFrame draws the live view at width x height: the time, totals, the lease table sorted
-// by sortBy, and as many of the latest events as fit.
+// liveFrame draws the live view at width x height.
 func (r *demoRun) liveFrame(width, height int, sortBy string) string {
 	r.mu.Lock()
 	v := r.latest
@@ -670,19 +603,5 @@ func (r *demoRun) liveFrame(width, height int, sortBy string) string {
 	r.mu.Unlock()
 	ios := *r.f.IO
 	ios.Width = width
-	st := ios.Styles()
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %s\n", st.Bold.Render("cfp demo"), r.f.Now().Format("15:04:05"))
-	if v == nil {
-		b.WriteString("starting the workers…\n")
-	} else {
-		r.writeFrame(&b, &ios, *v, sortBy)
-	}
-	if room := height - strings.Count(b.String(), "\n") - 1; room > 0 && len(events) > 0 {
-		b.WriteString("\n")
-		for _, e := range events[max(0, len(events)-room):] {
-			fmt.Fprintln(&b, st.Muted.Render(e))
-		}
-	}
-	return b.String()
+	return render.DemoLiveFrame(&ios, r.show, v, events, r.f.Now(), height, sortBy)
 }

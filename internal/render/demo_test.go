@@ -1,0 +1,44 @@
+package render
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+)
+
+func demoFixture() (DemoSetup, DemoView) {
+	s := DemoSetup{Duration: 10 * time.Second, Instances: []string{"worker-1", "worker-2"}, Try: "cfp --local=DIR leases list -p demo"}
+	v := DemoView{Written: 199, Processed: map[string]int64{"worker-1": 101, "worker-2": 99}, Duplicates: 1, Pending: 3,
+		Split:  &DemoSplitView{Partition: "0", Children: []string{"4", "5"}, LeasesBefore: 4, LeasesAfter: 5},
+		Leases: estimateFixture().Leases, Data: "demo-data", Seconds: 10.04}
+	return s, v
+}
+
+// TestDemoViews_Golden: the demo's summary and a live frame at 80x24 without colour; no line
+// wraps and the frame fits the height.
+func TestDemoViews_Golden(t *testing.T) {
+	t.Parallel()
+	ios, _, out, _ := Test()
+	ios.IsStdoutTTY, ios.Width = true, 80
+	s, v := demoFixture()
+	if err := WriteDemoSummary(out, ios, s, v); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "demo_summary_80", out.Bytes())
+	events := []string{"  1.0s  worker-1 acquired lease 0", "  5.0s  the emulator split partition 0 into 4 and 5"}
+	frame := DemoLiveFrame(ios, s, &v, events, time.Date(2026, 12, 1, 12, 0, 0, 0, time.Local), 23, SortLag)
+	golden(t, "demo_frame_80", []byte(frame))
+	for _, b := range [][]byte{out.Bytes(), []byte(frame)} {
+		for line := range strings.Lines(string(b)) {
+			if w := lipgloss.Width(strings.TrimSuffix(line, "\n")); w > 80 {
+				t.Errorf("a %d-column line wraps at 80: %q", w, line)
+			}
+		}
+	}
+	if n := strings.Count(frame, "\n"); n > 23 || !bytes.Contains([]byte(frame), []byte("split partition 0")) {
+		t.Errorf("the frame has %d lines for 23, or lost its events:\n%s", n, frame)
+	}
+}
