@@ -39,14 +39,15 @@ type ProcessorOptions struct {
 	AcquireInterval time.Duration
 	// RenewInterval is the period of lease renewals (default 17s). A lease is written again
 	// only once its last write (a renew or a checkpoint) is KeepAlive old: the renewer looks
-	// every half interval and skips the leases written since.
+	// every quarter interval and skips the leases written since.
 	RenewInterval time.Duration
 	// CheckpointInterval is the least time between two writes of one lease for a checkpoint
 	// (default 0: a checkpoint after every batch, as .NET). A batch's continuation waits until
 	// the lease's last write is that old, and is written at once when the lease is released,
 	// handed off or the processor stops; a crash may deliver the batches since the last
 	// written checkpoint again (at least once), and the lag the estimator reads from the lease
-	// lags up to that long. Setting it to KeepAlive leaves one write per lease per keep-alive.
+	// lags up to that long. A waiting continuation rides on the renewer's next write, so with
+	// an interval of at least KeepAlive a lease is written once per keep-alive, busy or idle.
 	CheckpointInterval time.Duration
 	// Expiration is how long a lease stays owned without a write (default 60s).
 	Expiration time.Duration
@@ -115,17 +116,30 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	return o
 }
 
-// KeepAlive is how old a lease's last write may get before the renewer writes it again:
-// Expiration less one and a half renew intervals (with the defaults 34.5s, a write every
-// 34.5-43s instead of every 17s), at most three fifths of the expiration, at least one renew
-// interval. The renewer looks every half renew interval, so a lease is never older than
-// KeepAlive plus half an interval when it is written, and a failed write is retried at least
-// once before the lease could look expired to another host (.NET's or cfp's: every host
-// compares the lease's timestamp with the expiration); a checkpoint counts as a write.
+// KeepAlive is how old a lease's last write may get before the renewer writes it again: one
+// renew interval short of the expiration, at most three quarters of it, and a second and a
+// quarter interval short of it (the write's own latency and the host's scheduling): 43s with
+// the defaults, a write every 43-47s instead of every 17s. When that is less than a renew
+// interval (an expiration of a few seconds, as in tests and demos) it is one renew interval,
+// as .NET, or 0 (every look) when the renew interval is close to the expiration. The renewer
+// looks every quarter renew interval, so a healthy lease is never older than KeepAlive plus
+// a quarter interval, and a failed write is retried at least twice before the lease could
+// look expired to another host (.NET's or cfp's: every host compares the lease's timestamp
+// with the expiration); a checkpoint counts as a write.
 func (o ProcessorOptions) KeepAlive() time.Duration {
 	o = o.WithDefaults()
-	return max(o.RenewInterval, min(o.Expiration-3*o.RenewInterval/2, 3*o.Expiration/5))
+	k := min(o.Expiration-o.RenewInterval, 3*o.Expiration/4, o.Expiration-o.RenewInterval/4-keepAliveSlack)
+	switch {
+	case k >= o.RenewInterval:
+		return k
+	case o.RenewInterval+o.RenewInterval/4 < o.Expiration:
+		return o.RenewInterval // a short expiration: every renew interval, as .NET
+	}
+	return 0 // a renew interval close to the expiration: every look
 }
+
+// keepAliveSlack is the least time KeepAlive leaves before the expiration.
+const keepAliveSlack = time.Second
 
 // Validate checks the options; zero fields stand for their defaults (see WithDefaults).
 func (o ProcessorOptions) Validate() error {

@@ -48,26 +48,26 @@ func (c *leaseWrites) gap() time.Duration {
 }
 
 // TestProcessor_IdleLeaseWrittenOncePerKeepAlive holds an idle lease for a while: the renewer
-// writes it once per KeepAlive (here 600ms, for a renew interval of 100ms and an expiration of
-// 1s), not every renew interval as .NET does, and never lets it get as old as the expiration.
+// writes it once per KeepAlive (here 950ms, for a renew interval of 200ms and an expiration
+// of 2s), not every renew interval as .NET does, and never lets it get as old as the expiration.
 func TestProcessor_IdleLeaseWrittenOncePerKeepAlive(t *testing.T) {
 	t.Parallel()
 	src := feedtest.NewMemSource(1)
 	docs := &leaseWrites{Documents: leases.NewMemDocuments("/id")}
 	opts := fastOptions("a")
-	opts.RenewInterval, opts.Expiration = 100*time.Millisecond, time.Second
-	if k := opts.KeepAlive(); k != 600*time.Millisecond {
-		t.Fatalf("KeepAlive() = %s, want 600ms", k)
+	opts.RenewInterval, opts.Expiration = 200*time.Millisecond, 2*time.Second
+	if k := opts.KeepAlive(); k != 950*time.Millisecond {
+		t.Fatalf("KeepAlive() = %s, want 950ms (a second and a quarter interval short of the expiration)", k)
 	}
 	h := startHost(t, src, docs, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
 	waitFor(t, 5*time.Second, "the lease acquired", func() bool { return len(h.ev.of(feed.EventAcquired)) == 1 })
 	before := docs.writes.Load()
-	const hold = 2500 * time.Millisecond
+	const hold = 3 * time.Second
 	time.Sleep(hold)
 	if len(h.p.Owned()) != 1 || len(h.ev.of(feed.EventLost)) != 0 {
 		t.Fatalf("owned %v, lost events %v: want the lease held throughout", h.p.Owned(), h.ev.of(feed.EventLost))
 	}
-	// One write per renew interval would be 25; one per keep-alive is about 4.
+	// One write per renew interval would be 15; one per keep-alive is about 3.
 	if n := docs.writes.Load() - before; n < 1 || n > int64(hold/opts.KeepAlive())+2 {
 		t.Errorf("%d writes of the idle lease in %s, want 1 to %d (one per keep-alive)", n, hold, int64(hold/opts.KeepAlive())+2)
 	}
@@ -171,4 +171,33 @@ func TestProcessor_SettledHostsReadOnlyPresenceRecords(t *testing.T) {
 	}
 	hs = append(hs, startHost(t, src, docs, noop, fastOptions("e")), startHost(t, src, docs, noop, fastOptions("f")), startHost(t, src, docs, noop, fastOptions("g")), startHost(t, src, docs, noop, fastOptions("h")))
 	waitFor(t, 10*time.Second, "1 lease on each of 8 hosts after 4 joined", balanced(hs, 1))
+}
+
+// TestProcessor_CheckpointInterval_RidesOnTheKeepAlive: with a checkpoint interval longer
+// than the keep-alive, the continuation of delivered batches is written by the next renew
+// (one write for both), not held until the host stops.
+func TestProcessor_CheckpointInterval_RidesOnTheKeepAlive(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(1)
+	docs := &leaseWrites{Documents: leases.NewMemDocuments("/id")}
+	opts := fastOptions("a")
+	opts.RenewInterval, opts.Expiration = 200*time.Millisecond, 2*time.Second
+	opts.CheckpointInterval = time.Hour
+	var delivered atomic.Int64
+	var last atomic.Value
+	h := startHost(t, src, docs, feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
+		delivered.Add(int64(len(b.Items)))
+		last.Store(b.Continuation)
+		return nil
+	}), opts)
+	writeDocs(t, src, 0, 5)
+	waitFor(t, 5*time.Second, "five documents delivered", func() bool { return delivered.Load() == 5 })
+	want := last.Load().(string)
+	waitFor(t, 5*time.Second, "the continuation written by a renew", func() bool {
+		return listLeases(t, docs)[0].Continuation == want
+	})
+	waitFor(t, 5*time.Second, "the checkpoint event of the renew's write", func() bool { return len(h.ev.of(feed.EventCheckpoint)) >= 1 })
+	if g := docs.gap(); g >= opts.Expiration {
+		t.Errorf("the lease went %s without a write, want less than the expiration", g)
+	}
 }

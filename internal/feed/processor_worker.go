@@ -30,6 +30,44 @@ type ownedLease struct {
 	confirmed time.Time         // start of the last successful write of the lease
 	onLost    func(cause error) // the worker's: cancels the batch in flight
 	graceOver bool              // the stopping worker's batch in flight was cancelled
+	// carry is the worker's continuation waiting for CheckpointInterval, and the stored
+	// continuation it follows: the renewer writes it with its next renew (one write for both);
+	// carried is the continuation the renewer wrote, for the worker to take in.
+	carry   struct{ base, cont string }
+	carried string
+}
+
+// setCarry publishes the worker's waiting continuation cont (after base); "" withdraws it.
+func (ol *ownedLease) setCarry(base, cont string) {
+	ol.mu.Lock()
+	ol.carry.base, ol.carry.cont = base, cont
+	ol.mu.Unlock()
+}
+
+// carrying returns what setCarry published.
+func (ol *ownedLease) carrying() (base, cont string) {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	return ol.carry.base, ol.carry.cont
+}
+
+// markCarried records that a renew wrote cont.
+func (ol *ownedLease) markCarried(cont string) {
+	ol.mu.Lock()
+	ol.carried = cont
+	if ol.carry.cont == cont {
+		ol.carry.base, ol.carry.cont = "", ""
+	}
+	ol.mu.Unlock()
+}
+
+// takeCarried returns and forgets the continuation a renew wrote, if any.
+func (ol *ownedLease) takeCarried() string {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	c := ol.carried
+	ol.carried = ""
+	return c
 }
 
 func (ol *ownedLease) current() *leases.Lease {
@@ -415,6 +453,7 @@ func (w *worker) rewind() {
 		return
 	}
 	w.pending, w.deferred = "", false
+	w.ol.setCarry("", "")
 	if w.reader != nil {
 		w.reader.Seek(start)
 	}
@@ -428,24 +467,46 @@ func (w *worker) coalesced() bool { return w.pending != "" && !w.deferred }
 // write is CheckpointInterval old, and reports whether the lease turned out lost. Until then
 // the continuation waits: the next page, empty or not, looks again, and closing the lease
 // writes it.
+//
+// A waiting continuation rides on the renewer's next write of the lease (see carry), so that
+// with CheckpointInterval at least KeepAlive a lease is written once per keep-alive, busy or
+// idle.
 func (w *worker) checkpointDue(ctx context.Context) (lost bool) {
 	p := w.p
+	w.takeCarried()
 	if !w.coalesced() {
 		return false
 	}
 	if iv := p.opts.CheckpointInterval; iv > 0 && p.opts.Now().Sub(w.ol.lastWrite()) < iv {
+		w.ol.setCarry(w.checkpointed, w.pending)
 		return false
 	}
 	return w.checkpoint(ctx)
+}
+
+// takeCarried takes in a continuation the renewer wrote for this worker: it is checkpointed
+// now (and no longer pending, unless newer batches were delivered since).
+func (w *worker) takeCarried() {
+	c := w.ol.takeCarried()
+	if c == "" {
+		return
+	}
+	w.checkpointed = c
+	if w.pending == c {
+		w.pending, w.deferred = "", false
+	}
+	w.p.notify(Event{Type: EventCheckpoint, Lease: w.info.Token, Range: w.info.Range, Continuation: c})
 }
 
 // checkpoint writes w.pending; it reports whether the lease turned out lost. Other failures
 // keep the continuation pending for the next checkpoint.
 func (w *worker) checkpoint(ctx context.Context) (lost bool) {
 	p, ol := w.p, w.ol
+	w.takeCarried()
 	if w.pending == "" {
 		return false
 	}
+	ol.setCarry("", "")
 	start := p.opts.Now()
 	l, err := p.store.Checkpoint(ctx, ol.current(), p.opts.Instance, w.pending)
 	switch {

@@ -21,7 +21,7 @@ func (p *Processor) renewLoop(ctx context.Context) {
 		return
 	case <-first.C:
 	}
-	t := time.NewTicker(p.opts.RenewInterval / 2)
+	t := time.NewTicker(p.opts.RenewInterval / 4)
 	defer t.Stop()
 	for {
 		p.renewAll(ctx, p.opts.KeepAlive())
@@ -90,6 +90,8 @@ func (p *Processor) renew(ctx context.Context, ol *ownedLease) {
 	var err error
 	if errors.Is(context.Cause(ol.ctx), errHandoff) {
 		renewed, err = p.renewAccepted(ctx, ol)
+	} else if base, cont := ol.carrying(); cont != "" {
+		renewed, err = p.renewCarrying(ctx, ol, base, cont)
 	} else {
 		renewed, err = p.store.Renew(ctx, ol.current(), p.opts.Instance)
 	}
@@ -109,6 +111,25 @@ func (p *Processor) renew(ctx context.Context, ol *ownedLease) {
 			ol.lose(&expiredError{token: ol.token})
 		}
 	}
+}
+
+// renewCarrying is Renew that also writes the worker's waiting continuation cont, provided
+// the stored continuation is still base (the worker's own checkpoint may have gone first: a
+// renew never moves a checkpoint back).
+func (p *Processor) renewCarrying(ctx context.Context, ol *ownedLease, base, cont string) (*leases.Lease, error) {
+	l, err := p.store.Update(ctx, ol.current(), func(n *leases.Lease) error {
+		if n.Owner != p.opts.Instance {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if n.Continuation == base {
+			n.Continuation = cont
+		}
+		return nil
+	})
+	if err == nil && l.Continuation == cont {
+		ol.markCarried(cont)
+	}
+	return l, err
 }
 
 // renewAccepted is Renew for a lease this host hands off: it also marks the handoff accepted,
