@@ -269,7 +269,9 @@ func endOnClosedOutput(ctx context.Context, status *render.Status, store *leases
 	return nil
 }
 
-// closedPipeWriter calls closed once a write fails because the reader closed the pipe.
+// closedPipeWriter calls closed once a write fails because the reader closed the pipe, and
+// makes that failure a feed.Stop: retrying a write nobody reads only waits out the backoff
+// with a warning per attempt.
 type closedPipeWriter struct {
 	w      io.Writer
 	closed func()
@@ -279,6 +281,7 @@ func (c *closedPipeWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	if errors.Is(err, syscall.EPIPE) {
 		c.closed()
+		err = feed.Stop(err)
 	}
 	return n, err
 }
