@@ -130,11 +130,9 @@ func runLeasesDelete(ctx context.Context, opts *leasesDeleteOptions) error {
 	if err != nil {
 		return err
 	}
-	// Leases first, the .info marker last: an interrupted delete never leaves leases without .info.
-	docs := slices.Clone(set.Docs)
-	if i := slices.IndexFunc(docs, func(d leases.Document) bool { return d.ID == leases.InfoID(t.prefix) }); i >= 0 {
-		docs = append(slices.Delete(docs, i, i+1), set.Docs[i])
-	}
+	// Markers first (Set.DeleteOrder): an interrupted delete leaves leases without .info, which
+	// the next processor bootstraps over, never .info with leases missing.
+	docs := set.DeleteOrder(t.prefix)
 	m := mutation{
 		f: f, flags: opts.mutationFlags, held: liveOwned(set.Leases, now, opts.Expiration),
 		none:     fmt.Sprintf("Nothing under prefix %s.", t.prefix),

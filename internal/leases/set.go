@@ -1,6 +1,7 @@
 package leases
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -52,4 +53,27 @@ func SetOf(docs []Document, prefix string, skip func(id string, err error)) Set 
 		}
 	}
 	return set
+}
+
+// DeleteOrder returns the set's documents in the order a delete of the whole set must take, the
+// order Store.DeleteAll takes: the .info and .lock markers first, then the leases, then the host
+// records. A delete interrupted half way then leaves leases without .info, which the next
+// processor to start bootstraps over (it keeps the leases it finds and creates the missing
+// ones, as .NET's bootstrapper does), never a store marked initialized with leases missing,
+// whose partitions no processor would ever read.
+func (s Set) DeleteOrder(prefix string) []Document {
+	rank := func(d Document) int {
+		switch {
+		case d.ID == InfoID(prefix):
+			return 0
+		case d.ID == LockID(prefix):
+			return 1
+		case strings.HasPrefix(d.ID, HostIDPrefix(prefix)):
+			return 3
+		}
+		return 2
+	}
+	out := slices.Clone(s.Docs)
+	slices.SortStableFunc(out, func(a, b Document) int { return rank(a) - rank(b) })
+	return out
 }

@@ -2,6 +2,7 @@ package leases_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,5 +59,27 @@ func TestSetOf(t *testing.T) {
 	}
 	if o := leases.SetOf(all, other.Prefix(), nil); len(o.Leases) != 1 || !o.HasInfo || len(o.Docs) != 2 {
 		t.Errorf("the other prefix's set = %+v, want its one lease and marker", o)
+	}
+}
+
+// TestSet_DeleteOrder: markers first, then leases in their given order, then host records, so
+// an interrupted delete never leaves .info with leases missing.
+func TestSet_DeleteOrder(t *testing.T) {
+	t.Parallel()
+	const p = "pfx"
+	docs := []leases.Document{
+		{ID: p + "..1"}, {ID: leases.HostID(p, "host-a")}, {ID: leases.InfoID(p)}, {ID: p + "..0"}, {ID: leases.LockID(p)},
+	}
+	set := leases.Set{Docs: docs}
+	var got []string
+	for _, d := range set.DeleteOrder(p) {
+		got = append(got, d.ID)
+	}
+	want := []string{leases.InfoID(p), leases.LockID(p), p + "..1", p + "..0", leases.HostID(p, "host-a")}
+	if !slices.Equal(got, want) {
+		t.Errorf("DeleteOrder() = %v, want %v", got, want)
+	}
+	if docs[0].ID != p+"..1" {
+		t.Errorf("DeleteOrder reordered the set's own documents")
 	}
 }
