@@ -10,34 +10,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
-// Request charges, in RU, of the lease container's operations. The figures are the service's
-// published ones as far as they are published, and the same cfp's emulator charges:
-//
-//   - a point read of an item up to 1 KB costs 1 RU, growing with size ("Request Units in Azure
-//     Cosmos DB", learn.microsoft.com/azure/cosmos-db/request-units): 1 RU per started KB;
-//   - a create (insert) of a 1 KB item with the default indexing policy costs about 5.71 RU, a
-//     delete the same, and a replace about twice that, 10.67 RU, since the old version's index
-//     terms are removed and the new one's written (the Azure Cosmos DB capacity planner's
-//     per-operation figures, cosmos.azure.com/capacitycalculator); writes grow with the started
-//     KB;
-//   - a query costs a base of 2.79 RU per page plus about 0.05 RU per document it loads
-//     (the emulator's figures, close to what the service reports for a STARTSWITH query on the
-//     id over small documents); the lease query reads pages of 100 documents (the service's
-//     default page size when the SDK sets no maximum item count), each page a request;
-//   - a write that fails its If-Match (412) or finds no document (404) is charged like a point
-//     read, 1 RU: the service charges failed requests, less than the write (an assumption: the
-//     documentation gives no figure).
+// Request charges, in RU, of the lease container's operations: the figures cfp's emulator
+// charges (internal/emulator/charge.go), after the service's published table of request charges
+// by document size and the number of indexed properties: a point read of a lease (under 1 KB)
+// 1 RU; a create of a lease with its ~12 indexed properties about 4.65 RU and a replace 1.87
+// times that, about 8.7 RU; a query page 2.79 RU plus 0.05 per document loaded, the lease
+// query reading pages of 100 documents (the service's default page size when the SDK sets no
+// maximum item count), each page a request; a write that fails its If-Match (412) or finds no
+// document (404) 1 RU (the service charges failed requests, less than the write; the
+// documentation gives no figure).
 const (
-	ruReadPerKB     = 1.0
-	ruCreatePerKB   = 5.71
-	ruReplacePerKB  = 10.67
-	ruDelete        = 5.71
-	ruFailed        = 1.0
-	ruQueryPerPage  = 2.79
-	ruQueryPerDoc   = 0.05
 	queryPageSize   = 100
 	operationsCount = int(opCount)
 )
@@ -46,7 +32,8 @@ const (
 type op int
 
 const (
-	opList       op = iota // a query page (QueryPrefix)
+	opList       op = iota // a query page listing leases (QueryPrefix)
+	opRecords              // a query page of cfp presence records only
 	opRead                 // a point read
 	opCreate               // a create (leases, markers, presence records)
 	opRenew                // a replace that changed neither owner nor continuation
@@ -58,7 +45,7 @@ const (
 	opCount
 )
 
-var opNames = [...]string{"list", "read", "create", "renew", "checkpoint", "owner", "presence", "delete", "failed write"}
+var opNames = [...]string{"list", "records", "read", "create", "renew", "checkpoint", "owner", "presence", "delete", "failed write"}
 
 // counts is a snapshot of the counter.
 type counts struct {
@@ -138,7 +125,39 @@ func (c *counter) wait(ctx context.Context) error {
 	}
 }
 
-func kb(n int) float64 { return math.Max(1, math.Ceil(float64(n)/1024)) }
+// indexedTerms counts the scalars of a JSON document (array elements included, system
+// properties not): what the default indexing policy indexes.
+func indexedTerms(body []byte) int {
+	var doc map[string]any
+	if json.Unmarshal(body, &doc) != nil {
+		return emulator.RefIndexedTerms
+	}
+	var count func(v any) int
+	count = func(v any) int {
+		switch x := v.(type) {
+		case map[string]any:
+			n := 0
+			for _, c := range x {
+				n += count(c)
+			}
+			return n
+		case []any:
+			n := 0
+			for _, c := range x {
+				n += count(c)
+			}
+			return n
+		}
+		return 1
+	}
+	n := 0
+	for k, v := range doc {
+		if !strings.HasPrefix(k, "_") {
+			n += count(v)
+		}
+	}
+	return n
+}
 
 func (c *counter) QueryPrefix(ctx context.Context, prefix string) ([]leases.Document, error) {
 	if err := c.wait(ctx); err != nil {
@@ -146,7 +165,20 @@ func (c *counter) QueryPrefix(ctx context.Context, prefix string) ([]leases.Docu
 	}
 	docs, err := c.Documents.QueryPrefix(ctx, prefix)
 	pages := max(1, (len(docs)+queryPageSize-1)/queryPageSize)
-	c.charge(opList, int64(pages), float64(pages)*ruQueryPerPage+float64(len(docs))*ruQueryPerDoc)
+	ru := 0.0
+	for p := range pages {
+		page := docs[min(len(docs), p*queryPageSize):min(len(docs), (p+1)*queryPageSize)]
+		size := 0
+		for _, d := range page {
+			size += len(d.Body)
+		}
+		ru += emulator.ChargeQueryPage(len(page), size)
+	}
+	kind := opList
+	if strings.HasPrefix(prefix, c.hosts) {
+		kind = opRecords
+	}
+	c.charge(kind, int64(pages), ru)
 	return docs, err
 }
 
@@ -155,7 +187,7 @@ func (c *counter) Read(ctx context.Context, id, pk string) (leases.Document, err
 		return leases.Document{}, err
 	}
 	d, err := c.Documents.Read(ctx, id, pk)
-	c.charge(opRead, 1, ruReadPerKB*kb(len(d.Body)))
+	c.charge(opRead, 1, emulator.ChargeRead(len(d.Body)))
 	return d, err
 }
 
@@ -164,7 +196,7 @@ func (c *counter) Create(ctx context.Context, pk string, body []byte) (leases.Do
 		return leases.Document{}, err
 	}
 	d, err := c.Documents.Create(ctx, pk, body)
-	c.charge(opCreate, 1, ruCreatePerKB*kb(len(body)))
+	c.charge(opCreate, 1, emulator.ChargeWrite(len(body), indexedTerms(body), false))
 	if err == nil {
 		c.classify(d.ID, body)
 	}
@@ -178,11 +210,11 @@ func (c *counter) Replace(ctx context.Context, id, pk, ifMatch string, body []by
 	d, err := c.Documents.Replace(ctx, id, pk, ifMatch, body)
 	switch {
 	case err != nil:
-		c.charge(opFailed, 1, ruFailed)
+		c.charge(opFailed, 1, emulator.Meta)
 	case strings.HasPrefix(id, c.hosts):
-		c.charge(opPresence, 1, ruReplacePerKB*kb(len(body)))
+		c.charge(opPresence, 1, emulator.ChargeWrite(len(body), indexedTerms(body), true))
 	default:
-		c.charge(c.classify(id, body), 1, ruReplacePerKB*kb(len(body)))
+		c.charge(c.classify(id, body), 1, emulator.ChargeWrite(len(body), indexedTerms(body), true))
 	}
 	return d, err
 }
@@ -193,9 +225,9 @@ func (c *counter) Delete(ctx context.Context, id, pk, ifMatch string) error {
 	}
 	err := c.Documents.Delete(ctx, id, pk, ifMatch)
 	if err != nil {
-		c.charge(opFailed, 1, ruFailed)
+		c.charge(opFailed, 1, emulator.Meta)
 	} else {
-		c.charge(opDelete, 1, ruDelete)
+		c.charge(opDelete, 1, emulator.ChargeWrite(1024, emulator.RefIndexedTerms, false))
 	}
 	return err
 }

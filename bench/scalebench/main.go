@@ -36,7 +36,8 @@ type config struct {
 	duration      time.Duration // the steady-state measurement (wall time)
 	latencyFor    time.Duration // each delivery-latency measurement (wall time)
 	scale         float64
-	writes        float64 // documents per second of real time
+	writes        float64       // documents per second of real time
+	checkpoint    time.Duration // cfp's CheckpointInterval, real time (0: after every batch)
 	maxCycles     int
 	polls         []time.Duration // the poll intervals of the latency runs
 	engines       []engine
@@ -53,6 +54,7 @@ func main() {
 	flag.DurationVar(&cfg.latencyFor, "latency-duration", 12*time.Second, "each delivery-latency measurement, wall time")
 	flag.Float64Var(&cfg.scale, "scale", 13, "lease timings and write period divided by this (13: acquire interval 1s)")
 	flag.Float64Var(&cfg.writes, "writes", 100, "steady write load, documents per second of real time")
+	flag.DurationVar(&cfg.checkpoint, "checkpoint-interval", 0, "cfp hosts' --checkpoint-interval, real time (0: a checkpoint after every batch, as .NET)")
 	flag.IntVar(&cfg.maxCycles, "max-cycles", 40, "give up waiting for balance after this many acquire cycles")
 	polls := flag.String("latency-polls", "5s,100ms", "poll intervals of the delivery-latency runs (real time)")
 	engines := flag.String("engines", "cfp,dotnet", "engines to measure (cfp, dotnet; empty: only the memory of one host)")
@@ -99,7 +101,7 @@ func main() {
 
 // run measures everything cfg asks for, logging progress to log.
 func run(ctx context.Context, cfg config, log io.Writer) (*result, error) {
-	res := &result{Leases: cfg.leases, Hosts: cfg.hosts, Scale: cfg.scale, LatencyInjectedMS: ms(cfg.latency),
+	res := &result{Leases: cfg.leases, Hosts: cfg.hosts, Scale: cfg.scale, LatencyInjectedMS: ms(cfg.latency), CheckpointIntervalMS: ms(cfg.checkpoint),
 		AcquireIntervalMS: ms(scaled(cfg, acquireReal)), SteadySeconds: cfg.duration.Seconds()}
 	if cfg.rss {
 		fmt.Fprintf(log, "scalebench: one cfp host holding %d leases\n", cfg.leases)

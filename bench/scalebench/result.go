@@ -20,6 +20,8 @@ type result struct {
 	AcquireIntervalMS float64 `json:"acquire_interval_ms"`
 	LatencyInjectedMS float64 `json:"latency_injected_ms"`
 	SteadySeconds     float64 `json:"steady_seconds"`
+	// CheckpointIntervalMS is the cfp hosts' checkpoint interval, real time (0: every batch).
+	CheckpointIntervalMS float64 `json:"checkpoint_interval_ms"`
 
 	CyclesStart              float64 `json:"cycles_start"`
 	CyclesJoin               float64 `json:"cycles_join"`
@@ -163,8 +165,8 @@ func ratio(a, b float64) string {
 }
 
 func printTable(w io.Writer, r *result) {
-	fmt.Fprintf(w, "scalebench: %d leases, %d hosts; lease timings / %.0f (acquire interval %.0fms); injected latency %.0fms; steady state %.0fs wall = %.0fs real\n",
-		r.Leases, r.Hosts, r.Scale, r.AcquireIntervalMS, r.LatencyInjectedMS, r.SteadySeconds, r.SteadySeconds*r.Scale)
+	fmt.Fprintf(w, "scalebench: %d leases, %d hosts; lease timings / %.0f (acquire interval %.0fms); injected latency %.0fms; steady state %.0fs wall = %.0fs real; cfp checkpoint interval %s\n",
+		r.Leases, r.Hosts, r.Scale, r.AcquireIntervalMS, r.LatencyInjectedMS, r.SteadySeconds, r.SteadySeconds*r.Scale, time.Duration(r.CheckpointIntervalMS*float64(time.Millisecond)))
 	c, d := r.CFP, r.DotNet
 	fmt.Fprintf(w, "\n| measure | cfp | .NET model | cfp/.NET |\n|---|---:|---:|---:|\n")
 	row := func(name, a, b, q string) { fmt.Fprintf(w, "| %s | %s | %s | %s |\n", name, a, b, q) }

@@ -187,6 +187,7 @@ func startCFP(w *world, instance string) (host, error) {
 	p, err := feed.NewProcessor(w.src, store, handler, feed.ProcessorOptions{
 		Instance: instance, AcquireInterval: w.acquire, RenewInterval: w.renew, Expiration: w.expiration,
 		PollInterval: w.poll, ReleaseTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second,
+		CheckpointInterval: scaled(w.cfg, w.cfg.checkpoint),
 	})
 	if err != nil {
 		return nil, err
