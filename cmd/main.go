@@ -30,15 +30,21 @@ import (
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
+// secondSignalAfter is how long after the first stop signal a second one ends cfp at once.
+const secondSignalAfter = time.Second
+
 // Main runs cfp with args and the process's own streams, environment and signals, and returns
 // the process exit code.
 func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first signal, restore the default handling: a second Ctrl-C ends cfp at once
-	// if a graceful shutdown hangs.
+	// if a graceful shutdown hangs. Signals within secondSignalAfter of the first are the same
+	// stop: timeout(1) and process-group kills deliver one signal twice, and ending there would
+	// skip the shutdown (a tail's state and summary, a host's lease release).
 	go func() {
 		<-ctx.Done()
+		time.Sleep(secondSignalAfter)
 		stop()
 	}()
 	return MainWithIO(ctx, args, render.System(os.Getenv), os.Getenv)

@@ -114,7 +114,7 @@ reported stuck (docs/scripting.md lists the metrics).
 
 SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
 --shutdown-timeout), are checkpointed, every lease is released so other hosts take over
-at once, and cfp exits 0. A second signal ends cfp at once.`
+at once, and cfp exits 0. A second signal, a second or more after the first, ends cfp at once.`
 
 const processExample = `  # Print every change of shop/orders as JSON lines, sharing the work with other instances
   cfp process -d shop -c orders -p orders-proj --create-lease-container
