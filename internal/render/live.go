@@ -10,6 +10,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
+
+	_ "github.com/cfp-dev/cfp/internal/render/termbg" // runs before Bubble Tea's init: see termbg
 )
 
 // LiveSort is a sort order of a live view, chosen with its key.
