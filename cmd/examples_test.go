@@ -462,28 +462,14 @@ func serveExampleEmulator(t *testing.T, work string, env []string) string {
 	return host
 }
 
-var (
-	fixtureOnce sync.Once
-	fixtureDir  string
-	fixtureErr  error
-)
-
-// exampleFixture builds, once per test binary, the directory every example starts from.
+// exampleFixture builds the directory every example starts from; it is removed when t ends.
 func exampleFixture(t *testing.T) string {
 	t.Helper()
-	fixtureOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cfp-examples-")
-		if err != nil {
-			fixtureErr = err
-			return
-		}
-		fixtureDir = dir
-		fixtureErr = buildExampleFixture(dir)
-	})
-	if fixtureErr != nil {
-		t.Fatalf("example fixture: %v", fixtureErr)
+	dir := t.TempDir()
+	if err := buildExampleFixture(dir); err != nil {
+		t.Fatalf("example fixture: %v", err)
 	}
-	return fixtureDir
+	return dir
 }
 
 func buildExampleFixture(dir string) error {
