@@ -31,7 +31,7 @@ func newLeasesExportCmd(f *factory) *cobra.Command {
 
 Each document is kept whole, every field of every lease family, without the service's
 system properties (_rid, _etag, _ts, ...). 'cfp leases import' restores the file, and
-'cfp leases reset --from-file' moves the continuations back to the positions it holds.
+'cfp leases reset --to @FILE' moves the continuations back to the positions it holds.
 The format: {"version":1,"prefix":"...","exported_at":"...","leases":[...],"markers":[...]}.`,
 		Example: `  # Back up the leases before a risky change
   cfp leases export -d shop -c orders -p orders-proj --file leases-backup.json
@@ -86,7 +86,7 @@ func cmpBool(a, b bool) int {
 	return -1
 }
 
-// maxExportFile bounds a lease export read by leases import and reset --from-file: an export
+// maxExportFile bounds a lease export read by leases import and reset --to @FILE: an export
 // of 10,000 leases is about 10 MiB.
 const maxExportFile = 64 << 20
 
@@ -281,7 +281,7 @@ func exportContinuations(name string) (map[string]string, error) {
 	}
 	out, err := e.Continuations()
 	if err != nil {
-		return nil, fmt.Errorf("read --from-file %s: %w", name, err)
+		return nil, fmt.Errorf("read --to @%s: %w", name, err)
 	}
 	return out, nil
 }
