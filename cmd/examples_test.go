@@ -406,6 +406,10 @@ func runExample(t *testing.T, fixture string, ex docExample) {
 			t.Errorf("%s: the example fails as written:\n%s\n--- failed: %v\n%s--- output:\n%s", p.where, indent(p.text), err, failures, lastLines(out, 30))
 			return
 		}
+		// An example teaches the current spellings: a deprecated one works, with a warning.
+		if bytes.Contains(out, []byte(" is deprecated: use ")) {
+			t.Errorf("%s: the example uses a deprecated spelling:\n%s\n--- output:\n%s", p.where, indent(p.text), lastLines(out, 30))
+		}
 	}
 }
 
