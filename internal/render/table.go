@@ -150,10 +150,22 @@ func (t *Table) renderTTY(w io.Writer) error {
 	if !t.ios.Wide {
 		widths = t.columnWidths()
 	}
-	cut := map[int]int{}
+	// Middle-cut columns: one cut per column that keeps its distinct values apart (see
+	// middleCuts), the column widened when no cut of the planned width does.
+	cuts := map[int]map[string]string{}
 	for i := range t.middle {
-		if w, ok := widths.OK(i); ok {
-			cut[i] = w - columnGap // tablewriter counts the padding in the width
+		w, ok := widths.OK(i)
+		if !ok {
+			continue
+		}
+		values := make([]string, len(t.rows))
+		for j, r := range t.rows {
+			values[j] = t.cells(r)[i]
+		}
+		m, width := middleCuts(values, w-columnGap) // tablewriter counts the padding in the width
+		cuts[i] = m
+		if width+columnGap > w {
+			widths.Set(i, width+columnGap)
 		}
 	}
 	var buf strings.Builder
@@ -186,8 +198,8 @@ func (t *Table) renderTTY(w io.Writer) error {
 		cells := t.cells(r)
 		row := make([]any, len(cells))
 		for i, c := range cells {
-			if w, ok := cut[i]; ok {
-				c = cutMiddle(c, w)
+			if m, ok := cuts[i]; ok {
+				c = m[c]
 			}
 			row[i] = c
 		}
@@ -298,15 +310,65 @@ func trimRightStyled(line string) string {
 	}
 }
 
-// cutMiddle shortens plain text s to at most w columns by replacing its middle with Ellipsis.
-func cutMiddle(s string, w int) string {
+// cutAt shortens s to w columns keeping its first head runes and the last w-1-head.
+func cutAt(s string, w, head int) string {
 	r := []rune(s)
 	if len(r) <= w || w < 3 {
 		return s
 	}
-	tail := (w - 1) / 2
-	head := w - 1 - tail
-	return string(r[:head]) + Ellipsis + string(r[len(r)-tail:])
+	return string(r[:head]) + Ellipsis + string(r[len(r)-(w-1-head):])
+}
+
+// middleCuts maps each of a column's values to its middle cut at w columns, and returns the
+// width it used. Values that differ must not look alike ("cfp-prod…urope-0" for a west and a
+// north host): the ellipsis moves from the middle towards either end until every distinct
+// value has its own cut, and when no place at w does, w grows until one does (up to the
+// widest value, shown whole).
+func middleCuts(values []string, w int) (map[string]string, int) {
+	distinct := map[string]bool{}
+	widest := 0
+	for _, v := range values {
+		distinct[v] = true
+		widest = max(widest, len([]rune(v)))
+	}
+	for ; w < widest; w++ {
+		mid := w - 1 - (w-1)/2
+		for d := 0; d < w; d++ {
+			heads := []int{mid - d}
+			if d > 0 {
+				heads = append(heads, mid+d)
+			}
+			for _, head := range heads {
+				if head < 0 || head > w-1 {
+					continue
+				}
+				if m, ok := cutsApart(distinct, w, head); ok {
+					return m, w
+				}
+			}
+		}
+	}
+	m := make(map[string]string, len(distinct))
+	for v := range distinct {
+		m[v] = v
+	}
+	return m, widest
+}
+
+// cutsApart cuts every value at w keeping head runes, and reports whether no two distinct
+// values give the same cut.
+func cutsApart(distinct map[string]bool, w, head int) (map[string]string, bool) {
+	m := make(map[string]string, len(distinct))
+	seen := make(map[string]bool, len(distinct))
+	for v := range distinct {
+		c := cutAt(v, w, head)
+		if seen[c] {
+			return nil, false
+		}
+		seen[c] = true
+		m[v] = c
+	}
+	return m, true
 }
 
 // readableWidth is the width down to which a truncatable column is cut before optional columns
