@@ -192,6 +192,19 @@ func (o *tailOptions) validate() error {
 	if err != nil {
 		return briefUsageErrorf("invalid --until: %w", err)
 	}
+	// An end before the start reads nothing and would exit 0 as if the feed were empty.
+	if !until.IsZero() && o.state == nil {
+		from := time.Time{}
+		switch o.start.Kind {
+		case feed.StartTime:
+			from = o.start.Time
+		case feed.StartNow:
+			from = now
+		}
+		if !from.IsZero() && until.Before(from) {
+			return briefUsageErrorf("the window is empty: --until %s is before the start %s", until.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
+		}
+	}
 	o.until = until
 	if o.Range != "" {
 		r, err := parseEPKRange(o.Range)

@@ -29,6 +29,14 @@ const PositionGrammar = "beginning, now, an RFC 3339 time, -<duration> or @<file
 // errNotAPosition is wrapped by ParsePosition's error for text that is in none of the forms.
 var errNotAPosition = errors.New("not a position")
 
+// unsignedError is a duration written without its sign. Its message offers -<duration>, which
+// every position takes; ParseUntil, for ends, offers +<duration> too.
+type unsignedError struct{ s string }
+
+func (e *unsignedError) Error() string {
+	return fmt.Sprintf("position %q: a duration needs a sign: -%s is that long ago", e.s, e.s)
+}
+
 // PositionSpec is a place in the change feed as a user writes it, in the one grammar that
 // every cfp flag and argument taking a position reads (tail --from/--until, process --from,
 // replay-from, leases reset --to; docs/user-guide.md, "Positions and durations"):
@@ -85,7 +93,7 @@ func ParsePosition(s string, now time.Time) (PositionSpec, error) {
 		return PositionSpec{Kind: PositionTime, Time: now.Add(d), Relative: true}, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return PositionSpec{}, fmt.Errorf("position %q: a duration needs a sign: -%s is that long ago, +%s that long from now", s, s, s)
+		return PositionSpec{}, &unsignedError{s: s}
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {

@@ -27,6 +27,9 @@ func ParseUntil(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	p, err := ParsePosition(s, now)
+	if u := (*unsignedError)(nil); errors.As(err, &u) {
+		return time.Time{}, fmt.Errorf("%w, +%s that long from now", err, u.s)
+	}
 	if errors.Is(err, errNotAPosition) {
 		return time.Time{}, fmt.Errorf("end position %q: want now, an RFC 3339 time, -<duration> or +<duration>", strings.TrimSpace(s))
 	}
