@@ -180,7 +180,7 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "a lease whose owner renews but whose continuation has not moved for `N` estimates, with lag > 0, is stuck")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz, /readyz at `ADDR` (e.g. :9464), implies --watch")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
-	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	fs.BoolVar(&opts.AllowEmpty, "allow-empty", false, "report a processor without leases (total lag 1, like the .NET estimator) instead of exiting 5")
 	fs.BoolVar(&opts.ReadFromBeginning, "read-from-beginning", false, "read leases without a continuation from the beginning instead of reporting 1")
 	enumFlag(fs, &opts.Formula, "formula", "", feed.FormulaDotNet.String(),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -56,4 +57,29 @@ func contextOf(c *cobra.Command) context.Context {
 		return ctx
 	}
 	return context.Background()
+}
+
+// positiveDuration is a duration flag that refuses zero and negative values (a flag error, exit
+// 2): the engine reads a zero lease timing or shutdown timeout as "the default", so
+// --lease-expiration 0s would otherwise silently mean 60s.
+type positiveDuration struct{ p *time.Duration }
+
+func (d positiveDuration) String() string { return d.p.String() }
+func (d positiveDuration) Type() string   { return "duration" }
+func (d positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v <= 0 {
+		return fmt.Errorf("must be more than 0")
+	}
+	*d.p = v
+	return nil
+}
+
+// positiveDurationVar defines a duration flag that must be more than zero.
+func positiveDurationVar(fs *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(positiveDuration{p}, name, usage)
 }

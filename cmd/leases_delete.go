@@ -65,7 +65,7 @@ first with 'cfp leases export' to be able to undo it with 'cfp leases import'.`,
 	}
 	opts.mutationFlags.add(c, "delete leases whose owner is alive too")
 	c.Flags().BoolVar(&opts.LockOnly, "lock", false, "remove only the .lock marker (a bootstrap lock left behind in a lease container without time to live)")
-	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	positiveDurationVar(c.Flags(), &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	return c
 }
 
@@ -197,7 +197,7 @@ lease at its next renew).`,
 	c.Flags().StringArrayVar(&opts.Leases, "lease", nil, "release the lease with this `TOKEN` (repeatable)")
 	c.Flags().StringVar(&opts.Owner, "owner", "", "release every lease owned by `NAME`")
 	opts.mutationFlags.add(c, "release leases whose owner is alive too")
-	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	positiveDurationVar(c.Flags(), &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	c.MarkFlagsOneRequired("lease", "owner")
 	c.MarkFlagsMutuallyExclusive("lease", "owner")
 	return c

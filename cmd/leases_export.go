@@ -134,7 +134,7 @@ creates the lease container (partitioned on /id) when it does not exist.`,
 	}
 	c.Flags().BoolVar(&opts.Create, "create", false, "create the lease container (partition key /id) if it does not exist")
 	opts.mutationFlags.add(c, "replace leases whose owner is alive too")
-	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	positiveDurationVar(c.Flags(), &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	return c
 }
 

@@ -93,7 +93,7 @@ document under the prefix that is not a lease is skipped with a warning.`,
 		},
 	}
 	c.Flags().BoolVar(&opts.Check, "check", false, "report gaps, overlaps, duplicates, orphan parents, stale owners and locks, refused modes, undecodable continuations and future timestamps (exit 3 when found)")
-	c.Flags().DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	positiveDurationVar(c.Flags(), &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	return c
 }
 

@@ -99,7 +99,7 @@ some writes fail, cfp exits 3.`,
 	fs.Int64Var(&opts.ToLSN, "to-lsn", 0, "reset to after `LSN`")
 	fs.StringArrayVar(&opts.Leases, "lease", nil, "reset only the lease with this `TOKEN` (repeatable; default all)")
 	opts.mutationFlags.add(c, "reset leases whose owner is alive too (the owner loses the lease)")
-	fs.DurationVar(&opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
+	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
 	// Two different targets (--to twice, or --to and an old spelling, in either order) are
 	// refused: the last one would win silently.

@@ -163,9 +163,9 @@ func newProcessCmd(f *factory) *cobra.Command {
 	}
 	fs := c.Flags()
 	fs.StringVar(&opts.Instance, "instance", "", "this host's `NAME`, written as the owner of its leases (default <hostname>-<pid>)")
-	fs.DurationVar(&opts.AcquireInterval, "lease-acquire-interval", feed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
-	fs.DurationVar(&opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
-	fs.DurationVar(&opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
+	positiveDurationVar(fs, &opts.AcquireInterval, "lease-acquire-interval", feed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
+	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
+	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
 	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
 	fs.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "write a lease's checkpoint at most this often (0: after every batch); what waits is written on release and shutdown, a crash may deliver it again")
 	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
@@ -177,7 +177,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
-	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
 	return c
