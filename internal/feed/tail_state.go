@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,20 @@ func ReadTailState(path string) (*TailState, error) {
 		return nil, fmt.Errorf("read tail state %s: %w", path, err)
 	}
 	return &st, nil
+}
+
+// CheckContainer refuses a state written for another container than database/container
+// (resource id rid): its continuations and ranges mean nothing there. A state without the
+// container, from an older cfp, is taken as it is; so is an unknown rid. The error reads after
+// the state file's name ("state file F " + err).
+func (st *TailState) CheckContainer(database, container, rid string) error {
+	switch {
+	case st.ContainerRID != "" && rid != "" && st.ContainerRID != rid,
+		st.ContainerRID == "" && st.Container != "" && (st.Database != database || st.Container != container):
+		return fmt.Errorf("was written for container %s/%s (resource id %s), not %s/%s (resource id %s)",
+			st.Database, st.Container, cmp.Or(st.ContainerRID, "-"), database, container, rid)
+	}
+	return nil
 }
 
 // CheckStateRanges reports whether the ranges of a state tile its scope: sorted by key, no two

@@ -63,3 +63,36 @@ func TestParseTailFrom(t *testing.T) {
 		t.Fatalf("beginning: %+v %v %v", start, st, err)
 	}
 }
+
+func TestTailState_CheckContainer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		st   feed.TailState
+		ok   bool
+	}{
+		{"same resource id", feed.TailState{Database: "db", Container: "c", ContainerRID: "r1"}, true},
+		{"other resource id", feed.TailState{Database: "db", Container: "c", ContainerRID: "r2"}, false},
+		// a container dropped and created again under its name has a new resource id
+		{"same name, other resource id", feed.TailState{Database: "db", Container: "c", ContainerRID: "r0"}, false},
+		{"no resource id, same name", feed.TailState{Database: "db", Container: "c"}, true},
+		{"no resource id, other container", feed.TailState{Database: "db", Container: "d"}, false},
+		{"no resource id, other database", feed.TailState{Database: "db2", Container: "c"}, false},
+		{"older file without the container", feed.TailState{}, true},
+	}
+	for _, tt := range tests {
+		err := tt.st.CheckContainer("db", "c", "r1")
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: CheckContainer = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+	st := feed.TailState{Database: "db", Container: "d"}
+	if got, want := st.CheckContainer("db", "c", "r1"), "was written for container db/d (resource id -), not db/c (resource id r1)"; got == nil || got.Error() != want {
+		t.Errorf("CheckContainer = %v, want %q", got, want)
+	}
+	// an unknown resource id on the container's side compares the names
+	st = feed.TailState{Database: "db", Container: "c", ContainerRID: "r1"}
+	if err := st.CheckContainer("db", "c", ""); err != nil {
+		t.Errorf("CheckContainer with no resource id = %v, want nil", err)
+	}
+}

@@ -1,6 +1,10 @@
 package leases
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Range is an effective-partition-key (EPK) range [Min, Max): upper-case hex strings, "" is the
 // lowest key and "FF" the exclusive top of the key space.
@@ -14,6 +18,11 @@ type Range struct {
 	Min string `json:"min"`
 	Max string `json:"max"`
 }
+
+// EmptyEPKText is how a person reads and writes the empty effective partition key, the lowest
+// key of every container: two quotes, so it is never mistaken for a missing value ("-") or for
+// a bound that was cut. Tables show it; ParseRange accepts it as written.
+const EmptyEPKText = `""`
 
 // FullRange covers the whole key space.
 var FullRange = Range{Min: "", Max: "FF"}
@@ -87,4 +96,34 @@ func CompareEPK(a, b string) int {
 		b += "0"
 	}
 	return strings.Compare(a, b)
+}
+
+// ParseRange parses a range a person wrote as "MIN-MAX" (tail's --range): upper- or lower-case
+// hex EPKs; MIN may be empty or EmptyEPKText for the lowest key, as tables show it, MAX empty
+// or FF for the top. The result is upper case, with the top written as "FF".
+func ParseRange(s string) (Range, error) {
+	lo, hi, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok || strings.Contains(hi, "-") {
+		return Range{}, errors.New("want MIN-MAX in hex EPKs, e.g. -3F or 3F-FF")
+	}
+	if lo == EmptyEPKText {
+		lo = ""
+	}
+	lo, hi = strings.ToUpper(lo), strings.ToUpper(hi)
+	if hi == "" {
+		hi = "FF"
+	}
+	for _, v := range []string{lo, hi} {
+		if strings.Trim(v, "0123456789ABCDEF") != "" {
+			return Range{}, fmt.Errorf("%q is not a hex EPK", v)
+		}
+	}
+	r := Range{Min: lo, Max: hi}
+	if CompareEPK(r.Min, r.Max) >= 0 {
+		return Range{}, errors.New("MIN must be below MAX")
+	}
+	if CompareEPK(r.Max, "FF") > 0 {
+		return Range{}, errors.New("MAX must not be above FF")
+	}
+	return r, nil
 }

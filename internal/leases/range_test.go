@@ -145,3 +145,27 @@ func TestModeNames(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRange(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want leases.Range
+		ok   bool
+	}{
+		{"-3F", leases.Range{Min: "", Max: "3F"}, true},
+		{`""-3F`, leases.Range{Min: "", Max: "3F"}, true}, // the empty minimum as tables show it
+		{"3f-", leases.Range{Min: "3F", Max: "FF"}, true},
+		{"05C1C9CD673398-05C1D9CD673398", leases.Range{Min: "05C1C9CD673398", Max: "05C1D9CD673398"}, true},
+		{"-", leases.Range{Min: "", Max: "FF"}, true},
+		{"3F", leases.Range{}, false},
+		{"3F-3F0", leases.Range{}, false},
+		{"1-2-3", leases.Range{}, false},
+		{"00-FF1", leases.Range{}, false},
+	} {
+		got, err := leases.ParseRange(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseRange(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

@@ -4,12 +4,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // EmptyEPK is how a table or a terminal line shows the empty effective partition key, the
-// lowest key of every container: two quotes, so it is never mistaken for a missing value
-// ("-") or for a bound that was cut. --range accepts it as written.
-const EmptyEPK = `""`
+// lowest key of every container (leases.EmptyEPKText; --range accepts it as written).
+const EmptyEPK = leases.EmptyEPKText
 
 // TopEPK is the top of the key space, the maximum of the last range.
 const TopEPK = "FF"
