@@ -1,27 +1,21 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
-	"github.com/cfp-dev/cfp/internal/lineio"
+	"github.com/cfp-dev/cfp/internal/load"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -31,15 +25,9 @@ const (
 	defaultPartitionKeyPath  = "/id"
 	// maxReportedRejects bounds the per-line messages on stderr; the summary counts them all.
 	maxReportedRejects = 100
-	// importRetries is how often a throttled upsert is retried (after the SDK's own retries).
-	importRetries = 8
 	// progressEvery is how often the progress line on a terminal is redrawn.
 	progressEvery = 200 * time.Millisecond
 )
-
-// importSystemProperties are the fields Cosmos DB maintains itself; documents copied from another
-// container (cfp tail -o jsonl) carry them and they are dropped before the upsert.
-var importSystemProperties = []string{"_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"}
 
 type importOptions struct {
 	f                *factory
@@ -115,7 +103,7 @@ func newImportCmd(f *factory) *cobra.Command {
 			if opts.Like != "" && !opts.Create {
 				return usageErrorf("--like applies to containers that --create creates: add --create")
 			}
-			if _, err := parsePartitionKeyPath(opts.PartitionKeyPath); err != nil {
+			if _, err := load.ParsePartitionKeyPath(opts.PartitionKeyPath); err != nil {
 				return usageErrorf("--partition-key-path: %w", err)
 			}
 			opts.Files = args
@@ -133,26 +121,18 @@ func newImportCmd(f *factory) *cobra.Command {
 	return c
 }
 
-// importer holds the state of one import run; its methods are safe for concurrent use.
+// importer reports one import run (the engine is load.Loader) on stderr; its methods are
+// safe for concurrent use.
 type importer struct {
 	f      *factory
-	c      *cosmos.Container
-	paths  [][]string
+	l      *load.Loader
 	delete bool
 	status *render.Status
 	start  time.Time
 
-	imported atomic.Int64
-	rejected atomic.Int64
-	lines    atomic.Int64
-
-	// arrayHinted is set once the jq hint for a JSON array was given.
-	arrayHinted atomic.Bool
-
 	// total is the size of the inputs when every one is a regular file (0: unknown, as for a
-	// pipe); read counts the bytes of the lines read so far, for the progress bar.
+	// pipe), for the progress bar.
 	total int64
-	read  atomic.Int64
 
 	mu        sync.Mutex
 	reported  int
@@ -170,51 +150,36 @@ func runImport(ctx context.Context, opts *importOptions) error {
 	if err != nil {
 		return err
 	}
-	im := &importer{f: f, c: c, paths: paths, delete: opts.Delete, status: render.NewStatus(f.IO), start: time.Now()}
+	im := &importer{f: f, delete: opts.Delete, status: render.NewStatus(f.IO), start: time.Now()}
+	im.l = load.New(c, load.Options{
+		Paths:       paths,
+		Delete:      opts.Delete,
+		Concurrency: opts.Concurrency,
+		Stdin:       f.IO.In,
+		OnStdin: func() {
+			if f.IO.IsStdinTTY {
+				im.status.Println("Reading JSON lines from the terminal; end with Ctrl-D.")
+			}
+		},
+		OnReject: im.reject,
+		OnLine:   im.progress,
+	})
 
 	inputs := opts.Files
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
 	}
 	im.total = inputSize(f.IO.In, inputs)
-	g, gctx := errgroup.WithContext(ctx)
-	// Lines of one (partition key, id) go to the same worker, in input order, so the last
-	// version of a document in the input is the one that stays; different documents are
-	// written by up to --concurrency workers at once.
-	workers := make([]chan importJob, opts.Concurrency)
-	for i := range workers {
-		ch := make(chan importJob, importQueue)
-		workers[i] = ch
-		g.Go(func() error {
-			for job := range ch {
-				if err := im.upsert(gctx, job); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	var readErr error
-	for _, name := range inputs {
-		if readErr = im.readInput(gctx, workers, name); readErr != nil || gctx.Err() != nil {
-			break
-		}
-	}
-	for _, ch := range workers {
-		close(ch)
-	}
-	err = g.Wait()
+	err = im.l.Run(ctx, inputs)
 	im.summary()
 	switch {
 	case err != nil:
 		return err
-	case readErr != nil:
-		return readErr
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	if n := im.rejected.Load(); n > 0 {
-		return &ExitError{Code: exitThreshold, Err: fmt.Errorf("%d of %d lines rejected", n, im.lines.Load())}
+	if n := im.l.Rejected(); n > 0 {
+		return &ExitError{Code: exitThreshold, Err: fmt.Errorf("%d of %d lines rejected", n, im.l.Lines())}
 	}
 	return nil
 }
@@ -230,7 +195,7 @@ func (o *importOptions) container(ctx context.Context, acct *account.Account) (*
 			likeDB, likeName = d, n
 		}
 		var like cosmos.ContainerInfo
-		err := retryThrottled(ctx, func() (err error) {
+		err := load.RetryThrottled(ctx, func() (err error) {
 			like, err = acct.Container(likeDB, likeName).Info(ctx)
 			return err
 		})
@@ -241,11 +206,11 @@ func (o *importOptions) container(ctx context.Context, acct *account.Account) (*
 		o.PartitionKeyPath = strings.Join(like.PartitionKeyPaths, ",")
 	}
 	if o.Create {
-		err := retryThrottled(ctx, func() error { return acct.CreateDatabaseIfNotExists(ctx, db) })
+		err := load.RetryThrottled(ctx, func() error { return acct.CreateDatabaseIfNotExists(ctx, db) })
 		if err != nil {
 			return nil, nil, err
 		}
-		err = retryThrottled(ctx, func() error {
+		err = load.RetryThrottled(ctx, func() error {
 			_, err := acct.CreateContainerIfNotExists(ctx, db, name, o.PartitionKeyPath, copts)
 			return err
 		})
@@ -255,7 +220,7 @@ func (o *importOptions) container(ctx context.Context, acct *account.Account) (*
 	}
 	c := acct.Container(db, name)
 	var info cosmos.ContainerInfo
-	err := retryThrottled(ctx, func() (err error) {
+	err := load.RetryThrottled(ctx, func() (err error) {
 		info, err = c.Info(ctx)
 		return err
 	})
@@ -273,180 +238,16 @@ func (o *importOptions) container(ctx context.Context, acct *account.Account) (*
 	}
 	paths := make([][]string, len(info.PartitionKeyPaths))
 	for i, p := range info.PartitionKeyPaths {
-		if paths[i], err = parsePartitionKeyPath(p); err != nil {
+		if paths[i], err = load.ParsePartitionKeyPath(p); err != nil {
 			return nil, nil, fmt.Errorf("container %s/%s: %w", db, name, err)
 		}
 	}
 	return c, paths, nil
 }
 
-// importJob is one document to upsert.
-type importJob struct {
-	where string
-	body  []byte
-	pk    any
-	id    string
-}
-
-// importQueue is how many parsed documents wait for each worker.
-const importQueue = 32
-
-// readInput reads one input ("-" is stdin) line by line and hands every document to the worker
-// of its (partition key, id). It returns read errors; upsert failures that end the import are
-// the workers'. It returns early, without error, when ctx ends.
-func (im *importer) readInput(ctx context.Context, workers []chan importJob, name string) error {
-	var in io.Reader = im.f.IO.In
-	label := ""
-	if name != "-" {
-		file, err := os.Open(name)
-		if err != nil {
-			return fmt.Errorf("open input: %w", err)
-		}
-		defer file.Close()
-		in, label = file, name
-	} else if im.f.IO.IsStdinTTY {
-		im.status.Println("Reading JSON lines from the terminal; end with Ctrl-D.")
-	}
-	r := lineio.NewReader(in)
-	for {
-		line, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		var tooLong *lineio.TooLongError
-		if errors.As(err, &tooLong) {
-			im.lines.Add(1)
-			where := importLineRef(label, r.Line())
-			if h := tooLong.Hint(); h != "" && !im.arrayHinted.Swap(true) {
-				err = fmt.Errorf("%w; %s", err, h)
-			}
-			im.reject(where, err)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", importInputName(label), err)
-		}
-		im.read.Add(int64(len(line)) + 1)
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		im.lines.Add(1)
-		where := importLineRef(label, r.Line())
-		body, pk, id, perr := parseImportLine(line, im.paths)
-		if perr != nil {
-			im.reject(where, perr)
-			im.progress()
-			continue
-		}
-		// The body may alias the reader's buffer: the worker gets its own copy.
-		body = bytes.Clone(body)
-		ch := workers[importShard(pk, id, len(workers))]
-		select {
-		case ch <- importJob{where: where, body: body, pk: pk, id: id}:
-		case <-ctx.Done():
-			return nil
-		}
-		im.progress()
-	}
-}
-
-// importShard returns the worker of a document: the same for the same partition key and id.
-func importShard(pk any, id string, n int) int {
-	h := fnv.New64a()
-	key, _ := json.Marshal(pk)
-	h.Write(key)
-	h.Write([]byte{0})
-	h.Write([]byte(id))
-	return int(h.Sum64() % uint64(n))
-}
-
-func importLineRef(label string, n int) string {
-	if label == "" {
-		return fmt.Sprintf("line %d", n)
-	}
-	return fmt.Sprintf("%s:%d", label, n)
-}
-
-func importInputName(label string) string {
-	if label == "" {
-		return "standard input"
-	}
-	return label
-}
-
-// upsert writes one document, retrying when throttled. A failure that concerns this document
-// only is reported and counted; one that will fail every document (authentication, a missing
-// container, an unreachable account, an interruption) ends the import.
-func (im *importer) upsert(ctx context.Context, job importJob) error {
-	write := func() error { return im.c.UpsertItem(ctx, job.pk, job.body) }
-	if im.delete {
-		write = func() error {
-			err := im.c.DeleteItem(ctx, job.pk, job.id)
-			if errors.Is(err, leases.ErrNotFound) {
-				return nil // already gone: deleted all the same
-			}
-			return err
-		}
-	}
-	err := retryThrottled(ctx, write)
-	switch {
-	case err == nil:
-		im.imported.Add(1)
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case isDocumentError(err):
-		im.reject(job.where, err)
-		return nil
-	}
-	return fmt.Errorf("%s: %w", job.where, err)
-}
-
-// retryThrottled calls fn until it succeeds, fails with anything but throttling, or was
-// throttled importRetries times (after the SDK's own retries), waiting the service's
-// retry-after or an exponential backoff, whichever is longer.
-func retryThrottled(ctx context.Context, fn func() error) error {
-	backoff := feed.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		var te *feed.ThrottledError
-		if !errors.As(err, &te) || attempt >= importRetries {
-			return err
-		}
-		wait := max(te.RetryAfter, backoff.Wait(attempt+1))
-		if serr := importSleep(ctx, wait); serr != nil {
-			return serr
-		}
-	}
-}
-
-// isDocumentError reports whether an upsert error concerns one document (the service answered
-// for it) rather than the whole import. A server error (5xx) is the service failing, not the
-// document: it would fail every following line too, so it ends the import.
-func isDocumentError(err error) bool {
-	var se *cosmos.StatusError
-	var te *feed.ThrottledError
-	if errors.As(err, &se) && se.Status >= 500 {
-		return false
-	}
-	return errors.As(err, &se) || errors.As(err, &te) ||
-		errors.Is(err, leases.ErrConflict) || errors.Is(err, leases.ErrPreconditionFailed)
-}
-
-func importSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// reject counts a rejected line and reports it on stderr (the first maxReportedRejects).
+// reject reports a rejected line on stderr (the first maxReportedRejects; the loader counts
+// them all).
 func (im *importer) reject(where string, err error) {
-	im.rejected.Add(1)
 	im.mu.Lock()
 	im.reported++
 	n := im.reported
@@ -472,13 +273,13 @@ func (im *importer) progress() {
 	}
 	im.lastDrawn = now
 	im.mu.Unlock()
-	imported, rejected := im.imported.Load(), im.rejected.Load()
+	imported, rejected := im.l.Written(), im.l.Rejected()
 	elapsed := now.Sub(im.start)
 	if im.total <= 0 {
 		im.status.Update("importing: %d %s, %d rejected (%s)", imported, im.verb(), rejected, importRate(imported, elapsed))
 		return
 	}
-	read := min(im.read.Load(), im.total)
+	read := min(im.l.BytesRead(), im.total)
 	pct := int(read * 100 / im.total)
 	eta := "-"
 	if read > 0 {
@@ -515,8 +316,8 @@ func inputSize(stdin io.Reader, inputs []string) int64 {
 // summary writes the final line on stderr, always.
 func (im *importer) summary() {
 	elapsed := time.Since(im.start)
-	imported := im.imported.Load()
-	im.status.Done("%s %d, rejected %d, in %s (%s)", im.verb(), imported, im.rejected.Load(), elapsed.Round(time.Millisecond), importRate(imported, elapsed))
+	imported := im.l.Written()
+	im.status.Done("%s %d, rejected %d, in %s (%s)", im.verb(), imported, im.l.Rejected(), elapsed.Round(time.Millisecond), importRate(imported, elapsed))
 }
 
 // verb names what the import does to each document: "imported" or "deleted".
@@ -532,120 +333,4 @@ func importRate(n int64, d time.Duration) string {
 		return "- docs/s"
 	}
 	return fmt.Sprintf("%.0f docs/s", float64(n)/d.Seconds())
-}
-
-// parseImportLine checks one input line and returns the document to upsert (system
-// properties dropped) and its partition key value at paths (a []any for hierarchical keys).
-func parseImportLine(line []byte, paths [][]string) (body []byte, pk any, id string, err error) {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' {
-		if !json.Valid(line) {
-			return nil, nil, "", fmt.Errorf("invalid JSON: %w", jsonSyntaxError(line))
-		}
-		return nil, nil, "", errors.New("not a JSON object")
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(line, &doc); err != nil {
-		return nil, nil, "", fmt.Errorf("invalid JSON: %w", jsonSyntaxError(line))
-	}
-	if raw, ok := doc["id"]; !ok {
-		return nil, nil, "", errors.New(`no "id"`)
-	} else if err := json.Unmarshal(raw, &id); err != nil {
-		return nil, nil, "", errors.New(`"id" is not a string`)
-	}
-	if id == "" {
-		return nil, nil, "", errors.New(`"id" is empty`)
-	}
-	values := make([]any, len(paths))
-	for i, path := range paths {
-		if values[i], err = pkValueAt(doc, path); err != nil {
-			return nil, nil, "", err
-		}
-	}
-	pk = values[0]
-	if len(values) > 1 {
-		pk = values
-	}
-	body = line
-	if hasSystemProperties(doc) {
-		for _, p := range importSystemProperties {
-			delete(doc, p)
-		}
-		if body, err = json.Marshal(doc); err != nil {
-			return nil, nil, "", fmt.Errorf("re-encode without system properties: %w", err)
-		}
-	}
-	return body, pk, id, nil
-}
-
-func hasSystemProperties(doc map[string]json.RawMessage) bool {
-	for _, p := range importSystemProperties {
-		if _, ok := doc[p]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// jsonSyntaxError returns the decoder's own complaint about an invalid line.
-func jsonSyntaxError(line []byte) error {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("more than one JSON value on the line")
-	}
-	return errors.New("malformed")
-}
-
-// pkValueAt returns the partition key value at path in doc: a string, json.Number, bool or nil.
-func pkValueAt(doc map[string]json.RawMessage, path []string) (any, error) {
-	where := "/" + strings.Join(path, "/")
-	cur := doc
-	for i, seg := range path {
-		raw, ok := cur[seg]
-		if !ok {
-			return nil, fmt.Errorf("no partition key at %s", where)
-		}
-		if i < len(path)-1 {
-			if err := json.Unmarshal(raw, &cur); err != nil {
-				return nil, fmt.Errorf("no partition key at %s: %s is not an object", where, "/"+strings.Join(path[:i+1], "/"))
-			}
-			continue
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("partition key at %s: %w", where, err)
-		}
-		switch v.(type) {
-		case string, json.Number, bool, nil:
-			return v, nil
-		default:
-			return nil, fmt.Errorf("partition key at %s is an object or array, not a string, number, bool or null", where)
-		}
-	}
-	return nil, fmt.Errorf("empty partition key path")
-}
-
-// parsePartitionKeyPath splits a partition key path ("/customerId", "/address/city",
-// `/"odd name"`) into its property names.
-func parsePartitionKeyPath(p string) ([]string, error) {
-	if !strings.HasPrefix(p, "/") || len(p) < 2 {
-		return nil, fmt.Errorf("partition key path %q must start with / and name a property, like /customerId", p)
-	}
-	segs := strings.Split(p[1:], "/")
-	for i, s := range segs {
-		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-			s = s[1 : len(s)-1]
-		}
-		if s == "" {
-			return nil, fmt.Errorf("partition key path %q has an empty segment", p)
-		}
-		segs[i] = s
-	}
-	return segs, nil
 }
