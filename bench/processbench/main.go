@@ -196,7 +196,7 @@ func throughput(cfg config, endpoint string) error {
 
 func tailOnce(cfg config, endpoint string) (time.Duration, error) {
 	cmd := exec.Command(cfg.cfp, "--endpoint", endpoint, "tail", "-d", benchutil.Database, "-c", benchutil.Container,
-		"--from", "beginning", "-e", "-o", "jsonl", "--page-size", strconv.Itoa(cfg.pageSize))
+		"--from", "beginning", "-e", "-o", "jsonl", "--batch-size", strconv.Itoa(cfg.pageSize))
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
@@ -271,7 +271,7 @@ func (h *host) interrupt() error {
 func processOnce(cfg config, endpoint, name string) (time.Duration, error) {
 	start := time.Now()
 	h, err := startHost(cfg.cfp, io.Discard, "--endpoint", endpoint, "process", "-d", benchutil.Database, "-c", benchutil.Container,
-		"-p", name, "--create-lease-container", "--start-from", "beginning", "--max-items", strconv.Itoa(cfg.pageSize),
+		"-p", name, "--create-lease-container", "--from", "beginning", "--batch-size", strconv.Itoa(cfg.pageSize),
 		"--lease-acquire-interval", "1s", "--poll-interval", "100ms")
 	if err != nil {
 		return 0, err
@@ -386,7 +386,7 @@ func failover(cfg config, endpoint string, expiration time.Duration) error {
 	name := fmt.Sprintf("fo%d", expiration/time.Second)
 	renew := expiration / 4
 	common := []string{"--endpoint", endpoint, "process", "-d", benchutil.Database, "-c", benchutil.Container, "-p", name,
-		"--create-lease-container", "--start-from", "now", "--lease-expiration", expiration.String(),
+		"--create-lease-container", "--from", "now", "--lease-expiration", expiration.String(),
 		"--lease-renew-interval", renew.String(), "--lease-acquire-interval", "1s", "--poll-interval", "100ms"}
 	seen := &probeWriter{at: map[string]time.Time{}}
 	a, err := startHost(cfg.cfp, seen, append(common, "--instance", "survivor")...)

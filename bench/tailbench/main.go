@@ -306,7 +306,7 @@ func tail(cfg config, bin, account string) (result, error) {
 	defer devNull.Close()
 	var stderr bytes.Buffer
 	args := []string{account, "tail", "-d", benchutil.Database, "-c", benchutil.Container,
-		"--from", "beginning", "-e", "-o", "jsonl", "--page-size", strconv.Itoa(cfg.pageSize), "--log-level", "info"}
+		"--from", "beginning", "-e", "-o", "jsonl", "--batch-size", strconv.Itoa(cfg.pageSize), "--log-level", "info"}
 	// The child's getrusage maximum RSS would include this process's RSS at fork time (Linux
 	// keeps the high-water mark across exec), so peak RSS comes from /usr/bin/time, a small
 	// parent of its own, or else from sampling the child's VmHWM.
