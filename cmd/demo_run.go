@@ -280,7 +280,7 @@ func (r *demoRun) view(ctx context.Context) (demoView, error) {
 	if err != nil {
 		return demoView{}, err
 	}
-	ev := newEstimateView(r.store.Prefix(), lags, sum, r.f.Now())
+	ev := render.NewEstimateView(r.store.Prefix(), lags, sum, r.f.Now())
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	v := demoView{Written: r.written, Processed: map[string]int64{}, Leases: ev.Leases, Seconds: r.f.Now().Sub(r.began).Seconds()}

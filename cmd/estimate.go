@@ -3,9 +3,7 @@ package cmd
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,11 +46,7 @@ type estimateOptions struct {
 }
 
 // The views of an estimate (JSON and table) live in render.
-type (
-	estimateView        = render.EstimateView
-	estimateLeaseView   = render.EstimateLease
-	estimateSummaryView = render.EstimateSummary
-)
+type estimateView = render.EstimateView
 
 func newEstimateCmd(f *factory) *cobra.Command {
 	opts := &estimateOptions{f: f}
@@ -199,36 +193,9 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	if err != nil {
 		return err
 	}
-	// open resolves the lease target and checks the processor has leases, once. A watch calls
-	// it in every round until it succeeds, so an account that does not answer at start is one
-	// error line per interval, not the end of the watch.
-	var t *leaseTarget
-	var store *leases.Store
-	var fatal error // a processor with no leases: the watch cannot recover from it
-	open := func() error {
-		if t != nil {
-			return nil
-		}
-		lt, err := f.openLeaseTarget(ctx, true)
-		if err != nil {
-			return err
-		}
-		st := lt.store()
-		if !opts.AllowEmpty {
-			ls, err := st.List(ctx)
-			if err != nil {
-				return err
-			}
-			if len(ls) == 0 {
-				fatal = lt.noLeases(ctx, f)
-				return fatal
-			}
-		}
-		t, store = lt, st
-		return nil
-	}
+	e := &estimator{f: f, opts: opts}
 	if !opts.watching {
-		if err := open(); err != nil {
+		if err := e.open(ctx); err != nil {
 			return err
 		}
 	}
@@ -236,7 +203,7 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	if err != nil {
 		return usageErrorf("--formula: %v", err)
 	}
-	eopts := feed.EstimateOptions{
+	e.eopts = feed.EstimateOptions{
 		Formula:           formula,
 		Concurrency:       opts.Concurrency,
 		Expiration:        opts.Expiration,
@@ -244,120 +211,77 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 		Now:               f.Now,
 		Logger:            f.Log,
 	}
-	tracker := &feed.ProgressTracker{StuckAfter: opts.StuckAfter}
-	estimate := func() (estimateView, error) {
-		if err := open(); err != nil {
-			return estimateView{}, err
-		}
-		ls, err := store.List(ctx)
-		if err != nil {
-			return estimateView{}, err
-		}
-		eopts.Partitions = nil
-		lags, _, err := feed.Estimate(ctx, t.monitored, ls, eopts)
-		if err != nil {
-			return estimateView{}, err
-		}
-		now := f.Now()
-		tracker.Observe(lags, now)
-		return newEstimateView(t.prefix, lags, feed.Summarize(lags), now), nil
-	}
+	e.tracker = &feed.ProgressTracker{StuckAfter: opts.StuckAfter}
 
-	if !opts.watching {
-		v, err := estimate()
-		if err != nil {
-			return err
-		}
-		if err := printEstimate(ctx, f, p, v); err != nil {
-			return err
-		}
-		return opts.checkMaxLag(v)
+	if opts.watching {
+		return watchEstimate(ctx, opts, p, e)
 	}
+	v, err := e.estimate(ctx)
+	if err != nil {
+		return err
+	}
+	if err := printEstimate(ctx, f, p, v); err != nil {
+		return err
+	}
+	return opts.checkMaxLag(v)
+}
 
-	var gauges *estimateGauges
-	var hl *health
-	if opts.MetricsAddr != "" {
-		reg := newMetricsRegistry()
-		gauges = newEstimateGauges(reg, f.Global.Processor, f.Global.Database, f.Global.Container)
-		// Wedged when no estimate ended for ten intervals plus two minutes of SDK retries.
-		hl = newHealth(f.Now, 10*opts.Watch+2*time.Minute)
-		addr, stop, err := serveMetrics(ctx, opts.MetricsAddr, reg, hl, f.Log)
+// estimator runs the estimates of one `cfp estimate`: one, or one per interval of a watch.
+type estimator struct {
+	f       *factory
+	opts    *estimateOptions
+	eopts   feed.EstimateOptions
+	tracker *feed.ProgressTracker
+
+	t     *leaseTarget
+	store *leases.Store
+	// fatal is a processor with no leases: the watch cannot recover from it.
+	fatal error
+}
+
+// open resolves the lease target and checks the processor has leases, once. A watch calls it
+// in every round until it succeeds, so an account that does not answer at start is one error
+// line per interval, not the end of the watch.
+func (e *estimator) open(ctx context.Context) error {
+	if e.t != nil {
+		return nil
+	}
+	lt, err := e.f.openLeaseTarget(ctx, true)
+	if err != nil {
+		return err
+	}
+	st := lt.store()
+	if !e.opts.AllowEmpty {
+		ls, err := st.List(ctx)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		fmt.Fprintf(f.IO.ErrOut, "Serving metrics at http://%s/metrics\n", addr)
-		if opts.metricsReady != nil {
-			opts.metricsReady(addr)
+		if len(ls) == 0 {
+			e.fatal = lt.noLeases(ctx, e.f)
+			return e.fatal
 		}
 	}
-	// On a terminal the watch is a live view that owns the screen; in a pipe, JSON lines.
-	var live *estimateLive
-	if p.Format == render.FormatTable && p.Query == nil && f.IO.IsStdoutTTY {
-		live = startEstimateLive(f, opts)
-		defer live.stop(ctx, p)
+	e.t, e.store = lt, st
+	return nil
+}
+
+// estimate reads the leases and estimates their lag.
+func (e *estimator) estimate(ctx context.Context) (estimateView, error) {
+	if err := e.open(ctx); err != nil {
+		return estimateView{}, err
 	}
-	ticker := time.NewTicker(opts.Watch)
-	defer ticker.Stop()
-	var last, failed error
-	for n := 1; ; n++ {
-		v, err := estimate()
-		failed = err
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return ctx.Err()
-		case fatal != nil:
-			return fatal
-		case err != nil:
-			// One failed round does not end a watch; the next may succeed. Every failed
-			// round says so on stderr.
-			f.warnf("estimate %s: %v", f.Now().UTC().Format(time.RFC3339), err)
-			if live != nil {
-				live.failed(fmt.Sprintf("estimate %s: %v", f.Now().Local().Format("15:04:05"), err))
-			}
-			gauges.failed()
-			hl.round(errors.New(f.redact(err.Error())))
-		default:
-			gauges.set(v)
-			hl.round(nil)
-			last = errors.Join(opts.checkMaxLag(v), opts.checkMaxStuck(v))
-			if live != nil {
-				live.update(v, last)
-			} else {
-				if err := printEstimate(ctx, f, p, v); err != nil {
-					return err
-				}
-				if p.Format == render.FormatTable {
-					fmt.Fprintln(f.IO.Out)
-				}
-			}
-			if last != nil {
-				f.warnf("%v", last)
-			}
-		}
-		if opts.Count > 0 && n >= opts.Count {
-			if failed != nil {
-				return fmt.Errorf("the last estimate of --count %d failed: %w", opts.Count, failed)
-			}
-			if last != nil {
-				return &ExitError{Code: exitThreshold}
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case q := <-live.quit():
-			if q == render.LiveQuitInterrupt {
-				return &ExitError{Code: exitInterrupted}
-			}
-			if last != nil {
-				return &ExitError{Code: exitThreshold}
-			}
-			return nil
-		case <-ticker.C:
-		}
+	ls, err := e.store.List(ctx)
+	if err != nil {
+		return estimateView{}, err
 	}
+	e.eopts.Partitions = nil
+	lags, _, err := feed.Estimate(ctx, e.t.monitored, ls, e.eopts)
+	if err != nil {
+		return estimateView{}, err
+	}
+	now := e.f.Now()
+	e.tracker.Observe(lags, now)
+	return render.NewEstimateView(e.t.prefix, lags, feed.Summarize(lags), now), nil
 }
 
 // checkMaxStuck fails with exit code 3 when a lease has been stuck for longer than --max-stuck.
@@ -379,47 +303,6 @@ func (o *estimateOptions) checkMaxLag(v estimateView) error {
 		return &ExitError{Code: exitThreshold, Err: fmt.Errorf("total lag %d exceeds --max-lag %d", v.Summary.TotalLag, o.MaxLag)}
 	}
 	return nil
-}
-
-func newEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSummary, now time.Time) estimateView {
-	v := estimateView{
-		Time:   now.UTC().Format(time.RFC3339Nano),
-		Prefix: prefix,
-		Leases: make([]estimateLeaseView, 0, len(lags)),
-		Summary: estimateSummaryView{
-			TotalLag: sum.TotalLag, Leases: sum.Leases, Owned: sum.Owned, LiveOwners: sum.LiveOwners,
-			MaxTimeLagSeconds: sum.MaxTimeLag.Seconds(), RequestCharge: sum.RequestCharge,
-			Stuck: sum.Stuck, MaxStuckSeconds: sum.MaxStuckFor.Seconds(),
-		},
-	}
-	lags = slices.Clone(lags)
-	slices.SortStableFunc(lags, func(a, b feed.LeaseLag) int { return leases.Compare(a.Lease, b.Lease) })
-	for _, l := range lags {
-		lv := estimateLeaseView{Lease: l.Token, Owner: nonZero(l.Owner), State: l.State, Lag: l.Lag, Sentinel: nonZero(l.Sentinel), Progress: l.Progress}
-		if l.Progress == feed.ProgressStuck {
-			lv.StuckSeconds = new(l.StuckFor.Seconds())
-		}
-		if l.Range.Max != "" {
-			lv.Range = new(l.Range)
-		}
-		if l.HasCheckpoint {
-			lv.CheckpointLSN = new(l.Checkpoint)
-		}
-		if l.PartitionID != "" {
-			lv.LatestLSN = new(l.Latest)
-		}
-		switch {
-		case !l.OldestPending.IsZero():
-			lv.TimeLagSeconds = new(l.TimeLag.Seconds())
-		case l.Sentinel == "" && l.Lag == 0:
-			lv.TimeLagSeconds = new(0.0)
-		}
-		if !l.Lease.Timestamp.IsZero() {
-			lv.AgeSeconds = new(l.Age.Seconds())
-		}
-		v.Leases = append(v.Leases, lv)
-	}
-	return v
 }
 
 func printEstimate(ctx context.Context, f *factory, p *render.Printer, v estimateView) error {
