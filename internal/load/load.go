@@ -78,8 +78,8 @@ func (l *Loader) Rejected() int64 { return l.rejected.Load() }
 // Lines is the number of non-blank lines read so far.
 func (l *Loader) Lines() int64 { return l.lines.Load() }
 
-// BytesRead is about the number of bytes of the lines read so far, for progress: each
-// line's length plus one (the line end, counted a second time when the line has one).
+// BytesRead is the number of bytes of the lines read so far, line ends included, for
+// progress (over-long lines that were skipped are not counted).
 func (l *Loader) BytesRead() int64 { return l.read.Load() }
 
 // job is one document to write.
@@ -165,7 +165,7 @@ func (l *Loader) readInput(ctx context.Context, workers []chan job, name string)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", inputName(label), err)
 		}
-		l.read.Add(int64(len(line)) + 1)
+		l.read.Add(int64(len(line)))
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}

@@ -212,3 +212,21 @@ func TestLoader_ArrayHintOnce(t *testing.T) {
 		t.Errorf("rejects = %.200q / %.200q; want the jq hint on the first only", rejects[0], rejects[1])
 	}
 }
+
+// TestLoader_BytesReadIsTheInputSize: the progress count ends at the input's size, whether the
+// last line has its end or not, blank lines included; it counted each line end twice.
+func TestLoader_BytesReadIsTheInputSize(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"{\"id\":\"a\"}\n\n{\"id\":\"b\"}\n",
+		"{\"id\":\"a\"}\r\n{\"id\":\"b\"}",
+	} {
+		l, rejects, err := run(t, &fakeTarget{}, Options{Concurrency: 1}, in)
+		if err != nil || len(rejects) > 0 {
+			t.Fatalf("Run = %v, rejects %q", err, rejects)
+		}
+		if got := l.BytesRead(); got != int64(len(in)) {
+			t.Errorf("BytesRead() = %d after %q, want %d", got, in, len(in))
+		}
+	}
+}
