@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -283,6 +284,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 			metrics.cycle(f.Now())
 		}
 	}
+	// Every request the host makes reports its charge to ru, by kind (the summary's RU).
+	ru := newRequestUnits(metrics)
+	ctx = leases.WithChargeRecorder(ctx, ru.record)
 	acct, err := f.Account(ctx)
 	if err != nil {
 		return err
@@ -355,7 +359,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 
 	runErr := proc.Run(ctx)
 	hl.stop()
-	events.summary(eopts.Instance, runErr)
+	events.summary(eopts.Instance, runErr, ru)
 	if runErr != nil {
 		var stop *feed.StopError
 		if errors.As(runErr, &stop) {

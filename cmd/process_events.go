@@ -78,13 +78,15 @@ func (p *processEvents) started(instance, processor, prefix string, boot feed.Bo
 }
 
 // summary reports the end of the run.
-func (p *processEvents) summary(instance string, runErr error) {
+func (p *processEvents) summary(instance string, runErr error, ru *requestUnits) {
+	byKind, total := ru.totals()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	secs := p.now().Sub(p.began).Seconds()
 	batches, items, errs := p.batches, p.items, p.errs
 	v := processEventView{Type: eventSummary, Time: p.now(), Owner: instance,
-		Batches: &batches, Processed: &items, Errors: &errs, Seconds: &secs, Reason: "shutdown"}
+		Batches: &batches, Processed: &items, Errors: &errs, Seconds: &secs, Reason: "shutdown",
+		RequestCharge: &total, RequestUnits: byKind}
 	if runErr != nil {
 		v.Reason, v.Error = "stopped", p.redact(runErr.Error())
 	}

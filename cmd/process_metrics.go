@@ -29,6 +29,8 @@ type processMetrics struct {
 	moves    *prometheus.CounterVec
 	lag      *prometheus.GaugeVec
 	state    *prometheus.GaugeVec
+	ru       *prometheus.CounterVec
+	leaseRU  *prometheus.CounterVec
 
 	instance   string
 	stuckAfter int
@@ -76,6 +78,16 @@ func newProcessMetrics(processor, database, container, instance string, stuckAft
 			Help:        "1 for the progress state (idle, active, stuck) of each lease this host holds, 0 for the others; updated every acquire cycle.",
 			ConstLabels: labels,
 		}, []string{"lease", "state"}),
+		ru: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "cfp_process_request_units_total",
+			Help:        "Request units (RU) this host spent, by kind of request: change-feed reads and the lease container's reads, lists, renews, checkpoints, acquires, releases and presence records.",
+			ConstLabels: labels,
+		}, []string{"kind"}),
+		leaseRU: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "cfp_process_lease_request_units_total",
+			Help:        "Request units (RU) this host spent for one lease, by kind: its change-feed reads and its lease document's reads and writes.",
+			ConstLabels: labels,
+		}, []string{"lease", "kind"}),
 		instance:   instance,
 		stuckAfter: stuckAfter,
 		progress:   map[string]*ownedProgress{},
@@ -87,12 +99,26 @@ func newProcessMetrics(processor, database, container, instance string, stuckAft
 	for _, e := range []feed.EventType{feed.EventAcquired, feed.EventReleased, feed.EventLost} {
 		m.moves.WithLabelValues(string(e))
 	}
+	for _, k := range leases.ChargeKinds {
+		m.ru.WithLabelValues(string(k))
+	}
 	return m
 }
 
 // collectors are the metrics registered.
 func (m *processMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.batches, m.items, m.errors, m.owned, m.moves, m.lag, m.state}
+	return []prometheus.Collector{m.batches, m.items, m.errors, m.owned, m.moves, m.lag, m.state, m.ru, m.leaseRU}
+}
+
+// charged records the RU of one request, of kind, for lease ("" when it was for none).
+func (m *processMetrics) charged(kind leases.ChargeKind, lease string, ru float64) {
+	if m == nil {
+		return
+	}
+	m.ru.WithLabelValues(string(kind)).Add(ru)
+	if lease != "" {
+		m.leaseRU.WithLabelValues(lease, string(kind)).Add(ru)
+	}
 }
 
 // processStates are the progress states a host reports for its own leases (it holds them, so

@@ -488,6 +488,26 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 	if got := procMetricSum(body, "cfp_process_lease_lag"); got != 0 {
 		t.Errorf("cfp_process_lease_lag sums to %v after everything was processed, want 0\n%s", got, body)
 	}
+	// RU: the change-feed reads and checkpoints that delivered the 16 documents were charged,
+	// and every change-feed read was for a lease.
+	for _, kind := range []string{"change_feed", "checkpoint", "lease_list", "acquire"} {
+		if got := procMetricSum(body, `cfp_process_request_units_total{container="orders",database="shop",kind="`+kind+`",owner="m1",processor="metp"}`); got <= 0 {
+			t.Errorf("cfp_process_request_units_total{kind=%q} = %v, want > 0\n%s", kind, got, body)
+		}
+	}
+	feedRU := procMetricSum(body, `cfp_process_request_units_total{container="orders",database="shop",kind="change_feed",owner="m1",processor="metp"}`)
+	var perLease float64
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "cfp_process_lease_request_units_total{") && strings.Contains(line, `kind="change_feed"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			perLease += v
+		}
+	}
+	if perLease != feedRU {
+		t.Errorf("change-feed RU by lease sums to %v, want the change_feed total %v\n%s", perLease, feedRU, body)
+	}
 	for _, want := range []string{`cfp_process_errors_total{cause="user",container="orders",database="shop",owner="m1",processor="metp"} 0`, `cfp_process_lease_lag{`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
@@ -564,11 +584,15 @@ func TestProcessEvents_TextShowsLifecycleOnly(t *testing.T) {
 	ev.notify(feed.Event{Type: feed.EventError, Time: now, Lease: "0", Owner: "h1", Cause: feed.CauseInfra, Err: fmt.Errorf("read with key SECRET:\nrefused")})
 	ev.notify(feed.Event{Type: feed.EventError, Time: now, Lease: "0", Owner: "h1", Cause: feed.CauseUser, Err: feed.Stop(fmt.Errorf("boom"))})
 	ev.notify(feed.Event{Type: feed.EventLost, Time: now, Lease: "0", Range: rng, Owner: "h1", Err: fmt.Errorf("owned by h2")})
-	ev.summary("h1", nil)
+	ru := newRequestUnits(nil)
+	ru.record(leases.ChargeChangeFeed, "0", 2.5)
+	ru.record(leases.ChargeCheckpoint, "0", 10.68)
+	ru.record(leases.ChargeCheckpoint, "0", 0)
+	ev.summary("h1", nil, ru)
 	want := `cfp: 2026-05-01T12:00:00Z acquired owner=h1 lease=0 range=""-3F
 cfp: 2026-05-01T12:00:00Z error owner=h1 lease=0 cause=infra error="read with key [REDACTED]: refused"
 cfp: 2026-05-01T12:00:00Z lost owner=h1 lease=0 range=""-3F error="owned by h2"
-cfp: 2026-05-01T12:00:00Z summary owner=h1 batches=1 processed=3 errors=1 seconds=0.0 reason=shutdown
+cfp: 2026-05-01T12:00:00Z summary owner=h1 batches=1 processed=3 errors=1 seconds=0.0 ru=13.18 ru_by_kind=change_feed:2.50,checkpoint:10.68 reason=shutdown
 `
 	if got := buf.String(); got != want {
 		t.Errorf("text events:\n%s\nwant:\n%s", got, want)

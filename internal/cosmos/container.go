@@ -216,6 +216,7 @@ func (c *Container) Query(ctx context.Context, sql string, params map[string]any
 	pager := c.client.NewQueryItemsPager(sql, azcosmos.NewPartitionKey(), opts)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
+		reportCharge(ctx, page.RequestCharge, err)
 		if err != nil {
 			return translate(err, opInfo{op: "query " + c.path(), missing: "container " + c.path(), rbacAction: rbacExecuteQuery})
 		}

@@ -3,7 +3,9 @@ package cosmos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -83,6 +85,7 @@ func (d *leaseDocs) Read(ctx context.Context, id, pk string) (leases.Document, e
 		return leases.Document{}, err
 	}
 	resp, err := d.c.client.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+	reportCharge(ctx, resp.RequestCharge, err)
 	if err != nil {
 		return leases.Document{}, translate(err, d.op("read", id, rbacItemsRead))
 	}
@@ -96,6 +99,7 @@ func (d *leaseDocs) Create(ctx context.Context, pk string, body []byte) (leases.
 	}
 	id := idOf(body)
 	resp, err := d.c.client.CreateItem(ctx, azcosmos.NewPartitionKeyString(pk), body, &azcosmos.ItemOptions{EnableContentResponseOnWrite: true})
+	reportCharge(ctx, resp.RequestCharge, err)
 	if err != nil {
 		return leases.Document{}, translate(err, d.op("create", id, rbacItemsCreate))
 	}
@@ -113,6 +117,7 @@ func (d *leaseDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []
 		opts.IfMatchEtag = &etag
 	}
 	resp, err := d.c.client.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(pk), id, body, opts)
+	reportCharge(ctx, resp.RequestCharge, err)
 	if err != nil {
 		return leases.Document{}, translate(err, d.op("replace", id, rbacItemsReplace))
 	}
@@ -129,7 +134,8 @@ func (d *leaseDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
 		etag := azcore.ETag(ifMatch)
 		opts = &azcosmos.ItemOptions{IfMatchEtag: &etag}
 	}
-	_, err := d.c.client.DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, opts)
+	resp, err := d.c.client.DeleteItem(ctx, azcosmos.NewPartitionKeyString(pk), id, opts)
+	reportCharge(ctx, resp.RequestCharge, err)
 	return translate(err, d.op("delete", id, rbacItemsDelete))
 }
 
@@ -212,4 +218,22 @@ func idOf(body []byte) string {
 		return "?"
 	}
 	return v.ID
+}
+
+// reportCharge reports a request's charge to ctx's recorder (leases.ReportCharge): the
+// response's, or a failed request's from its error's response (a 412 or 409 costs RU too).
+func reportCharge(ctx context.Context, charge float32, err error) {
+	if err != nil {
+		charge = 0
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.RawResponse != nil {
+			if v, perr := strconv.ParseFloat(re.RawResponse.Header.Get("x-ms-request-charge"), 64); perr == nil {
+				leases.ReportCharge(ctx, v)
+				return
+			}
+		}
+	}
+	// The SDK parses the header into a float32: back to the decimal the service sent.
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(charge), 'g', -1, 32), 64)
+	leases.ReportCharge(ctx, v)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"hash/fnv"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -28,6 +29,8 @@ type Config struct {
 	Logger          *slog.Logger
 	RequestTimeout  time.Duration
 	Retry           RetryOptions
+	// Wrap, when set, wraps the local emulator's handler (to observe requests and responses).
+	Wrap func(http.Handler) http.Handler
 }
 
 // testEmulators holds the embedded emulator of each local test account, for Emulator.
@@ -54,7 +57,11 @@ func Open(_ context.Context, cfg Config) (*Account, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts.Transport = &emulator.Transport{Handler: emu.Handler()}
+		var h http.Handler = emu.Handler()
+		if cfg.Wrap != nil {
+			h = cfg.Wrap(h)
+		}
+		opts.Transport = &emulator.Transport{Handler: h}
 		s.OnClose = emu.Close
 		endpoint, key = "http://localhost:"+localPort(abs)+"/", auth.WellKnownKey
 	}

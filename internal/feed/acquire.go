@@ -194,6 +194,7 @@ func (p *Processor) cycleDone(err error) {
 // zero) in the same replace, as .NET's acquire fills in a missing FeedRange
 // (LeaseManagement/DocumentServiceLeaseManagerCosmos.cs, AcquireAsync, lines 60-84).
 func (p *Processor) acquire(ctx context.Context, l *leases.Lease, rng Range) (*leases.Lease, error) {
+	ctx = leases.WithCharge(ctx, leases.ChargeAcquire, l.Token)
 	seen := l.Owner
 	return p.store.Update(ctx, l, func(n *leases.Lease) error {
 		if n.Owner != seen {

@@ -46,6 +46,7 @@ var errNoHandoff = errors.New("no handoff request")
 // It returns errNoHandoff when the stored lease carries no request to this host or the
 // requester has no presence record any more (the caller releases it then), a *leases.LeaseLostError when another host owns it.
 func (p *Processor) handOver(ctx context.Context, l *leases.Lease) (to string, err error) {
+	ctx = leases.WithCharge(ctx, leases.ChargeRelease, l.Token)
 	hosts, err := p.store.Hosts(ctx)
 	if err != nil {
 		return "", err
@@ -107,6 +108,7 @@ func (p *Processor) askFirst(l *leases.Lease, now time.Time) bool {
 
 // askHandoff writes the handoff request on l (once per owner).
 func (p *Processor) askHandoff(ctx context.Context, l *leases.Lease, now time.Time) {
+	ctx = leases.WithCharge(ctx, leases.ChargeAcquire, l.Token)
 	if asked, ok := p.ho.askedOf(l.Token); ok && asked.owner == l.Owner {
 		return // asked already: wait for the answer
 	}

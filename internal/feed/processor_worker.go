@@ -313,7 +313,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				continue
 			}
 		}
-		page, err := w.reader.Next(ol.ctx)
+		page, err := w.reader.Next(leases.WithCharge(ol.ctx, leases.ChargeChangeFeed, w.info.Token))
 		if err != nil {
 			if ol.ctx.Err() != nil {
 				return w.reason(), nil

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // Reader defaults, applied by NewReader to zero fields of ReaderOptions.
@@ -141,6 +143,7 @@ func (r *Reader) readOnce(ctx context.Context) (Page, error) {
 		var th *ThrottledError
 		switch {
 		case err == nil:
+			leases.ReportCharge(ctx, page.RequestCharge)
 			if page.Continuation != "" {
 				r.req.Start = StartFrom{Kind: StartContinuation, Continuation: page.Continuation}
 			}

@@ -117,6 +117,7 @@ func (p *Processor) renew(ctx context.Context, ol *ownedLease) {
 // the stored continuation is still base (the worker's own checkpoint may have gone first: a
 // renew never moves a checkpoint back).
 func (p *Processor) renewCarrying(ctx context.Context, ol *ownedLease, base, cont string) (*leases.Lease, error) {
+	ctx = leases.WithCharge(ctx, leases.ChargeRenew, ol.token)
 	l, err := p.store.Update(ctx, ol.current(), func(n *leases.Lease) error {
 		if n.Owner != p.opts.Instance {
 			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
@@ -136,6 +137,7 @@ func (p *Processor) renewCarrying(ctx context.Context, ol *ownedLease, base, con
 // so that the requester waits for the release instead of stealing the lease while the batch
 // in flight finishes.
 func (p *Processor) renewAccepted(ctx context.Context, ol *ownedLease) (*leases.Lease, error) {
+	ctx = leases.WithCharge(ctx, leases.ChargeRenew, ol.token)
 	fresh, err := p.store.Get(ctx, ol.current())
 	if errors.Is(err, leases.ErrNotFound) {
 		return nil, &leases.LeaseLostError{Token: ol.token, Gone: true}

@@ -117,6 +117,7 @@ func DecodeHost(doc Document) (Host, error) {
 // in a container with TTL enabled (DefaultHostTTL when not positive). It is idempotent and safe
 // for concurrent use.
 func (s *Store) Announce(ctx context.Context, instance string, ttl time.Duration) (Host, error) {
+	ctx = WithCharge(ctx, ChargePresence, "")
 	if strings.TrimSpace(instance) == "" {
 		return Host{}, errors.New("announce host: empty instance name")
 	}
@@ -173,6 +174,7 @@ func (s *Store) Announce(ctx context.Context, instance string, ttl time.Duration
 
 // Withdraw deletes instance's presence record; a record that is already gone is fine.
 func (s *Store) Withdraw(ctx context.Context, instance string) error {
+	ctx = WithCharge(ctx, ChargePresence, "")
 	p, err := s.path(ctx)
 	if err != nil {
 		return err
@@ -187,6 +189,7 @@ func (s *Store) Withdraw(ctx context.Context, instance string) error {
 // Hosts returns the presence records of the prefix, expired ones included, sorted by instance.
 // Documents under "<prefix>.host." that are not host records are reported to OnSkip.
 func (s *Store) Hosts(ctx context.Context) ([]Host, error) {
+	ctx = WithCharge(ctx, ChargeLeaseList, "")
 	docs, err := s.docs.QueryPrefix(ctx, HostIDPrefix(s.prefix))
 	if err != nil {
 		return nil, fmt.Errorf("list hosts %s: %w", s.prefix, err)
@@ -198,6 +201,7 @@ func (s *Store) Hosts(ctx context.Context) ([]Host, error) {
 // ListWithHosts returns every lease under the prefix, as List does, and the prefix's host
 // presence records, as Hosts does, from one prefix query ("<prefix>.").
 func (s *Store) ListWithHosts(ctx context.Context) ([]*Lease, []Host, error) {
+	ctx = WithCharge(ctx, ChargeLeaseList, "")
 	docs, err := s.docs.QueryPrefix(ctx, s.prefix+".")
 	if err != nil {
 		return nil, nil, fmt.Errorf("list leases %s: %w", s.prefix, err)

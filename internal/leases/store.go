@@ -147,6 +147,7 @@ func (s *Store) List(ctx context.Context) ([]*Lease, error) {
 
 // ListAll is List with the leases whose continuation cannot be decoded (StateError set).
 func (s *Store) ListAll(ctx context.Context) ([]*Lease, error) {
+	ctx = WithCharge(ctx, ChargeLeaseList, "")
 	docs, err := s.docs.QueryPrefix(ctx, s.prefix+leaseSeparator)
 	if err != nil {
 		return nil, fmt.Errorf("list leases %s: %w", s.prefix, err)
@@ -170,6 +171,7 @@ func (s *Store) ListAll(ctx context.Context) ([]*Lease, error) {
 
 // Get reads the current version of l; ErrNotFound when it is gone.
 func (s *Store) Get(ctx context.Context, l *Lease) (*Lease, error) {
+	ctx = WithCharge(ctx, ChargeLeaseRead, l.Token)
 	pk, err := s.pkOf(ctx, l)
 	if err != nil {
 		return nil, err
@@ -232,6 +234,7 @@ func (s *Store) written(n *Lease, d Document) *Lease {
 // copy, at most RetryCountOnConflict times. A lease that is gone, or still contended after the
 // retries, is lost (*LeaseLostError). Errors returned by mutate end the update unchanged.
 func (s *Store) Update(ctx context.Context, l *Lease, mutate func(*Lease) error) (*Lease, error) {
+	ctx = WithCharge(ctx, ChargeOther, l.Token)
 	cur := l
 	if cur.ETag == "" {
 		// Never replace without If-Match: read the stored version first.
@@ -282,6 +285,7 @@ func (s *Store) Update(ctx context.Context, l *Lease, mutate func(*Lease) error)
 // Acquire makes owner the owner of l, provided the owner has not changed since l was read
 // (taking a free or expired lease and stealing are the same replace).
 func (s *Store) Acquire(ctx context.Context, l *Lease, owner string) (*Lease, error) {
+	ctx = WithCharge(ctx, ChargeAcquire, l.Token)
 	seen := l.Owner
 	return s.Update(ctx, l, func(n *Lease) error {
 		if n.Owner != seen {
@@ -299,6 +303,7 @@ func (s *Store) Acquire(ctx context.Context, l *Lease, owner string) (*Lease, er
 // version, or reports the lease lost.
 // A copy that does not name owner (one from before the acquire) is read first.
 func (s *Store) Renew(ctx context.Context, l *Lease, owner string) (*Lease, error) {
+	ctx = WithCharge(ctx, ChargeRenew, l.Token)
 	if l.Owner != owner {
 		fresh, err := s.fresh(ctx, l)
 		if err != nil {
@@ -312,6 +317,7 @@ func (s *Store) Renew(ctx context.Context, l *Lease, owner string) (*Lease, erro
 // Checkpoint records continuation (a raw ETag, not empty) on l if owner still owns it. The first
 // attempt uses l's ETag; after a renew that gives a 412 and a re-read, as in .NET.
 func (s *Store) Checkpoint(ctx context.Context, l *Lease, owner, continuation string) (*Lease, error) {
+	ctx = WithCharge(ctx, ChargeCheckpoint, l.Token)
 	if continuation == "" {
 		return nil, fmt.Errorf("checkpoint lease %s: empty continuation", l.Token)
 	}
@@ -320,6 +326,7 @@ func (s *Store) Checkpoint(ctx context.Context, l *Lease, owner, continuation st
 
 // Release clears the owner of l if owner still owns it. A lease that is already gone is fine.
 func (s *Store) Release(ctx context.Context, l *Lease, owner string) error {
+	ctx = WithCharge(ctx, ChargeRelease, l.Token)
 	fresh, err := s.Get(ctx, l)
 	if errors.Is(err, ErrNotFound) {
 		return nil

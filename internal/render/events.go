@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -44,6 +45,11 @@ type EventView struct {
 	Errors    *int64   `json:"errors,omitempty"`
 	Seconds   *float64 `json:"seconds,omitempty"`
 	Reason    string   `json:"reason,omitempty"`
+	// RequestCharge is the request units (RU) the host spent; RequestUnits splits it by kind
+	// of request (change_feed, lease_read, lease_list, renew, checkpoint, acquire, release,
+	// presence, other), every kind present.
+	RequestCharge *float64           `json:"request_charge,omitempty"`
+	RequestUnits  map[string]float64 `json:"request_units,omitempty"`
 }
 
 // Event types cfp process adds to the engine's (feed.EventType values).
@@ -155,8 +161,19 @@ func TextEvent(v EventView) string {
 		kv("processed", fmt.Sprint(*v.Processed))
 		kv("errors", fmt.Sprint(*v.Errors))
 		kv("seconds", fmt.Sprintf("%.1f", *v.Seconds))
-		kv("reason", v.Reason)
 	}
+	if v.RequestCharge != nil {
+		kv("ru", fmt.Sprintf("%.2f", *v.RequestCharge))
+		kinds := make([]string, 0, len(v.RequestUnits))
+		for k, ru := range v.RequestUnits {
+			if ru > 0 {
+				kinds = append(kinds, fmt.Sprintf("%s:%.2f", k, ru))
+			}
+		}
+		sort.Strings(kinds)
+		kv("ru_by_kind", strings.Join(kinds, ","))
+	}
+	kv("reason", v.Reason)
 	if v.Error != "" && v.Type != EventSummary {
 		// A summary's error is the line cfp exits with, right after it: not twice.
 		fmt.Fprintf(&b, " error=%q", eventLine(v.Error)) // %q escapes control characters
