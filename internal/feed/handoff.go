@@ -106,11 +106,18 @@ func (p *Processor) askFirst(l *leases.Lease, now time.Time) bool {
 	return now.Sub(asked.at) < p.opts.Expiration
 }
 
-// askHandoff writes the handoff request on l (once per owner).
+// askHandoff writes the handoff request on l (once per owner, again when another host's
+// request replaced it: two hosts that planned from different views of the hosts can ask for
+// the same lease, and the owner answers the request the lease carries).
 func (p *Processor) askHandoff(ctx context.Context, l *leases.Lease, now time.Time) {
 	ctx = leases.WithCharge(ctx, leases.ChargeAcquire, l.Token)
+	at := now
 	if asked, ok := p.ho.askedOf(l.Token); ok && asked.owner == l.Owner {
-		return // asked already: wait for the answer
+		if strings.EqualFold(l.Properties[handoffKey], l.Owner+handoffSep+p.opts.Instance) {
+			return // asked already: wait for the answer
+		}
+		// Overwritten: ask again; askFirst still counts the expiration from the first request.
+		at = asked.at
 	}
 	seen := l.Owner
 	_, err := p.store.Update(ctx, l, func(n *leases.Lease) error {
@@ -132,7 +139,7 @@ func (p *Processor) askHandoff(ctx context.Context, l *leases.Lease, now time.Ti
 		}
 		return
 	}
-	p.ho.recordAsk(l.Token, handoffAsk{owner: seen, at: now})
+	p.ho.recordAsk(l.Token, handoffAsk{owner: seen, at: at})
 	p.log.Info("lease handoff requested", "lease", l.Token, "from", seen)
 }
 

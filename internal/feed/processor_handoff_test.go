@@ -259,3 +259,72 @@ func TestProcessor_NoRequestOnAHandedOverLease(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessor_AsksAgainWhenItsRequestWasOverwritten checks that a host whose handoff request
+// another host overwrote (both planned the same lease from different views of the hosts) asks
+// again at its next cycle. It waited for an answer that could only go to the other host: when
+// the owner handed the lease to neither, until the lease expiration (about 5 acquire cycles
+// with .NET's timings), which made half the hosts joining a balanced half take up to 12
+// cycles instead of 3.
+func TestProcessor_AsksAgainWhenItsRequestWasOverwritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(2)
+	mem := leases.NewMemDocuments("/id")
+	docs := &cycleDocs{Documents: mem}
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range parts {
+		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+		l.Owner, l.Timestamp = "b", time.Now()
+		if _, err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// b is a live cfp host that never answers (it is not running); d another live host.
+	for _, h := range []string{"b", "d"} {
+		if _, err := store.Announce(ctx, h, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := fastOptions("c")
+	opts.Expiration = time.Hour // no lease expires, no request times out during the test
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	requested := func(want string) *leases.Lease {
+		for _, l := range listLeases(t, mem) {
+			if l.Properties["cfpHandoff"] == want {
+				return l
+			}
+		}
+		return nil
+	}
+	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool { return requested("b>c") != nil })
+	asked := requested("b>c")
+	if _, err := store.Update(ctx, asked, func(n *leases.Lease) error {
+		n.Properties["cfpHandoff"] = "b>d" // d asks for the same lease
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	from := docs.cycles.Load()
+	waitFor(t, 5*time.Second, "c to ask again", func() bool {
+		return requested("b>c") != nil || docs.cycles.Load() >= from+5
+	})
+	if requested("b>c") == nil {
+		t.Fatalf("after %d cycles of c the lease still carries d's request (%q): c waits for an answer that goes to d", docs.cycles.Load()-from, requested("b>d").Properties["cfpHandoff"])
+	}
+}
