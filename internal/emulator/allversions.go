@@ -54,19 +54,9 @@ type avEntry struct {
 func (s *store) changeFeedAll(db, coll string, req feedRequest) (feedPage, error) {
 	var page feedPage
 	err := s.db.View(func(tx *bolt.Tx) error {
-		st, cb, err := loadColl(tx, db, coll)
+		st, cb, r, since, err := openFeed(tx, db, coll, req, &page)
 		if err != nil {
 			return err
-		}
-		page.CollRID = st.RID
-		r, err := feedScope(st, req)
-		if err != nil {
-			return err
-		}
-		page.RangeID, page.Current = r.idString(), r.LSN
-		since := req.Since
-		if req.Now {
-			since = r.LSN
 		}
 		page.Etag = max(since, r.LSN)
 

@@ -70,26 +70,36 @@ func feedScope(st *collState, req feedRequest) (rangeRecord, error) {
 	return live[0], nil
 }
 
+// openFeed starts a change-feed read of either mode in tx: the container, its bucket, the range
+// in scope and the LSN the page starts after, with the page's container, range and current LSN
+// filled in.
+func openFeed(tx *bolt.Tx, db, coll string, req feedRequest, page *feedPage) (*collState, *bolt.Bucket, rangeRecord, uint64, error) {
+	st, cb, err := loadColl(tx, db, coll)
+	if err != nil {
+		return nil, nil, rangeRecord{}, 0, err
+	}
+	page.CollRID = st.RID
+	r, err := feedScope(st, req)
+	if err != nil {
+		return nil, nil, rangeRecord{}, 0, err
+	}
+	page.RangeID, page.Current = r.idString(), r.LSN
+	since := req.Since
+	if req.Now {
+		since = r.LSN
+	}
+	return st, cb, r, since, nil
+}
+
 func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 	var page feedPage
 	err := s.db.View(func(tx *bolt.Tx) error {
-		st, cb, err := loadColl(tx, db, coll)
-		if err != nil {
-			return err
-		}
-		page.CollRID = st.RID
-		r, err := feedScope(st, req)
+		st, cb, r, since, err := openFeed(tx, db, coll, req, &page)
 		if err != nil {
 			return err
 		}
 		if r.Merged && !req.ModifiedSince.IsZero() && !req.StartTimeAfterMerge {
 			return errStartTimeMerged
-		}
-		page.RangeID = r.idString()
-		page.Current = r.LSN
-		since := req.Since
-		if req.Now {
-			since = r.LSN
 		}
 		now := s.now()
 		var modTs int64
