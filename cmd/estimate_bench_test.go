@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -27,12 +26,7 @@ func BenchmarkEstimate(b *testing.B) {
 	acct := openLocal(b, b.TempDir(), 0)
 	b.Cleanup(func() { _ = acct.Close() })
 	c := createContainer(b, acct, "shop", "orders", "/id")
-	for i := range 40 {
-		id := fmt.Sprintf("o%d", i)
-		if err := c.UpsertItem(ctx, id, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	writeOrders(b, c, 40)
 	parts, err := c.Partitions(ctx)
 	if err != nil {
 		b.Fatal(err)

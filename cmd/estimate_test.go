@@ -25,12 +25,7 @@ func seedEstimate(t *testing.T, dir, prefix string) map[string]int64 {
 	defer acct.Close()
 	c := createContainer(t, acct, "shop", "orders", "/id")
 	createContainer(t, acct, "shop", "leases", "/id")
-	for i := range 20 {
-		id := fmt.Sprintf("o%d", i)
-		if err := c.UpsertItem(ctx, id, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeOrders(t, c, 20)
 	parts, err := c.Partitions(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -58,6 +59,17 @@ func createContainer(t testing.TB, acct *account.Account, db, name, pkPath strin
 		t.Fatal(err)
 	}
 	return c
+}
+
+// writeOrders upserts the orders o0 .. o<n-1> ({"id": ...}) into c.
+func writeOrders(t testing.TB, c *cosmos.Container, n int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("o%d", i)
+		if err := c.UpsertItem(context.Background(), id, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // processorStore returns the lease store of processor proc over the container c of acct, its

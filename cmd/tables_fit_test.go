@@ -22,12 +22,7 @@ func seedWideLeases(t *testing.T, dir string) {
 	defer acct.Close()
 	c := createContainer(t, acct, "shop", "orders", "/id")
 	createContainer(t, acct, "shop", "leases", "/id")
-	for i := range 16 {
-		id := fmt.Sprintf("o%d", i)
-		if err := c.UpsertItem(ctx, id, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeOrders(t, c, 16)
 	parts, err := c.Partitions(ctx)
 	if err != nil {
 		t.Fatal(err)

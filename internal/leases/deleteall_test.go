@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // TestStore_DeleteAll removes a prefix's leases, markers and host records, in both container
@@ -17,23 +15,7 @@ func TestStore_DeleteAll(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s, docs, clk := newTestStore(t, path)
-			for _, tok := range []string{"0", "1", "2"} {
-				createLease(t, s, tok)
-			}
-			if err := s.MarkInitialized(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if ok, _, err := s.TryLock(ctx, 30*time.Second, "host-a"); !ok || err != nil {
-				t.Fatalf("TryLock = %v, %v", ok, err)
-			}
-			if _, err := s.Announce(ctx, "host-a", time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			other := leases.NewStore(docs, testPrefix+"x", leases.StoreOptions{Now: clk.Now})
-			if _, err := other.Create(ctx, leases.NewDotNetV0(other.Prefix(), "0", leases.Range{Min: "", Max: "FF"}, "")); err != nil {
-				t.Fatal(err)
-			}
+			s, docs, other := newFullSet(t, path, "0", "1", "2")
 			stray := `{"id":"` + testPrefix + `..stray","partitionKey":"` + testPrefix + `..stray","note":"not a lease"}`
 			if _, err := docs.Put(testPrefix+"..stray", []byte(stray)); err != nil {
 				t.Fatal(err)

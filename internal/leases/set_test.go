@@ -15,23 +15,7 @@ import (
 func TestSetOf(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, docs, clk := newTestStore(t, "/id")
-	for _, tok := range []string{"0", "1"} {
-		createLease(t, s, tok)
-	}
-	if err := s.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _, err := s.TryLock(ctx, 30*time.Second, "host-a"); !ok || err != nil {
-		t.Fatalf("TryLock = %v, %v", ok, err)
-	}
-	if _, err := s.Announce(ctx, "host-a", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	other := leases.NewStore(docs, testPrefix+"x", leases.StoreOptions{Now: clk.Now})
-	if _, err := other.Create(ctx, leases.NewDotNetV0(other.Prefix(), "0", leases.Range{Min: "", Max: "FF"}, "")); err != nil {
-		t.Fatal(err)
-	}
+	_, docs, other := newFullSet(t, "/id", "0", "1")
 	if err := other.MarkInitialized(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -82,4 +66,30 @@ func TestSet_DeleteOrder(t *testing.T) {
 	if docs[0].ID != p+"..1" {
 		t.Errorf("DeleteOrder reordered the set's own documents")
 	}
+}
+
+// newFullSet makes a lease container (partitioned on path) holding a whole lease set under
+// testPrefix: a lease per token, .info, a bootstrap lock and host-a's presence record; and, under
+// the prefix that extends it (testPrefix+"x"), another store with lease "0".
+func newFullSet(t *testing.T, path string, tokens ...string) (*leases.Store, *leases.MemDocuments, *leases.Store) {
+	t.Helper()
+	ctx := context.Background()
+	s, docs, clk := newTestStore(t, path)
+	for _, tok := range tokens {
+		createLease(t, s, tok)
+	}
+	if err := s.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.TryLock(ctx, 30*time.Second, "host-a"); !ok || err != nil {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	if _, err := s.Announce(ctx, "host-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other := leases.NewStore(docs, testPrefix+"x", leases.StoreOptions{Now: clk.Now})
+	if _, err := other.Create(ctx, leases.NewDotNetV0(other.Prefix(), "0", leases.Range{Min: "", Max: "FF"}, "")); err != nil {
+		t.Fatal(err)
+	}
+	return s, docs, other
 }
