@@ -2,6 +2,7 @@ package feed
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,28 @@ func BenchmarkChangeMeta(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestEqualBefore: for each change of a page, the changes before it with the same LSN (a merged
+// partition's parents keep their LSNs), ascending or not, and a reused buffer holds no old counts.
+func TestEqualBefore(t *testing.T) {
+	tests := []struct {
+		lsns []int64
+		want []int
+	}{
+		{nil, []int{}},
+		{[]int64{5}, []int{0}},
+		{[]int64{1, 2, 3}, []int{0, 0, 0}},
+		{[]int64{1, 1, 2, 2, 2, 3}, []int{0, 1, 0, 1, 2, 0}},
+		{[]int64{7, 3, 7, 3, 7}, []int{0, 0, 1, 1, 2}},
+		{[]int64{0, 0, 4}, []int{0, 1, 0}},
+	}
+	buf := []int{9, 9, 9, 9, 9, 9, 9, 9}
+	for _, tt := range tests {
+		buf = equalBefore(buf, tt.lsns)
+		if !slices.Equal(buf, tt.want) {
+			t.Errorf("equalBefore(%v) = %v, want %v", tt.lsns, buf, tt.want)
+		}
 	}
 }
