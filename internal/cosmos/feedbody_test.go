@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -198,85 +199,136 @@ func TestFeedBodyPolicy(t *testing.T) {
 	const minimal = `{"_rid":"r=","Documents":[],"_count":2}`
 	tests := []struct {
 		name     string
-		resps    []*http.Response
+		resps    func() []*http.Response
 		feed     bool   // a change-feed read (A-IM, .../docs)
 		hold     bool   // the ReadPage context value
 		wantDocs string // "" when the policy must not split
 		wantBody string
 		wantCode int
 	}{
-		{name: "200 with items", resps: []*http.Response{response(200, page, "x-ms-item-count", "2")}, feed: true, hold: true,
+		{name: "200 with items", resps: func() []*http.Response { return []*http.Response{response(200, page, "x-ms-item-count", "2")} }, feed: true, hold: true,
 			wantDocs: `{"id":"a"}|{"id":"b","x":[1,2]}`, wantBody: minimal, wantCode: 200},
-		{name: "429 retried, then 200", resps: []*http.Response{response(429, `{"code":"429"}`, "x-ms-retry-after-ms", "1"), response(200, page)},
+		{name: "429 retried, then 200", resps: func() []*http.Response {
+			return []*http.Response{response(429, `{"code":"429"}`, "x-ms-retry-after-ms", "1"), response(200, page)}
+		},
 			feed: true, hold: true, wantDocs: `{"id":"a"}|{"id":"b","x":[1,2]}`, wantBody: minimal, wantCode: 200},
-		{name: "304", resps: []*http.Response{response(304, "")}, feed: true, hold: true, wantBody: "", wantCode: 304},
-		{name: "410 split left to azcosmos", resps: []*http.Response{response(410, `{"code":"Gone"}`, "x-ms-substatus", "1002")},
+		{name: "304", resps: func() []*http.Response { return []*http.Response{response(304, "")} }, feed: true, hold: true, wantBody: "", wantCode: 304},
+		{name: "410 split left to azcosmos", resps: func() []*http.Response {
+			return []*http.Response{response(410, `{"code":"Gone"}`, "x-ms-substatus", "1002")}
+		},
 			feed: true, hold: true, wantBody: `{"code":"Gone"}`, wantCode: 410},
-		{name: "body it does not take", resps: []*http.Response{response(200, `{"Documents":[1],"_count":7}`)}, feed: true, hold: true,
+		{name: "body it does not take", resps: func() []*http.Response { return []*http.Response{response(200, `{"Documents":[1],"_count":7}`)} }, feed: true, hold: true,
 			wantBody: `{"Documents":[1],"_count":7}`, wantCode: 200},
-		{name: "other calls untouched", resps: []*http.Response{response(200, page)}, feed: true, hold: false, wantBody: page, wantCode: 200},
-		{name: "not a change-feed read", resps: []*http.Response{response(200, page)}, feed: false, hold: true, wantBody: page, wantCode: 200},
+		{name: "other calls untouched", resps: func() []*http.Response { return []*http.Response{response(200, page)} }, feed: true, hold: false, wantBody: page, wantCode: 200},
+		{name: "not a change-feed read", resps: func() []*http.Response { return []*http.Response{response(200, page)} }, feed: false, hold: true, wantBody: page, wantCode: 200},
 	}
+	// Each case runs in the pipeline of a client cfp builds itself (NewClientOptions: its
+	// request policy reads the page whole) and in a FromClient one (azcore downloads it).
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tr := &fakeTransport{resps: tt.resps}
-			pl := azruntime.NewPipeline("cfp-test", "v0", azruntime.PipelineOptions{}, &policy.ClientOptions{
-				Transport:       tr,
-				PerCallPolicies: []policy.Policy{feedBodyPolicy{}},
-				Retry:           policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 10 * time.Millisecond},
+		for _, own := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/own client %v", tt.name, own), func(t *testing.T) {
+				t.Parallel()
+				resps := tt.resps()
+				tr := &fakeTransport{resps: resps}
+				pl := feedPipeline(tr, own)
+				ctx := context.Background()
+				hold := &rawFeed{docs: []json.RawMessage{json.RawMessage(`"stale"`)}, ok: true}
+				if tt.hold {
+					ctx = context.WithValue(ctx, rawFeedKey{}, hold)
+				}
+				url := "http://localhost:8081/dbs/db/colls/c/docs"
+				if !tt.feed {
+					url = "http://localhost:8081/dbs/db/colls/c/pkranges"
+				}
+				req, err := azruntime.NewRequest(ctx, http.MethodGet, url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Raw().Header.Set("A-IM", "Incremental Feed")
+				resp, err := pl.Do(req)
+				if err != nil {
+					t.Fatalf("pipeline error = %v", err)
+				}
+				if tr.calls != len(resps) {
+					t.Errorf("transport called %d times, want %d", tr.calls, len(resps))
+				}
+				if resp.StatusCode != tt.wantCode {
+					t.Fatalf("status = %d, want %d", resp.StatusCode, tt.wantCode)
+				}
+				body, err := azruntime.Payload(resp)
+				if err != nil || string(body) != tt.wantBody {
+					t.Errorf("body azcosmos reads = %q, %v; want %q", body, err, tt.wantBody)
+				}
+				if !tt.hold {
+					return
+				}
+				if !tt.feed {
+					if !hold.ok || len(hold.docs) != 1 {
+						t.Errorf("hold = %q (ok %v), want it untouched", hold.docs, hold.ok)
+					}
+					return
+				}
+				got := make([]string, len(hold.docs))
+				for i, d := range hold.docs {
+					got[i] = string(d)
+				}
+				if tt.wantDocs == "" {
+					if hold.ok || len(hold.docs) != 0 {
+						t.Errorf("hold = %q (ok %v), want cleared", got, hold.ok)
+					}
+					return
+				}
+				if !hold.ok || strings.Join(got, "|") != tt.wantDocs {
+					t.Errorf("hold = %q (ok %v), want %s", got, hold.ok, tt.wantDocs)
+				}
 			})
-			ctx := context.Background()
-			hold := &rawFeed{docs: []json.RawMessage{json.RawMessage(`"stale"`)}, ok: true}
-			if tt.hold {
-				ctx = context.WithValue(ctx, rawFeedKey{}, hold)
-			}
-			url := "http://localhost:8081/dbs/db/colls/c/docs"
-			if !tt.feed {
-				url = "http://localhost:8081/dbs/db/colls/c/pkranges"
-			}
-			req, err := azruntime.NewRequest(ctx, http.MethodGet, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Raw().Header.Set("A-IM", "Incremental Feed")
-			resp, err := pl.Do(req)
-			if err != nil {
-				t.Fatalf("pipeline error = %v", err)
-			}
-			if tr.calls != len(tt.resps) {
-				t.Errorf("transport called %d times, want %d", tr.calls, len(tt.resps))
-			}
-			if resp.StatusCode != tt.wantCode {
-				t.Fatalf("status = %d, want %d", resp.StatusCode, tt.wantCode)
-			}
-			body, err := azruntime.Payload(resp)
-			if err != nil || string(body) != tt.wantBody {
-				t.Errorf("body azcosmos reads = %q, %v; want %q", body, err, tt.wantBody)
-			}
-			if !tt.hold {
-				return
-			}
-			if !tt.feed {
-				if !hold.ok || len(hold.docs) != 1 {
-					t.Errorf("hold = %q (ok %v), want it untouched", hold.docs, hold.ok)
-				}
-				return
-			}
-			got := make([]string, len(hold.docs))
-			for i, d := range hold.docs {
-				got[i] = string(d)
-			}
-			if tt.wantDocs == "" {
-				if hold.ok || len(hold.docs) != 0 {
-					t.Errorf("hold = %q (ok %v), want cleared", got, hold.ok)
-				}
-				return
-			}
-			if !hold.ok || strings.Join(got, "|") != tt.wantDocs {
-				t.Errorf("hold = %q (ok %v), want %s", got, hold.ok, tt.wantDocs)
-			}
-		})
+		}
+	}
+}
+
+// feedPipeline is the pipeline azcosmos builds around the feed body policy: with own, the one
+// of a client cfp builds itself (NewClientOptions: the request policy per retry).
+func feedPipeline(tr policy.Transporter, own bool) azruntime.Pipeline {
+	opts := &policy.ClientOptions{
+		Transport:       tr,
+		PerCallPolicies: []policy.Policy{feedBodyPolicy{}},
+		Retry:           policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 10 * time.Millisecond},
+	}
+	if own {
+		opts.PerRetryPolicies = []policy.Policy{newRequestPolicy(slog.New(slog.DiscardHandler), time.Minute, RetryOptions{MinBackoff: time.Millisecond})}
+	}
+	return azruntime.NewPipeline("cfp-test", "v0", azruntime.PipelineOptions{}, opts)
+}
+
+// TestRequestPolicy_ReadsFeedPageWhole: a client of cfp's own reads a change-feed page into one
+// buffer of its Content-Length, within the attempt; a page cut short is an error of that
+// attempt, retried like azcore's download error was, and the next page is split as usual.
+func TestRequestPolicy_ReadsFeedPageWhole(t *testing.T) {
+	t.Parallel()
+	const page = `{"_rid":"r=","Documents":[{"id":"a"}],"_count":1}`
+	short := response(200, page[:20])
+	short.ContentLength = int64(len(page))
+	whole := response(200, page)
+	whole.ContentLength = int64(len(page))
+	tr := &fakeTransport{resps: []*http.Response{short, whole}}
+	hold := &rawFeed{}
+	req, err := azruntime.NewRequest(context.WithValue(context.Background(), rawFeedKey{}, hold), http.MethodGet, "http://localhost:8081/dbs/db/colls/c/docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Raw().Header.Set("A-IM", "Incremental Feed")
+	resp, err := feedPipeline(tr, true).Do(req)
+	if err != nil {
+		t.Fatalf("pipeline error = %v, want the cut page retried", err)
+	}
+	if tr.calls != 2 {
+		t.Errorf("transport called %d times, want 2 (the cut page, then the whole one)", tr.calls)
+	}
+	if !hold.ok || len(hold.docs) != 1 || string(hold.docs[0]) != `{"id":"a"}` {
+		t.Errorf("hold = %q (ok %v), want the page's one document", hold.docs, hold.ok)
+	}
+	if body, err := azruntime.Payload(resp); err != nil || string(body) != `{"_rid":"r=","Documents":[],"_count":1}` {
+		t.Errorf("body azcosmos reads = %q, %v", body, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/cfp-dev/cfp/internal/feed"
 )
@@ -126,9 +127,20 @@ func (p *requestPolicy) Do(req *policy.Request) (*http.Response, error) {
 	var waited time.Duration
 	for attempt := 1; ; attempt++ {
 		tryCtx, cancel := context.WithTimeout(ctx, p.timeout)
-		// The body download policy, after this one, reads the whole body within Next: the
-		// attempt's context can end as soon as Next returns.
-		resp, err := req.Clone(tryCtx).Next()
+		// The body download policy, after this one, reads the whole body within Next, except
+		// for ReadPage's change-feed pages, which this policy reads itself into one buffer
+		// (readFeedBody), still within the attempt: the attempt's context can end after that.
+		try := req.Clone(tryCtx)
+		feedRead := splitFeedRead(req.Raw())
+		if feedRead {
+			azruntime.SkipBodyDownload(try)
+		}
+		resp, err := try.Next()
+		if err == nil && feedRead && resp.StatusCode < http.StatusBadRequest {
+			if err = readFeedBody(resp); err != nil {
+				resp = nil
+			}
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(tryCtx.Err(), context.DeadlineExceeded) {
