@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -421,6 +422,10 @@ func TestChangeFeed_WireProtocol(t *testing.T) {
 			}
 			if page.Count != len(ids) {
 				t.Errorf("_count %d for %d documents", page.Count, len(ids))
+			}
+			// The gateway announces the page's length: clients size their buffer by it.
+			if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) {
+				t.Errorf("Content-Length %q for a body of %d bytes", cl, len(body))
 			}
 		}
 		if resp.Header.Get("etag") == "" {

@@ -429,8 +429,14 @@ func (e *Emulator) fail(w http.ResponseWriter, err error) {
 	}
 }
 
+// writeJSON answers with body, its length announced (the service's gateway sends a
+// Content-Length; without it Go's server chunks any body over 4 KB, and a client cannot size its
+// buffer).
 func writeJSON(w http.ResponseWriter, status int, charge float64, body []byte) {
 	w.Header().Set(hdrCharge, formatCharge(charge))
+	if status != http.StatusNoContent && status != http.StatusNotModified {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
