@@ -194,7 +194,7 @@ func (s *Store) Hosts(ctx context.Context) ([]Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list hosts %s: %w", s.prefix, err)
 	}
-	_, hosts := s.split(docs)
+	_, hosts := s.split(docs, Decode)
 	return hosts, nil
 }
 
@@ -206,14 +206,16 @@ func (s *Store) ListWithHosts(ctx context.Context) ([]*Lease, []Host, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("list leases %s: %w", s.prefix, err)
 	}
-	ls, hosts := s.split(docs)
+	decode, done := s.listed.decoder(len(docs))
+	defer done()
+	ls, hosts := s.split(docs, decode)
 	return ls, hosts, nil
 }
 
 // split sorts documents under the prefix into leases and host records; markers and documents
 // of other prefixes are dropped, other documents under "<prefix>.." or "<prefix>.host." are
-// reported to OnSkip.
-func (s *Store) split(docs []Document) ([]*Lease, []Host) {
+// reported to OnSkip. Leases are decoded with decode.
+func (s *Store) split(docs []Document, decode func(Document) (*Lease, error)) ([]*Lease, []Host) {
 	ls := make([]*Lease, 0, len(docs))
 	var hosts []Host
 	skip := func(id string, err error) {
@@ -224,7 +226,7 @@ func (s *Store) split(docs []Document) ([]*Lease, []Host) {
 	for _, d := range docs {
 		switch {
 		case strings.HasPrefix(d.ID, s.prefix+leaseSeparator):
-			l, err := Decode(d)
+			l, err := decode(d)
 			if err == nil && l.StateError != nil {
 				err = l.StateError
 			}

@@ -68,6 +68,8 @@ type Store struct {
 	pkPath   string
 	pkLoaded bool
 	lockETag string
+
+	listed listCache // the leases of the last listing, decoded
 }
 
 // NewStore returns the store of the leases under prefix in docs.
@@ -153,8 +155,10 @@ func (s *Store) ListAll(ctx context.Context) ([]*Lease, error) {
 		return nil, fmt.Errorf("list leases %s: %w", s.prefix, err)
 	}
 	out := make([]*Lease, 0, len(docs))
+	decode, done := s.listed.decoder(len(docs))
+	defer done()
 	for _, d := range docs {
-		l, err := Decode(d)
+		l, err := decode(d)
 		if err != nil {
 			if s.opts.OnSkip != nil {
 				s.opts.OnSkip(d.ID, err)
