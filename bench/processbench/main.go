@@ -3,8 +3,10 @@
 //	throughput  `cfp process --start-from beginning` with the stdout delegate into /dev/null
 //	            (a no-op handler that still writes every change) against `cfp tail --from
 //	            beginning -e` on the same data, both child processes of a cfp binary built once,
-//	            against one `cfp emulator` child serving the data on a loopback socket; the ratio
-//	            process/tail is the cost of leases, checkpoints and balancing (goal >= 0.7);
+//	            against a `cfp emulator` child of the same binary serving the data on a loopback
+//	            socket; the ratio process/tail is the cost of leases, checkpoints and balancing
+//	            (goal >= 0.9). With -before BIN, an earlier build's tail and process (against its
+//	            own emulator) run alternately with this one's, so both see the same load;
 //	balance     in process (feed.Processor over an in-memory source and lease store): how many
 //	            acquire cycles it takes until 4 hosts hold 8 of 32 leases each, when they start
 //	            together and when 3 join a host that holds all 32 (goal <= 4);
@@ -53,10 +55,12 @@ import (
 type config struct {
 	docs        int
 	partitions  int
+	bodyBytes   int
 	pageSize    int
 	runs        int
 	expirations []time.Duration
 	cfp         string
+	before      string
 	only        string
 }
 
@@ -65,10 +69,12 @@ func main() {
 	var exps string
 	flag.IntVar(&cfg.docs, "docs", 50_000, "documents for the throughput comparison")
 	flag.IntVar(&cfg.partitions, "partitions", 4, "physical partitions of the container")
+	flag.IntVar(&cfg.bodyBytes, "body", 200, "approximate size of a document's user properties in bytes")
 	flag.IntVar(&cfg.pageSize, "page-size", 1000, "change-feed page size of tail and process (--max-items)")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each throughput contender (the best counts)")
 	flag.StringVar(&exps, "expirations", "5s,10s", "lease expirations to measure failover with")
 	flag.StringVar(&cfg.cfp, "cfp", "", "cfp binary (default: go build . into a temporary directory)")
+	flag.StringVar(&cfg.before, "before", "", "another cfp binary (an earlier build) whose tail and process, against its own `cfp emulator`, run alternately with this one's in the throughput comparison")
 	flag.StringVar(&cfg.only, "only", "", "run only throughput, balance or failover")
 	flag.Parse()
 	for s := range strings.SplitSeq(exps, ",") {
@@ -114,32 +120,39 @@ func run(cfg config) error {
 	if err := generate(dir, gen); err != nil {
 		return err
 	}
-	srv, err := testproc.StartEmulator(cfg.cfp, testproc.EmulatorOptions{
-		Data: dir, Args: []string{"--partitions", strconv.Itoa(cfg.partitions)},
-		Env: append(os.Environ(), "NO_COLOR=1"), Stderr: os.Stderr,
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Stop()
 	if cfg.only == "" || cfg.only == "throughput" {
-		if err := throughput(cfg, srv.Endpoint); err != nil {
+		if err := throughput(cfg, dir); err != nil {
 			return err
 		}
 	}
 	if cfg.only == "" || cfg.only == "failover" {
+		srv, err := serve(cfg.cfp, dir, cfg)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
 		for _, exp := range cfg.expirations {
 			if err := failover(cfg, srv.Endpoint, exp); err != nil {
 				return err
 			}
 		}
+		return srv.Stop()
 	}
-	return srv.Stop()
+	return nil
+}
+
+// serve starts `cfp emulator` of binary bin on the data directory and a free loopback port.
+func serve(bin, dir string, cfg config) (*testproc.Emulator, error) {
+	return testproc.StartEmulator(bin, testproc.EmulatorOptions{
+		Data: dir, Args: []string{"--partitions", strconv.Itoa(cfg.partitions)},
+		Env: append(os.Environ(), "NO_COLOR=1"), Stderr: os.Stderr,
+	})
 }
 
 // --- data and the emulator ---------------------------------------------------------------------
 
-// generate writes cfg.docs documents {id, pk, n, payload} into dir, in process.
+// generate writes cfg.docs documents {id, pk, n, payload} of about cfg.bodyBytes into dir, in
+// process.
 func generate(dir string, cfg config) error {
 	e, err := emulator.Open(emulator.Options{Dir: dir, Partitions: cfg.partitions})
 	if err != nil {
@@ -157,7 +170,7 @@ func generate(dir string, cfg config) error {
 		return err
 	}
 	start := time.Now()
-	if err := benchutil.Generate(ctx, cc, benchutil.GenerateOptions{Docs: cfg.docs, Writers: 32, Payload: strings.Repeat("x", 140)}); err != nil {
+	if err := benchutil.Generate(ctx, cc, benchutil.GenerateOptions{Docs: cfg.docs, Writers: 32, Payload: benchutil.Payload(cfg.bodyBytes)}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "generated %d documents in %s\n", cfg.docs, time.Since(start).Round(time.Millisecond))
@@ -166,32 +179,80 @@ func generate(dir string, cfg config) error {
 
 // --- throughput --------------------------------------------------------------------------------
 
-func throughput(cfg config, endpoint string) error {
-	best := func(f func(run int) (time.Duration, error)) (time.Duration, error) {
-		b := time.Duration(math.MaxInt64)
-		for i := range cfg.runs {
-			d, err := f(i)
-			if err != nil {
-				return 0, err
+// throughput times tail and process of cfg.cfp (and of cfg.before) on the data in dir, each
+// build against its own emulator; the fastest run of each counts. A round runs the builds one
+// after the other, so that both see the same machine load.
+func throughput(cfg config, dir string) error {
+	type contender struct{ tail, process time.Duration }
+	fastest := map[string]*contender{}
+	bins := []string{cfg.cfp}
+	if cfg.before != "" {
+		bins = []string{cfg.before, cfg.cfp}
+	}
+	load0 := loadAverage()
+	for i := range max(cfg.runs, 1) {
+		for _, bin := range bins {
+			label := "this"
+			if bin == cfg.before {
+				label = "before"
 			}
-			b = min(b, d)
+			tailTook, procTook, err := throughputOnce(cfg, bin, dir, fmt.Sprintf("tput%d%s", i, label))
+			if err != nil {
+				return err
+			}
+			if c := fastest[bin]; c == nil {
+				fastest[bin] = &contender{tail: tailTook, process: procTook}
+			} else {
+				c.tail, c.process = min(c.tail, tailTook), min(c.process, procTook)
+			}
+			fmt.Fprintf(os.Stderr, "run %d %-6s tail %s, process %s\n", i+1, label, tailTook.Round(time.Millisecond), procTook.Round(time.Millisecond))
 		}
-		return b, nil
-	}
-	tailTook, err := best(func(int) (time.Duration, error) { return tailOnce(cfg, endpoint) })
-	if err != nil {
-		return err
-	}
-	procTook, err := best(func(i int) (time.Duration, error) { return processOnce(cfg, endpoint, fmt.Sprintf("tput%d", i)) })
-	if err != nil {
-		return err
 	}
 	rate := func(d time.Duration) float64 { return float64(cfg.docs) / d.Seconds() }
-	fmt.Printf("\nthroughput: %d documents, %d partitions, page size %d, best of %d\n", cfg.docs, cfg.partitions, cfg.pageSize, cfg.runs)
-	fmt.Printf("  tail     %8.0f items/s  (%s)\n", rate(tailTook), tailTook.Round(time.Millisecond))
-	fmt.Printf("  process  %8.0f items/s  (%s, stdout delegate, checkpoint per batch)\n", rate(procTook), procTook.Round(time.Millisecond))
-	fmt.Printf("  process/tail = %.2f (goal >= 0.7)\n", rate(procTook)/rate(tailTook))
+	fmt.Printf("\nthroughput: %d documents of ~%d B, %d partitions, page size %d, best of %d; load average %s before, %s after\n",
+		cfg.docs, cfg.bodyBytes, cfg.partitions, cfg.pageSize, cfg.runs, load0, loadAverage())
+	for _, bin := range bins {
+		c, name := fastest[bin], ""
+		if bin == cfg.before {
+			name = "before "
+		}
+		fmt.Printf("  %stail     %8.0f items/s  (%s)\n", name, rate(c.tail), c.tail.Round(time.Millisecond))
+		fmt.Printf("  %sprocess  %8.0f items/s  (%s, stdout delegate, checkpoint per batch)\n", name, rate(c.process), c.process.Round(time.Millisecond))
+		fmt.Printf("  %sprocess/tail = %.2f (goal >= 0.9)\n", name, rate(c.process)/rate(c.tail))
+	}
+	if cfg.before != "" {
+		b, c := fastest[cfg.before], fastest[cfg.cfp]
+		fmt.Printf("  process/before process = %.2f   tail/before tail = %.2f\n",
+			b.process.Seconds()/c.process.Seconds(), b.tail.Seconds()/c.tail.Seconds())
+	}
 	return nil
+}
+
+// throughputOnce serves dir with bin's emulator and runs bin's tail, then bin's process as
+// processor name.
+func throughputOnce(cfg config, bin, dir, name string) (tailTook, procTook time.Duration, err error) {
+	srv, err := serve(bin, dir, cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer srv.Stop()
+	cfg.cfp = bin
+	if tailTook, err = tailOnce(cfg, srv.Endpoint); err != nil {
+		return 0, 0, err
+	}
+	if procTook, err = processOnce(cfg, srv.Endpoint, name); err != nil {
+		return 0, 0, err
+	}
+	return tailTook, procTook, srv.Stop()
+}
+
+// loadAverage is the 1-minute load average (Linux), or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func tailOnce(cfg config, endpoint string) (time.Duration, error) {

@@ -138,7 +138,7 @@ func run(cfg config) error {
 	} else {
 		start := time.Now()
 		if err := benchutil.Generate(context.Background(), cc, benchutil.GenerateOptions{
-			Docs: cfg.docs, Writers: cfg.writers, Payload: strings.Repeat("x", max(cfg.bodyBytes-60, 1)), Progress: os.Stderr,
+			Docs: cfg.docs, Writers: cfg.writers, Payload: benchutil.Payload(cfg.bodyBytes), Progress: os.Stderr,
 		}); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -73,6 +74,14 @@ func isConflict(err error) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
 }
+
+// propsOverhead is about the size of a generated document's user properties other than its
+// payload: the id, pk and n properties and the JSON around them.
+const propsOverhead = 60
+
+// Payload returns the payload property that makes a generated document's user properties
+// (everything but the system properties _rid, _ts, _etag, _lsn, ...) about body bytes long.
+func Payload(body int) string { return strings.Repeat("x", max(body-propsOverhead, 1)) }
 
 // GenerateOptions says what Generate writes.
 type GenerateOptions struct {

@@ -65,3 +65,13 @@ func TestSetupAndGenerate(t *testing.T) {
 		}
 	}
 }
+
+func TestPayload_MakesTheUserPropertiesAboutBodyLong(t *testing.T) {
+	t.Parallel()
+	for _, body := range []int{200, 1000, 4000} {
+		doc, _ := json.Marshal(map[string]any{"id": "d12345", "pk": "p345", "n": 12345, "payload": Payload(body)})
+		if n := len(doc); n < body*9/10 || n > body*11/10 {
+			t.Errorf("Payload(%d): the document has %d bytes of user properties, want %d ± 10%%", body, n, body)
+		}
+	}
+}
