@@ -61,6 +61,7 @@ type config struct {
 	expirations []time.Duration
 	cfp         string
 	before      string
+	dir         string
 	only        string
 }
 
@@ -75,6 +76,7 @@ func main() {
 	flag.StringVar(&exps, "expirations", "5s,10s", "lease expirations to measure failover with")
 	flag.StringVar(&cfg.cfp, "cfp", "", "cfp binary (default: go build . into a temporary directory)")
 	flag.StringVar(&cfg.before, "before", "", "another cfp binary (an earlier build) whose tail and process, against its own `cfp emulator`, run alternately with this one's in the throughput comparison")
+	flag.StringVar(&cfg.dir, "dir", "", "data directory, kept; its documents are reused when it has them (default: a temporary one, removed at the end)")
 	flag.StringVar(&cfg.only, "only", "", "run only throughput, balance or failover")
 	flag.Parse()
 	for s := range strings.SplitSeq(exps, ",") {
@@ -112,7 +114,10 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	dir := filepath.Join(tmp, "data")
+	dir := cfg.dir
+	if dir == "" {
+		dir = filepath.Join(tmp, "data")
+	}
 	gen := cfg
 	if cfg.only == "failover" {
 		gen.docs = 0 // the container only
@@ -165,9 +170,13 @@ func generate(dir string, cfg config) error {
 	}
 	defer client.Close()
 	ctx := context.Background()
-	cc, _, err := benchutil.Setup(ctx, client)
+	cc, existed, err := benchutil.Setup(ctx, client)
 	if err != nil {
 		return err
+	}
+	if existed {
+		fmt.Fprintf(os.Stderr, "reusing the documents in %s\n", dir)
+		return nil
 	}
 	start := time.Now()
 	if err := benchutil.Generate(ctx, cc, benchutil.GenerateOptions{Docs: cfg.docs, Writers: 32, Payload: benchutil.Payload(cfg.bodyBytes)}); err != nil {
@@ -183,7 +192,6 @@ func generate(dir string, cfg config) error {
 // build against its own emulator; the fastest run of each counts. A round runs the builds one
 // after the other, so that both see the same machine load.
 func throughput(cfg config, dir string) error {
-	type contender struct{ tail, process time.Duration }
 	fastest := map[string]*contender{}
 	bins := []string{cfg.cfp}
 	if cfg.before != "" {
@@ -196,16 +204,16 @@ func throughput(cfg config, dir string) error {
 			if bin == cfg.before {
 				label = "before"
 			}
-			tailTook, procTook, err := throughputOnce(cfg, bin, dir, fmt.Sprintf("tput%d%s", i, label))
+			tailRun, procRun, err := throughputOnce(cfg, bin, dir, fmt.Sprintf("tput%d-%d%s", os.Getpid(), i, label))
 			if err != nil {
 				return err
 			}
 			if c := fastest[bin]; c == nil {
-				fastest[bin] = &contender{tail: tailTook, process: procTook}
+				fastest[bin] = &contender{tail: tailRun, process: procRun}
 			} else {
-				c.tail, c.process = min(c.tail, tailTook), min(c.process, procTook)
+				c.tail, c.process = c.tail.faster(tailRun), c.process.faster(procRun)
 			}
-			fmt.Fprintf(os.Stderr, "run %d %-6s tail %s, process %s\n", i+1, label, tailTook.Round(time.Millisecond), procTook.Round(time.Millisecond))
+			fmt.Fprintf(os.Stderr, "run %d %-6s tail %s, process %s\n", i+1, label, tailRun, procRun)
 		}
 	}
 	rate := func(d time.Duration) float64 { return float64(cfg.docs) / d.Seconds() }
@@ -216,34 +224,55 @@ func throughput(cfg config, dir string) error {
 		if bin == cfg.before {
 			name = "before "
 		}
-		fmt.Printf("  %stail     %8.0f items/s  (%s)\n", name, rate(c.tail), c.tail.Round(time.Millisecond))
-		fmt.Printf("  %sprocess  %8.0f items/s  (%s, stdout delegate, checkpoint per batch)\n", name, rate(c.process), c.process.Round(time.Millisecond))
-		fmt.Printf("  %sprocess/tail = %.2f (goal >= 0.9)\n", name, rate(c.process)/rate(c.tail))
+		fmt.Printf("  %stail     %8.0f items/s  (%s)\n", name, rate(c.tail.wall), c.tail)
+		fmt.Printf("  %sprocess  %8.0f items/s  (%s; stdout delegate, checkpoint per batch)\n", name, rate(c.process.wall), c.process)
+		fmt.Printf("  %sprocess/tail = %.2f (goal >= 0.9)\n", name, rate(c.process.wall)/rate(c.tail.wall))
 	}
 	if cfg.before != "" {
 		b, c := fastest[cfg.before], fastest[cfg.cfp]
-		fmt.Printf("  process/before process = %.2f   tail/before tail = %.2f\n",
-			b.process.Seconds()/c.process.Seconds(), b.tail.Seconds()/c.tail.Seconds())
+		fmt.Printf("  process/before process = %.2f   tail/before tail = %.2f (items/s)\n",
+			b.process.wall.Seconds()/c.process.wall.Seconds(), b.tail.wall.Seconds()/c.tail.wall.Seconds())
 	}
 	return nil
 }
 
+// contender is the fastest tail and process run of one build.
+type contender struct{ tail, process timing }
+
+// timing is one run of a child: its wall time until it had every change, and the CPU time
+// (user and system) the child used in all.
+type timing struct{ wall, cpu time.Duration }
+
+func (t timing) String() string {
+	return fmt.Sprintf("%s, CPU %s", t.wall.Round(time.Millisecond), t.cpu.Round(time.Millisecond))
+}
+
+// faster returns the run with the shorter wall time.
+func (t timing) faster(u timing) timing {
+	if u.wall < t.wall {
+		return u
+	}
+	return t
+}
+
+func cpuOf(ps *os.ProcessState) time.Duration { return ps.UserTime() + ps.SystemTime() }
+
 // throughputOnce serves dir with bin's emulator and runs bin's tail, then bin's process as
 // processor name.
-func throughputOnce(cfg config, bin, dir, name string) (tailTook, procTook time.Duration, err error) {
+func throughputOnce(cfg config, bin, dir, name string) (tailRun, procRun timing, err error) {
 	srv, err := serve(bin, dir, cfg)
 	if err != nil {
-		return 0, 0, err
+		return timing{}, timing{}, err
 	}
 	defer srv.Stop()
 	cfg.cfp = bin
-	if tailTook, err = tailOnce(cfg, srv.Endpoint); err != nil {
-		return 0, 0, err
+	if tailRun, err = tailOnce(cfg, srv.Endpoint); err != nil {
+		return timing{}, timing{}, err
 	}
-	if procTook, err = processOnce(cfg, srv.Endpoint, name); err != nil {
-		return 0, 0, err
+	if procRun, err = processOnce(cfg, srv.Endpoint, name); err != nil {
+		return timing{}, timing{}, err
 	}
-	return tailTook, procTook, srv.Stop()
+	return tailRun, procRun, srv.Stop()
 }
 
 // loadAverage is the 1-minute load average (Linux), or "?".
@@ -255,17 +284,19 @@ func loadAverage() string {
 	return "?"
 }
 
-func tailOnce(cfg config, endpoint string) (time.Duration, error) {
+// tailOnce runs cfp tail with its stdout on /dev/null (a nil Stdout; io.Discard would be a
+// pipe that this process drains).
+func tailOnce(cfg config, endpoint string) (timing, error) {
 	cmd := exec.Command(cfg.cfp, "--endpoint", endpoint, "tail", "-d", benchutil.Database, "-c", benchutil.Container,
 		"--from", "beginning", "-e", "-o", "jsonl", "--batch-size", strconv.Itoa(cfg.pageSize))
 	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	cmd.Stderr = &stderr
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("cfp tail: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return timing{}, fmt.Errorf("cfp tail: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return time.Since(start), nil
+	return timing{wall: time.Since(start), cpu: cpuOf(cmd.ProcessState)}, nil
 }
 
 // event is the part of a `cfp process --events jsonl` line the bench reads.
@@ -289,6 +320,7 @@ type host struct {
 	stderr *bytes.Buffer
 }
 
+// startHost starts cfp with args and --events jsonl; a nil stdout is /dev/null.
 func startHost(cfp string, stdout io.Writer, args ...string) (*host, error) {
 	cmd := exec.Command(cfp, append(args, "--events", "jsonl")...)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
@@ -329,13 +361,15 @@ func (h *host) interrupt() error {
 	return <-h.done
 }
 
-func processOnce(cfg config, endpoint, name string) (time.Duration, error) {
+// processOnce runs cfp process with its stdout on /dev/null until its batch events add up to
+// every document.
+func processOnce(cfg config, endpoint, name string) (timing, error) {
 	start := time.Now()
-	h, err := startHost(cfg.cfp, io.Discard, "--endpoint", endpoint, "process", "-d", benchutil.Database, "-c", benchutil.Container,
+	h, err := startHost(cfg.cfp, nil, "--endpoint", endpoint, "process", "-d", benchutil.Database, "-c", benchutil.Container,
 		"-p", name, "--create-lease-container", "--from", "beginning", "--batch-size", strconv.Itoa(cfg.pageSize),
 		"--lease-acquire-interval", "1s", "--poll-interval", "100ms")
 	if err != nil {
-		return 0, err
+		return timing{}, err
 	}
 	items := 0
 	for e := range h.events {
@@ -344,14 +378,14 @@ func processOnce(cfg config, endpoint, name string) (time.Duration, error) {
 			if items >= cfg.docs {
 				took := time.Since(start)
 				if err := h.interrupt(); err != nil {
-					return 0, fmt.Errorf("cfp process: %w: %s", err, h.stderr)
+					return timing{}, fmt.Errorf("cfp process: %w: %s", err, h.stderr)
 				}
-				return took, nil
+				return timing{wall: took, cpu: cpuOf(h.cmd.ProcessState)}, nil
 			}
 		}
 	}
 	err = <-h.done
-	return 0, fmt.Errorf("cfp process ended after %d of %d items: %v: %s", items, cfg.docs, err, h.stderr)
+	return timing{}, fmt.Errorf("cfp process ended after %d of %d items: %v: %s", items, cfg.docs, err, h.stderr)
 }
 
 // --- balance -----------------------------------------------------------------------------------
@@ -444,7 +478,7 @@ func balanceOnce(interval time.Duration, first int) (float64, error) {
 // failover kills one of two hosts with SIGKILL and measures how long until the survivor has
 // delivered a probe written to every partition, among them the victim's.
 func failover(cfg config, endpoint string, expiration time.Duration) error {
-	name := fmt.Sprintf("fo%d", expiration/time.Second)
+	name := fmt.Sprintf("fo%d-%d", os.Getpid(), expiration/time.Second)
 	renew := expiration / 4
 	common := []string{"--endpoint", endpoint, "process", "-d", benchutil.Database, "-c", benchutil.Container, "-p", name,
 		"--create-lease-container", "--from", "now", "--lease-expiration", expiration.String(),
