@@ -103,8 +103,10 @@ func (s *Stdout) write() error {
 
 // appendLine appends item and a newline. An item that spans several lines (the service never
 // sends one, but a fake might) is compacted so that the output stays one document per line.
+// The look for line ends is two IndexByte calls (vectorized), not ContainsAny, which tests
+// every byte against the set one at a time: it was a fifth of `cfp process`'s CPU at 1 KB.
 func appendLine(buf *bytes.Buffer, item json.RawMessage) error {
-	if bytes.ContainsAny(item, "\r\n") {
+	if bytes.IndexByte(item, '\n') >= 0 || bytes.IndexByte(item, '\r') >= 0 {
 		if err := json.Compact(buf, item); err != nil {
 			return fmt.Errorf("compact item: %w", err)
 		}
