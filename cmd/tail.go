@@ -108,6 +108,7 @@ func runTail(ctx context.Context, o *tailOptions) error {
 	defer tuneGC(f.Getenv)()
 	stopFlush := out.StartFlusher(tailFlushEvery, tailStopGrace)
 	topts.StopGrace = tailStopGrace
+	topts.ReuseItems = true // every printer copies the change into its output buffer (render.ChangeWriter.Emit)
 	sum, err := feed.Tail(ctx, src, topts, out.Emit)
 	stopFlush()
 	if ferr := out.Close(ctx.Err() != nil, tailStopGrace); ferr != nil && err == nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -201,7 +202,7 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	if sub {
 		ctx = context.WithValue(ctx, epkKey{}, rng)
 	}
-	hold := &rawFeed{}
+	hold := &rawFeed{reuse: req.Reuse}
 	ctx = context.WithValue(ctx, rawFeedKey{}, hold)
 	var probe *policyProbe
 	if c.acct.borrowed && (sub || req.Mode == feed.AllVersionsAndDeletes) {
@@ -210,12 +211,23 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	}
 	resp, err := c.client.ReadChangeFeed(ctx, opts)
 	if err != nil {
+		putPageBuffer(hold.buf)
 		return feed.Page{}, translate(err, opInfo{op: op, missing: "container " + c.path(), rbacAction: rbacReadChangeFeed, partitionID: part.ID})
 	}
 	if probe != nil && !probe.applied {
+		putPageBuffer(hold.buf)
 		return feed.Page{}, fmt.Errorf("%s: %w", op, ErrClientPolicies)
 	}
-	return pageOf(resp, hold, part.ID, rng)
+	page, err := pageOf(resp, hold, part.ID, rng)
+	if buf := hold.buf; buf != nil {
+		if err == nil && len(page.Items) > 0 && hold.ok && &page.Items[0] == &hold.docs[0] {
+			var once sync.Once
+			page.Release = func() { once.Do(func() { putPageBuffer(buf) }) }
+		} else {
+			putPageBuffer(buf) // nothing returned points into it (azcosmos decoded the body itself)
+		}
+	}
+	return page, err
 }
 
 // pageOf turns a ReadChangeFeed response for partition id and range rng into a Page, or a

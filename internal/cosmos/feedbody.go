@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -32,6 +33,10 @@ type rawFeedKey struct{}
 type rawFeed struct {
 	docs []json.RawMessage
 	ok   bool
+	// reuse: the page's body may come from and go back to pageBuffers (ReadRequest.Reuse);
+	// buf is that buffer, when the body was read into one.
+	reuse bool
+	buf   *[]byte
 }
 
 // feedBodyPolicy takes the documents out of the change-feed responses of ReadPage calls (those
@@ -47,13 +52,14 @@ func (feedBodyPolicy) Do(req *policy.Request) (*http.Response, error) {
 		return resp, err
 	}
 	hold := raw.Context().Value(rawFeedKey{}).(*rawFeed)
-	hold.docs, hold.ok = nil, false
+	hold.docs, hold.ok, hold.buf = nil, false, nil
 	if err != nil || resp == nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
 	var body []byte
 	if fb, ok := resp.Body.(*feedBytes); ok {
 		body = fb.b // read whole by the request policy
+		hold.buf = fb.buf
 	} else {
 		var perr error
 		if body, perr = azruntime.Payload(resp); perr != nil {
@@ -78,10 +84,12 @@ func splitFeedRead(raw *http.Request) bool {
 	return hold != nil && raw.Method == http.MethodGet && raw.Header.Get("A-IM") != "" && strings.HasSuffix(raw.URL.Path, "/docs")
 }
 
-// feedBytes is the body of a change-feed page that the request policy read whole, b.
+// feedBytes is the body of a change-feed page that the request policy read whole, b; buf
+// holds it when it came from pageBuffers.
 type feedBytes struct {
 	*bytes.Reader
-	b []byte
+	b   []byte
+	buf *[]byte
 }
 
 func (*feedBytes) Close() error { return nil }
@@ -91,21 +99,53 @@ func (*feedBytes) Close() error { return nil }
 // sizes, then copy them into one: at ~1 MB pages of 1 KB documents, allocating, zeroing and
 // copying twice the page was an eighth of cfp tail's CPU. A body of unknown length (a
 // compressed one; or 0, which a hand-made response may leave) is read with io.ReadAll.
-func readFeedBody(resp *http.Response) error {
+//
+// With reuse (the caller releases the page, ReadRequest.Reuse), the buffer comes from
+// pageBuffers and is not zeroed first: a buffer per page was allocated, zeroed and faulted in
+// anew, a fifth of cfp tail's CPU at 1 KB documents.
+func readFeedBody(resp *http.Response, reuse bool) error {
 	var b []byte
+	var buf *[]byte
 	var err error
 	if n := resp.ContentLength; n > 0 && n <= maxExactBody {
-		b = make([]byte, n)
+		if reuse {
+			buf = getPageBuffer(int(n))
+			b = (*buf)[:n]
+		} else {
+			b = make([]byte, n)
+		}
 		_, err = io.ReadFull(resp.Body, b)
 	} else {
 		b, err = io.ReadAll(resp.Body)
 	}
 	_ = resp.Body.Close()
 	if err != nil {
+		putPageBuffer(buf)
 		return fmt.Errorf("read change-feed page: %w", err)
 	}
-	resp.Body = &feedBytes{Reader: bytes.NewReader(b), b: b}
+	resp.Body = &feedBytes{Reader: bytes.NewReader(b), b: b, buf: buf}
 	return nil
+}
+
+// pageBuffers holds released change-feed page buffers (*[]byte) for reuse.
+var pageBuffers sync.Pool
+
+// getPageBuffer returns a buffer of at least n bytes, whatever it holds.
+func getPageBuffer(n int) *[]byte {
+	if p, ok := pageBuffers.Get().(*[]byte); ok {
+		if cap(*p) >= n {
+			return p
+		}
+	}
+	b := make([]byte, n, max(n, 1<<20))
+	return &b
+}
+
+// putPageBuffer hands buf back for reuse (nil: nothing).
+func putPageBuffer(buf *[]byte) {
+	if buf != nil {
+		pageBuffers.Put(buf)
+	}
 }
 
 // maxExactBody bounds the Content-Length readFeedBody allocates up front (a page is at most a
@@ -337,6 +377,11 @@ func (s *jsonScanner) literal(lit string) error {
 	return nil
 }
 
+// shortString is how many bytes of a string str reads with its own eight-byte steps before it
+// calls bytes.IndexByte, whose call costs more than a short string's scan but which reads 16 or
+// 32 bytes a step (BenchmarkSplitFeedBody: a 940-byte payload 1.2-1.5 GB/s with it, ...).
+const shortString = 32
+
 // plainString marks the bytes a string holds as they are: not a quote, a backslash or a control
 // character.
 var plainString = func() (t [256]bool) {
@@ -362,52 +407,89 @@ func (s *jsonScanner) str() error {
 	}
 	b := s.b
 	i := s.i
+	// Most strings are short (keys, ids, system properties): eight bytes at a time while none is
+	// special, then byte by byte, over the first shortString bytes.
+	end := min(len(b), i+shortString)
+	for i+8 <= end && !specialIn(binary.LittleEndian.Uint64(b[i:])) {
+		i += 8
+	}
+	for i < end && plainString[b[i]] {
+		i++
+	}
+	if i < len(b) && b[i] == '"' {
+		s.i = i + 1
+		return nil
+	}
+	// A longer string, or an escape or a control character at i.
+	// quote is the next quote at or after i (found with bytes.IndexByte, which reads 16 or 32
+	// bytes at a time); it is searched for again only once an escape moved i past it, so a
+	// string full of escapes is still read once.
+	quote := -1
 	for {
-		// Eight bytes at a time while none is special, then byte by byte.
-		for i+8 <= len(b) && !specialIn(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
+		if quote < i {
+			q := bytes.IndexByte(b[i:], '"')
+			if q < 0 {
+				s.i = len(b)
+				return s.syntax("unterminated string")
+			}
+			quote = i + q
 		}
-		for i < len(b) && plainString[b[i]] {
-			i++
+		span := b[i:quote]
+		esc := bytes.IndexByte(span, '\\')
+		if esc >= 0 {
+			span = span[:esc]
 		}
+		if c := indexControl(span); c >= 0 {
+			s.i = i + c
+			return s.syntax("control character in string")
+		}
+		if esc < 0 {
+			s.i = quote + 1
+			return nil
+		}
+		i += esc + 1 // just after the backslash
 		if i >= len(b) {
 			s.i = i
 			return s.syntax("unterminated string")
 		}
 		switch b[i] {
-		case '"':
-			s.i = i + 1
-			return nil
-		case '\\':
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i++
-			if i >= len(b) {
+		case 'u':
+			if i+4 >= len(b) {
 				s.i = i
-				return s.syntax("unterminated string")
+				return s.syntax("short \\u escape")
 			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i++
-			case 'u':
-				if i+4 >= len(b) {
+			for _, h := range b[i+1 : i+5] {
+				if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
 					s.i = i
-					return s.syntax("short \\u escape")
+					return s.syntax("bad \\u escape")
 				}
-				for _, h := range b[i+1 : i+5] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						s.i = i
-						return s.syntax("bad \\u escape")
-					}
-				}
-				i += 5
-			default:
-				s.i = i
-				return s.syntax("bad escape")
 			}
+			i += 5
 		default:
 			s.i = i
-			return s.syntax("control character in string")
+			return s.syntax("bad escape")
 		}
 	}
+}
+
+// indexControl returns the index of the first control character (below 0x20) in b, or -1:
+// eight bytes at a time (hasless of "Bit Twiddling Hacks"), then byte by byte.
+func indexControl(b []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if x := binary.LittleEndian.Uint64(b[i:]); (x-ones*0x20)&^x&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
+			return i
+		}
+	}
+	return -1
 }
 
 // number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at s.i.

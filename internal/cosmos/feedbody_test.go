@@ -126,6 +126,8 @@ func FuzzSplitFeedBody(f *testing.F) {
 		`{"documents":[1],"_count":1}`,
 		`{"Documents":[01],"_count":1}`,
 		`{"Documents":["\ud83d\ude00",{"a":{"b":[null,false]}}],"_count":2}`,
+		"{\"Documents\":[\"a long string, then \\\"escapes\\\" \\\\ and a raw tab:\t\"],\"_count\":1}",
+		`{"Documents":["\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\"\\u00e9 many escapes, then the quote (or not)"],"_count":1}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -332,6 +334,58 @@ func TestRequestPolicy_ReadsFeedPageWhole(t *testing.T) {
 	}
 }
 
+// TestContainer_ReadPage_Reuse: a page read with Reuse carries a Release that hands its buffer
+// back, and the next pages, read into released buffers, still hold exactly their own documents;
+// a page read without Reuse has no Release and its items stay valid for good.
+func TestContainer_ReadPage_Reuse(t *testing.T) {
+	t.Parallel()
+	a := openLocal(t, 1)
+	c := newFeedContainer(t, a)
+	want := upsert(t, c, somePKs, 0, 60)
+	kept, err := c.ReadPage(context.Background(), feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.Release != nil {
+		t.Error("a page read without Reuse has a Release")
+	}
+	keptCopy := make([]string, len(kept.Items))
+	for i, it := range kept.Items {
+		keptCopy[i] = string(it)
+	}
+	req := feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 10, Reuse: true}
+	var got []string
+	for range 10 {
+		page, err := c.ReadPage(context.Background(), req)
+		if err != nil {
+			t.Fatalf("ReadPage() error = %v", err)
+		}
+		if page.NotModified {
+			break
+		}
+		if page.Release == nil {
+			t.Fatal("a page read with Reuse has no Release")
+		}
+		for _, it := range page.Items {
+			if !json.Valid(it) {
+				t.Fatalf("item %q is not valid JSON", it)
+			}
+			got = append(got, idOf(it))
+		}
+		page.Release()
+		page.Release() // a second call does nothing
+		req.Start = feed.StartFrom{Kind: feed.StartContinuation, Continuation: page.Continuation}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("ids = %v, want %v", got, want)
+	}
+	for i, it := range kept.Items {
+		if string(it) != keptCopy[i] {
+			t.Fatalf("item %d of the page read without Reuse changed: %s, was %s", i, it, keptCopy[i])
+		}
+	}
+}
+
 // TestContainer_ReadPage_ItemsAreSafe: the items ReadPage splits from one page body are the
 // documents in order, and appending to one never overwrites the next.
 func TestContainer_ReadPage_ItemsAreSafe(t *testing.T) {
@@ -406,22 +460,26 @@ func TestTail_SplitWhileTailing(t *testing.T) {
 // BenchmarkSplitFeedBody splits a page of 1,000 documents shaped like tailbench's (~300 bytes,
 // a long string property) and reports MB/s of body.
 func BenchmarkSplitFeedBody(b *testing.B) {
-	var body bytes.Buffer
-	body.WriteString(`{"_rid":"vK8bAA==","Documents":[`)
-	payload := strings.Repeat("x", 140)
-	for i := range 1000 {
-		if i > 0 {
-			body.WriteByte(',')
-		}
-		fmt.Fprintf(&body, `{"id":"d%d","pk":"p%d","n":%d,"payload":%q,"_rid":"vK8bAKq%05dAA==","_self":"dbs/vK8bAA==/colls/vK8bAKq=/docs/vK8bAKq%05dAA==/","_etag":"\"%08x-0000\"","_attachments":"attachments/","_ts":1764510000,"_lsn":%d}`,
-			i, i%1000, i, payload, i, i, i, i+1)
-	}
-	body.WriteString(`],"_count":1000}`)
-	b.SetBytes(int64(body.Len()))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := splitFeedBody(body.Bytes(), 1000); err != nil {
-			b.Fatal(err)
-		}
+	for _, size := range []int{140, 940} {
+		b.Run(fmt.Sprintf("payload=%d", size), func(b *testing.B) {
+			var body bytes.Buffer
+			body.WriteString(`{"_rid":"vK8bAA==","Documents":[`)
+			payload := strings.Repeat("x", size)
+			for i := range 1000 {
+				if i > 0 {
+					body.WriteByte(',')
+				}
+				fmt.Fprintf(&body, `{"id":"d%d","pk":"p%d","n":%d,"payload":%q,"_rid":"vK8bAKq%05dAA==","_self":"dbs/vK8bAA==/colls/vK8bAKq=/docs/vK8bAKq%05dAA==/","_etag":"\"%08x-0000\"","_attachments":"attachments/","_ts":1764510000,"_lsn":%d}`,
+					i, i%1000, i, payload, i, i, i, i+1)
+			}
+			body.WriteString(`],"_count":1000}`)
+			b.SetBytes(int64(body.Len()))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := splitFeedBody(body.Bytes(), 1000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

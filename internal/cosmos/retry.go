@@ -137,7 +137,7 @@ func (p *requestPolicy) Do(req *policy.Request) (*http.Response, error) {
 		}
 		resp, err := try.Next()
 		if err == nil && feedRead && resp.StatusCode < http.StatusBadRequest {
-			if err = readFeedBody(resp); err != nil {
+			if err = readFeedBody(resp, req.Raw().Context().Value(rawFeedKey{}).(*rawFeed).reuse); err != nil {
 				resp = nil
 			}
 		}

@@ -104,6 +104,9 @@ type ReadRequest struct {
 	// Mode is the change-feed mode (default LatestVersion). With AllVersionsAndDeletes, Start
 	// must be now or a continuation; an empty continuation means now.
 	Mode FeedMode
+	// Reuse says the caller calls the page's Release once it no longer reads its Items and
+	// keeps no reference into them: the source may then reuse their memory for a later page.
+	Reuse bool
 }
 
 // Page is one change-feed response.
@@ -118,6 +121,9 @@ type Page struct {
 	RequestCharge float64
 	// NotModified is true when nothing was new (HTTP 304).
 	NotModified bool
+	// Release, when not nil (a page read with ReadRequest.Reuse), hands the memory of Items
+	// back to the source; nothing may read Items after it. A second call does nothing.
+	Release func()
 }
 
 // Source is a container's change feed. Implementations must be safe for concurrent use.

@@ -142,6 +142,10 @@ type TailOptions struct {
 	State *TailState
 	// Concurrency bounds the reads in flight at once (default 8); every range is read.
 	Concurrency int
+	// ReuseItems says emit copies whatever it keeps of a change's Item before it returns: the
+	// source may then reuse a page's memory once the page is delivered (ReadRequest.Reuse),
+	// which spares allocating and zeroing a buffer per page.
+	ReuseItems bool
 	// SaveState, when set, is called every SaveEvery (default 10s) and once on exit with the
 	// current state. An error ends the tail.
 	SaveState func(TailState) error
@@ -533,7 +537,7 @@ func (t *tailRun) runRange(ctx context.Context, g *errgroup.Group, tr *tailRange
 // is read on from the same position.
 func (t *tailRun) readRange(ctx context.Context, g *errgroup.Group, tr *tailRange) (again bool, err error) {
 	t.mu.Lock()
-	req := ReadRequest{PartitionID: tr.partition, Start: tr.pos, MaxItems: t.opts.PageSize, PartitionKey: t.pk, Mode: t.opts.Mode}
+	req := ReadRequest{PartitionID: tr.partition, Start: tr.pos, MaxItems: t.opts.PageSize, PartitionKey: t.pk, Mode: t.opts.Mode, Reuse: t.opts.ReuseItems}
 	t.mu.Unlock()
 	if !tr.whole {
 		req.Range = tr.rng
@@ -561,6 +565,9 @@ func (t *tailRun) readRange(ctx context.Context, g *errgroup.Group, tr *tailRang
 		}
 		tr.gone = 0
 		done, err := t.deliver(tr, before, page)
+		if page.Release != nil {
+			page.Release() // emit kept nothing of the items (ReuseItems)
+		}
 		if err != nil || done {
 			return false, err
 		}
