@@ -81,7 +81,7 @@ type Lease struct {
 	// never written (Encode refuses it) and never processed: Continuation is "".
 	StateError error
 
-	raw        *object    // the document as read; nil for a new lease
+	raw        *object    // the document as read, never changed (see Clone); nil for a new lease
 	java       *JavaState // the Java EPK state; nil when the lease has no state
 	origTS     time.Time  // Timestamp as decoded, to keep the original text when unchanged
 	explicitTS bool       // the document had a non-null timestamp
@@ -179,10 +179,10 @@ func (l *Lease) JavaState() *JavaState {
 	return l.java.clone()
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy. The document as read (raw) is shared: it is never changed once
+// decoded (Encode writes a copy of it).
 func (l *Lease) Clone() *Lease {
 	c := *l
-	c.raw = l.raw.clone()
 	if l.java != nil {
 		c.java = l.java.clone()
 	}
