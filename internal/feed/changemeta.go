@@ -11,7 +11,10 @@ import (
 // the item for the two keys and stops once it has both, without decoding the rest; an item it
 // cannot scan that way (an escaped key, malformed JSON) goes through encoding/json.
 func changeMeta(raw json.RawMessage) (int64, time.Time) {
-	lsnRaw, tsRaw, ok := scanMeta(raw)
+	lsnRaw, tsRaw, ok := metaAtEnd(raw)
+	if !ok {
+		lsnRaw, tsRaw, ok = scanMeta(raw)
+	}
 	if !ok {
 		return decodeMeta(raw)
 	}
@@ -93,6 +96,70 @@ func scanMeta(b []byte) (lsn, ts []byte, ok bool) {
 		}
 	}
 }
+
+// metaAtEnd reads _lsn and _ts where the service puts them, as the last two members of the
+// item: {...,"_ts":1764500000,"_lsn":8}. Items are valid JSON (the page's scanner checked
+// them), so a number right before the final brace, after `"_lsn":` that follows a comma or the
+// opening brace, is the item's top-level _lsn: inside a string it would leave the string
+// unterminated. ok is false for any other shape (cfp's emulator sorts the keys, for one): the
+// caller scans from the start then. Without it the scan read the whole document for the two
+// last members (BenchmarkChangeMeta/service-1KB).
+func metaAtEnd(b []byte) (lsn, ts []byte, ok bool) {
+	end := len(b)
+	for end > 0 && isSpace(b[end-1]) {
+		end--
+	}
+	if end == 0 || b[end-1] != '}' {
+		return nil, nil, false
+	}
+	lsn, i, ok := memberBefore(b, end-1, keyLSN)
+	if !ok || i < 0 || b[i] != ',' {
+		return nil, nil, false
+	}
+	ts, i, ok = memberBefore(b, i, keyTS)
+	if !ok || i < 0 || (b[i] != ',' && b[i] != '{') {
+		return nil, nil, false
+	}
+	return lsn, ts, true
+}
+
+// memberBefore reads the member `"key":digits` that ends right before b[end] (whitespace
+// allowed around its tokens, the key in any letter case), and returns its digits and the index
+// of the last non-space byte before it (-1 when none).
+func memberBefore(b []byte, end int, key []byte) (val []byte, before int, ok bool) {
+	i := end
+	for i > 0 && isSpace(b[i-1]) {
+		i--
+	}
+	j := i
+	for j > 0 && '0' <= b[j-1] && b[j-1] <= '9' {
+		j--
+	}
+	if j == i {
+		return nil, 0, false
+	}
+	val = b[j:i]
+	for j > 0 && isSpace(b[j-1]) {
+		j--
+	}
+	if j == 0 || b[j-1] != ':' {
+		return nil, 0, false
+	}
+	j--
+	for j > 0 && isSpace(b[j-1]) {
+		j--
+	}
+	k := j - len(key) - 2
+	if k < 0 || b[k] != '"' || b[j-1] != '"' || !bytes.EqualFold(b[k+1:j-1], key) {
+		return nil, 0, false
+	}
+	for k > 0 && isSpace(b[k-1]) {
+		k--
+	}
+	return val, k - 1, true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
