@@ -131,6 +131,11 @@ func run(ctx context.Context, cfg config, log io.Writer) (*result, error) {
 	if res.DotNetLeaseRUPerHostHour > 0 {
 		res.RURatio = res.LeaseRUPerHostHour / res.DotNetLeaseRUPerHostHour
 	}
+	res.LeaseRUNoCheckpoints = res.CFP.Steady.RUPerHostHour - res.CFP.Steady.ByKind["checkpoint"].RUPerHostHour
+	res.DotNetLeaseRUNoCheckpoints = res.DotNet.Steady.RUPerHostHour - res.DotNet.Steady.ByKind["checkpoint"].RUPerHostHour
+	if res.DotNetLeaseRUNoCheckpoints > 0 {
+		res.RURatioNoCheckpoints = res.LeaseRUNoCheckpoints / res.DotNetLeaseRUNoCheckpoints
+	}
 	for _, l := range res.CFP.Latency {
 		if l.PollMS == ms(pollReal) {
 			res.LatencyP50MS, res.LatencyP99MS = l.P50MS, l.P99MS

@@ -29,6 +29,12 @@ type result struct {
 	LeaseRUPerHostHour       float64 `json:"lease_ru_per_host_hour"`
 	DotNetLeaseRUPerHostHour float64 `json:"dotnet_lease_ru_per_host_hour"`
 	RURatio                  float64 `json:"lease_ru_ratio_cfp_to_dotnet"`
+	// The same without checkpoints: what the protocol costs besides recording progress, which
+	// both engines write after every batch by default (cfp with -checkpoint-interval folds its
+	// renews into its checkpoints, so then only the totals compare).
+	LeaseRUNoCheckpoints       float64 `json:"lease_ru_per_host_hour_without_checkpoints"`
+	DotNetLeaseRUNoCheckpoints float64 `json:"dotnet_lease_ru_per_host_hour_without_checkpoints"`
+	RURatioNoCheckpoints       float64 `json:"lease_ru_ratio_without_checkpoints"`
 	// RSSMB is the process's peak resident set (VmHWM) while one cfp host held every lease; the
 	// name keeps the issue's key whatever -leases is (see leases).
 	RSSMB        float64 `json:"rss_mb_1000_leases"`
@@ -177,6 +183,7 @@ func printTable(w io.Writer, r *result) {
 	row("lease requests per host-hour", f0(c.Steady.RequestsPerHostHour), f0(d.Steady.RequestsPerHostHour), ratio(c.Steady.RequestsPerHostHour, d.Steady.RequestsPerHostHour))
 	row("lease RU per host-hour", f0(c.Steady.RUPerHostHour), f0(d.Steady.RUPerHostHour), ratio(c.Steady.RUPerHostHour, d.Steady.RUPerHostHour))
 	row("lease RU per lease-hour", f0(c.Steady.RUPerLeaseHour), f0(d.Steady.RUPerLeaseHour), ratio(c.Steady.RUPerLeaseHour, d.Steady.RUPerLeaseHour))
+	row("lease RU per host-hour, checkpoints aside", f0(r.LeaseRUNoCheckpoints), f0(r.DotNetLeaseRUNoCheckpoints), ratio(r.LeaseRUNoCheckpoints, r.DotNetLeaseRUNoCheckpoints))
 	for _, k := range opNames {
 		a, b := c.Steady.ByKind[k], d.Steady.ByKind[k]
 		if a.RequestsPerHostHour == 0 && b.RequestsPerHostHour == 0 {
