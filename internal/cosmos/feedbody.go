@@ -476,10 +476,18 @@ func (s *jsonScanner) str() error {
 }
 
 // indexControl returns the index of the first control character (below 0x20) in b, or -1:
-// eight bytes at a time (hasless of "Bit Twiddling Hacks"), then byte by byte.
+// 32 bytes at a time, then eight (hasless of "Bit Twiddling Hacks"), then byte by byte.
 func indexControl(b []byte) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		w := b[i : i+32 : i+32]
+		x0, x1 := binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:])
+		x2, x3 := binary.LittleEndian.Uint64(w[16:]), binary.LittleEndian.Uint64(w[24:])
+		if ((x0-ones*0x20)&^x0|(x1-ones*0x20)&^x1|(x2-ones*0x20)&^x2|(x3-ones*0x20)&^x3)&highs != 0 {
+			break
+		}
+	}
 	for ; i+8 <= len(b); i += 8 {
 		if x := binary.LittleEndian.Uint64(b[i:]); (x-ones*0x20)&^x&highs != 0 {
 			break
