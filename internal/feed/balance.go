@@ -196,6 +196,32 @@ func (b *balancer) takeFree(h string) []*leases.Lease {
 	return out
 }
 
+// victim returns the index of the lease h should ask owner for: the first of owner's leases
+// that h already asked for, else the first that nobody asked for, else the first. Two hosts
+// whose listings differ (a handover in between changes the counts, and so the plan) would
+// otherwise ask for the same lease, the second request replacing the first: the owner then
+// hands the lease to one of them, and the other, short of a lease, asks again a cycle later.
+// Requests do not change the counts (a refused request is no holding).
+func (b *balancer) victim(h, owner string) int {
+	best, rank := 0, 3
+	for i, l := range b.stealable[owner] {
+		r := 1 // nobody asked
+		if from, to, ok := strings.Cut(l.Properties[handoffKey], handoffSep); ok && strings.EqualFold(from, l.Owner) {
+			r = 2 // another host asked
+			if strings.EqualFold(to, h) {
+				r = 0
+			}
+		}
+		if r < rank {
+			best, rank = i, r
+		}
+		if r == 0 {
+			break
+		}
+	}
+	return best
+}
+
 // steal plans for h leases of the busiest hosts while h is below its share and the busiest host
 // holds at least two more than h.
 func (b *balancer) steal(h string) []*leases.Lease {
@@ -215,8 +241,9 @@ func (b *balancer) steal(h string) []*leases.Lease {
 		if busiest == "" || b.counts[busiest] < b.counts[h]+2 {
 			break
 		}
-		victim := b.stealable[busiest][0]
-		b.stealable[busiest] = b.stealable[busiest][1:]
+		i := b.victim(h, busiest)
+		victim := b.stealable[busiest][i]
+		b.stealable[busiest] = slices.Delete(b.stealable[busiest], i, i+1)
 		b.counts[busiest]--
 		b.take(h, victim)
 		out = append(out, victim)

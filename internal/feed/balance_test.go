@@ -258,6 +258,9 @@ func TestPlanAcquireWithHosts(t *testing.T) {
 		{"a lease handed off to self is taken first", handedTo(slices.Concat(repeat("h0", 4), repeat("", 4)), "h2", 6, 7), []string{"h1", "h2"}, "h2", "6,7"},
 		{"a lease handed off to another host is left to it", handedTo(repeat("", 4), "h2", 0, 1), []string{"h1", "h2"}, "h1", "2,3"},
 		{"a handoff to a host that is gone is free", handedTo(repeat("", 4), "gone", 0, 1), []string{"h1", "h2"}, "h1", "0,1"},
+		// Planned from listings that differ, two hosts would ask for the same lease.
+		{"a lease another host asked for is stolen last", handedTo(repeat("h0", 4), "h2", 0), []string{"h1", "h2"}, "h1", "1"},
+		{"a host asks again for the lease it asked for", handedTo(repeat("h0", 4), "h2", 0), []string{"h1", "h2"}, "h2", "0"},
 		{"33 over 4: the extra lease stays with the busiest", leaseSet(slices.Concat(repeat("b", 9), repeat("c", 8), repeat("d", 8), repeat("a", 8))...), nil, "a", ""},
 		{"33 over 4: the first in order takes the extra free lease", leaseSet(repeat("", 33)...), []string{"b", "c", "d"}, "a", "0,1,2,3,4,5,6,7,8"},
 	} {
