@@ -111,13 +111,19 @@ func copyDoc(d Document) Document {
 
 // QueryPrefix implements Documents: documents sorted by id, then partition key.
 func (m *MemDocuments) QueryPrefix(_ context.Context, prefix string) ([]Document, error) {
+	// Only the stored documents are taken under the lock (a write stores a new body, never
+	// changes one): with many hosts in one process listing a thousand leases each cycle,
+	// copying the bodies and sorting under the lock queued every write behind the listings.
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []Document
+	out := make([]Document, 0, len(m.docs))
 	for k, d := range m.docs {
 		if strings.HasPrefix(k.id, prefix) && m.live(d) {
-			out = append(out, copyDoc(d))
+			out = append(out, d)
 		}
+	}
+	m.mu.Unlock()
+	for i := range out {
+		out[i] = copyDoc(out[i])
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].ID != out[j].ID {
