@@ -47,6 +47,7 @@ func (p *Processor) balanceLoop(ctx context.Context) {
 // answerHandoffs lists the leases and hands off those this host holds that another host asked
 // for (within its fair share, see checkHandoff).
 func (p *Processor) answerHandoffs(ctx context.Context) {
+	listing := p.listings.Add(1)
 	all, err := p.store.List(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -54,6 +55,7 @@ func (p *Processor) answerHandoffs(ctx context.Context) {
 		}
 		return
 	}
+	p.noticeLost(all, listing)
 	for _, l := range all {
 		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
 			if p.checkHandoff(ol, l) {
@@ -75,6 +77,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		return false
 	}
 	p.announceDue(ctx)
+	listing := p.listings.Add(1)
 	all, hosts, err := p.store.ListWithHosts(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -84,6 +87,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		return
 	}
 	p.limit.reset(limitKey("list leases", ""))
+	p.noticeLost(all, listing)
 	now := p.opts.Now()
 	p.pruneHandoffs(now)
 
@@ -224,6 +228,35 @@ func (v *view) steady(live []string, self string) bool {
 	}
 	v.waited = 0
 	return true
+}
+
+// noticeLost stops the workers of the leases this host holds that all, the result of the
+// listing numbered listing, shows owned by another host (or by none): another host took them
+// (a .NET or Java host's steal, a cfp host that found them expired) after this host acquired
+// them, since the listing started after that. Without it this host would learn of the loss
+// only at its next write of the lease, up to KeepAlive later (43-47s with the defaults) when
+// no checkpoint comes first, processing the lease alongside its new owner all that time.
+// It costs no request. A lease whose worker hands it over to its listed owner is not lost.
+func (p *Processor) noticeLost(all []*leases.Lease, listing uint64) {
+	for _, l := range all {
+		if strings.EqualFold(l.Owner, p.opts.Instance) {
+			continue
+		}
+		ol := p.ownedLease(l.Token)
+		if ol == nil || ol.listing >= listing || !ol.held() {
+			continue
+		}
+		if ol.ctx.Err() != nil {
+			if l.Owner == "" {
+				continue // its stopping worker released it
+			}
+			if to, ok := p.ho.handedOffOf(l.Token); ok && strings.EqualFold(to.owner, l.Owner) {
+				continue // its stopping worker handed it over (see handOver)
+			}
+		}
+		p.log.Info("lease taken by another host", "lease", l.Token, "owner", l.Owner)
+		ol.lose(&leases.LeaseLostError{Token: l.Token, Owner: l.Owner})
+	}
 }
 
 // cycleDone tells ProcessorOptions.OnAcquireCycle that an acquire cycle ended.

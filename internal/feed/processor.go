@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -234,6 +235,8 @@ type Processor struct {
 	workerEnded chan struct{}
 	group       *errgroup.Group
 	run         context.Context // the group's context: ends at shutdown
+
+	listings atomic.Uint64 // lease listings started (see ownedLease.listing)
 }
 
 // BootstrapResult says what Bootstrap found.
@@ -269,13 +272,24 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 // Options returns the processor's options, defaults applied.
 func (p *Processor) Options() ProcessorOptions { return p.opts }
 
-// Owned returns the tokens of the leases this host processes now.
+// Owned returns the tokens of the leases this host holds now: those it processes, and those
+// whose worker stops (a shutdown or a handoff) and still renews them until it released them.
+// A lease leaves it as soon as this host learns the lease is no longer its own (a write
+// refused, a listing that shows another owner, or no write for the expiration), even while
+// the lease's worker is still inside a handler or a source call that does not return at once:
+// that worker delivers and writes nothing more.
 func (p *Processor) Owned() []string {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.owned))
-	for t := range p.owned {
-		out = append(out, t)
+	owned := make([]*ownedLease, 0, len(p.owned))
+	for _, ol := range p.owned {
+		owned = append(owned, ol)
+	}
+	p.mu.Unlock()
+	out := make([]string, 0, len(owned))
+	for _, ol := range owned {
+		if ol.held() {
+			out = append(out, ol.token)
+		}
 	}
 	return out
 }

@@ -24,6 +24,11 @@ type ownedLease struct {
 	token  string
 	ctx    context.Context // ends when the lease is lost or the processor stops
 	cancel context.CancelCauseFunc
+	// listing is the number of lease listings this host had started when it registered the
+	// lease (after its acquire was answered): a listing numbered higher started after that
+	// write, so a lease it shows owned by another host was taken from this one (see
+	// noticeLost).
+	listing uint64
 
 	mu        sync.Mutex
 	lease     *leases.Lease     // the newest version this host wrote
@@ -175,7 +180,7 @@ func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 	}
 	acquired := make(chan struct{})
 	ctx, cancel := context.WithCancelCause(p.run)
-	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp}
+	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp, listing: p.listings.Load()}
 	if ol.confirmed.IsZero() || ol.confirmed.After(p.opts.Now()) {
 		ol.confirmed = p.opts.Now()
 	}

@@ -1,0 +1,160 @@
+package feed_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/feed/feedtest"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// steal makes owner the owner of the lease token, as a .NET host's steal does.
+func steal(t testing.TB, docs leases.Documents, token, owner string) {
+	t.Helper()
+	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	for _, l := range listLeases(t, docs) {
+		if l.Token == token {
+			if _, err := store.Acquire(context.Background(), l, owner); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no lease %s", token)
+}
+
+// keepRenewing renews the lease token as owner every interval until the test ends, as a live
+// .NET host does.
+func keepRenewing(t testing.TB, docs leases.Documents, token, owner string, interval time.Duration) {
+	t.Helper()
+	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			ls, err := store.List(ctx)
+			if err != nil {
+				continue
+			}
+			for _, l := range ls {
+				if l.Token == token && l.Owner == owner {
+					_, _ = store.Renew(ctx, l, owner)
+				}
+			}
+		}
+	}()
+}
+
+// ownedElsewhere returns the leases in p's Owned() whose documents name another owner.
+func ownedElsewhere(t testing.TB, docs leases.Documents, p *feed.Processor) []string {
+	t.Helper()
+	owner := map[string]string{}
+	for _, l := range listLeases(t, docs) {
+		owner[l.Token] = l.Owner
+	}
+	var out []string
+	for _, tok := range p.Owned() {
+		if owner[tok] != p.Options().Instance {
+			out = append(out, tok+" (owner "+owner[tok]+")")
+		}
+	}
+	return out
+}
+
+// TestProcessor_ListingRevealsAStolenLease has a .NET host steal an idle lease from a cfp host
+// whose next renew of it is far away (KeepAlive, 43s with the defaults) and that writes no
+// checkpoint (no changes): the host's next listing shows the new owner, and the host stops
+// the lease's worker and drops it from Owned() then, instead of processing the range next to
+// its new owner until that renew.
+func TestProcessor_ListingRevealsAStolenLease(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := leases.NewMemDocuments("/id")
+	opts := fastOptions("a")
+	opts.RenewInterval, opts.Expiration = feed.DefaultRenewInterval, feed.DefaultExpiration
+	a := startHost(t, src, docs, newRecorder(0).handler("a"), opts)
+	waitFor(t, 5*time.Second, "a to hold both leases", func() bool { return len(a.p.Owned()) == 2 })
+
+	steal(t, docs, "0", "dotnet-host")
+	waitFor(t, 5*time.Second, "a to learn that lease 0 was stolen", func() bool {
+		return len(a.ev.of(feed.EventLost)) == 1
+	})
+	if got := a.ev.of(feed.EventLost)[0].Lease; got != "0" {
+		t.Fatalf("lost lease %s, want 0", got)
+	}
+	if got := a.p.Owned(); !slices.Equal(got, []string{"1"}) {
+		t.Fatalf("a owns %v after the steal, want [1]", got)
+	}
+	// The .NET host holds one lease of two: its share. a takes nothing back.
+	time.Sleep(10 * opts.AcquireInterval)
+	if bad := ownedElsewhere(t, docs, a.p); len(bad) > 0 {
+		t.Fatalf("a counts leases another host owns: %v", bad)
+	}
+	if c := ownerCounts(listLeases(t, docs)); c["a"] != 1 || c["dotnet-host"] != 1 {
+		t.Fatalf("owners %v, want one lease each", c)
+	}
+}
+
+// TestProcessor_OwnedDropsALostLeaseWhoseHandlerIsStuck has a handler that ignores its
+// context hold a batch while a .NET host steals the lease: the cfp host learns of it at its
+// next renew and must drop the lease from Owned() then, though the worker only ends once the
+// handler returns, and that late batch writes no checkpoint. Summed over hosts, Owned() must
+// not count a lease twice for longer than it takes a host to learn that it lost it.
+func TestProcessor_OwnedDropsALostLeaseWhoseHandlerIsStuck(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	docs := leases.NewMemDocuments("/id")
+	opts := fastOptions("a")
+	opts.Expiration = 2 * time.Second // the renewer writes every renew interval (40ms)
+	inBatch, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	unstick := func() { released.Do(func() { close(release) }) }
+	a := startHost(t, src, docs, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
+		if b.LeaseToken == "0" {
+			once.Do(func() {
+				close(inBatch)
+				<-release // ignores ctx
+			})
+		}
+		return nil
+	}), opts)
+	t.Cleanup(unstick) // before the host stops
+	waitFor(t, 5*time.Second, "a to hold both leases", func() bool { return len(a.p.Owned()) == 2 })
+	writeDocs(t, src, 0, 20)
+	<-inBatch
+	before := ""
+	for _, l := range listLeases(t, docs) {
+		if l.Token == "0" {
+			before = l.Continuation
+		}
+	}
+
+	steal(t, docs, "0", "dotnet-host")
+	keepRenewing(t, docs, "0", "dotnet-host", 100*time.Millisecond)
+	waitFor(t, 5*time.Second, "lease 0 to leave a's Owned() while its handler is stuck", func() bool {
+		return !slices.Contains(a.p.Owned(), "0")
+	})
+	if bad := ownedElsewhere(t, docs, a.p); len(bad) > 0 {
+		t.Fatalf("a counts leases another host owns: %v", bad)
+	}
+	unstick()
+	waitFor(t, 5*time.Second, "the lost event", func() bool { return len(a.ev.of(feed.EventLost)) == 1 })
+	for _, l := range listLeases(t, docs) {
+		if l.Token == "0" && (l.Owner != "dotnet-host" || l.Continuation != before) {
+			t.Fatalf("lease 0 after the stuck batch: owner %q continuation %q, want dotnet-host's, unchanged %q", l.Owner, l.Continuation, before)
+		}
+	}
+}
