@@ -62,11 +62,14 @@ type MemSource struct {
 	now      func() time.Time
 	pageSize int
 	parts    map[string]*memPartition
-	nextID   int
-	items    map[string]*memItem
-	failN    int
-	failErr  error
-	reads    int
+	// live is the live partitions sorted by range; nil after a split or merge until it is
+	// needed again (see sortedLive).
+	live    []*memPartition
+	nextID  int
+	items   map[string]*memItem
+	failN   int
+	failErr error
+	reads   int
 }
 
 type memPartition struct {
@@ -132,6 +135,7 @@ func (m *MemSource) addPartition(r leases.Range, parents []string, lsn int64, lo
 	p := &memPartition{id: strconv.Itoa(m.nextID), rng: r, parents: parents, lsn: lsn, log: log}
 	m.nextID++
 	m.parts[p.id] = p
+	m.live = nil
 	return p
 }
 
@@ -142,23 +146,41 @@ func (m *MemSource) Partitions(ctx context.Context) ([]feed.Partition, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []feed.Partition
-	for _, p := range m.parts {
-		if p.gone {
-			continue
-		}
-		out = append(out, feed.Partition{ID: p.id, Range: p.rng, Parents: append([]string(nil), p.parents...)})
+	if err := ctx.Err(); err != nil {
+		return nil, err // ended while waiting for the lock
 	}
-	sort.Slice(out, func(i, j int) bool { return leases.CompareEPK(out[i].Range.Min, out[j].Range.Min) < 0 })
+	live := m.sortedLive()
+	out := make([]feed.Partition, len(live))
+	for i, p := range live {
+		out[i] = feed.Partition{ID: p.id, Range: p.rng, Parents: append([]string(nil), p.parents...)}
+	}
 	return out, nil
+}
+
+// sortedLive returns the live partitions sorted by range, kept between calls until a split or
+// merge. Every write looks up its partition, and every processor worker lists the partitions
+// when it starts: scanning and sorting a thousand partitions under the source's lock for each
+// (EPK comparisons allocate) made that lock the queue every read waited in (scalebench at
+// 1000 leases). Callers hold m.mu.
+func (m *MemSource) sortedLive() []*memPartition {
+	if m.live == nil {
+		for _, p := range m.parts {
+			if !p.gone {
+				m.live = append(m.live, p)
+			}
+		}
+		sort.Slice(m.live, func(i, j int) bool { return leases.CompareEPK(m.live[i].rng.Min, m.live[j].rng.Min) < 0 })
+	}
+	return m.live
 }
 
 // partitionFor returns the live partition whose range holds epk. Callers hold m.mu.
 func (m *MemSource) partitionFor(epk string) *memPartition {
-	for _, p := range m.parts {
-		if !p.gone && p.rng.Contains(epk) {
-			return p
-		}
+	live := m.sortedLive()
+	// The first partition that starts above epk; the one before it holds epk.
+	i := sort.Search(len(live), func(i int) bool { return leases.CompareEPK(live[i].rng.Min, epk) > 0 })
+	if i > 0 && live[i-1].rng.Contains(epk) {
+		return live[i-1]
 	}
 	return nil
 }
@@ -261,7 +283,7 @@ func (m *MemSource) Split(partitionID string) ([]string, error) {
 		c := m.addPartition(r, parents, p.lsn, log)
 		ids = append(ids, c.id)
 	}
-	p.gone = true
+	p.gone, m.live = true, nil
 	return ids, nil
 }
 
@@ -292,7 +314,7 @@ func (m *MemSource) Merge(a, b string) (string, error) {
 		parents = append(append(parents, p.parents...), p.id)
 	}
 	c := m.addPartition(leases.Range{Min: pa.rng.Min, Max: pb.rng.Max}, parents, max(pa.lsn, pb.lsn), log)
-	pa.gone, pb.gone = true, true
+	pa.gone, pb.gone, m.live = true, true, nil
 	return c.id, nil
 }
 
