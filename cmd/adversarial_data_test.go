@@ -306,7 +306,7 @@ func TestAdversarial_TailPartitionKey(t *testing.T) {
 		{name: "an object inside the array", setup: seeded, args: append(tail, "--partition-key", `[{"pk":"p1"}]`),
 			code: 2, stderr: []string{`(?m)^cfp: invalid --partition-key .*component 1 is an array or object`}},
 		{name: `"" is the empty-string key, not every partition`, setup: seeded, args: append(tail, "--partition-key", ""),
-			code: 0, stdout: []string{`^\{[^\n]*"id":"empty-key","pk":""\}\n$`}},
+			code: 0, stdout: []string{`^\{"id":"empty-key","pk":""[,}][^\n]*\n$`}},
 		{name: "the right key still works", setup: seeded, args: append(tail, "--partition-key", "p1", "--jq", ".id"),
 			code: 0, stdout: []string{`^(d(1|4|7|10)\n){4}$`}},
 	})

@@ -1,6 +1,7 @@
 package emulator_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -834,5 +836,35 @@ func TestServe_OverLoopbackAndShutdown(t *testing.T) {
 	}
 	if e.ServingAddr() != ln.Addr().String() {
 		t.Errorf("serving address %q, want %q", e.ServingAddr(), ln.Addr())
+	}
+}
+
+// TestItem_PropertyOrder: a document keeps its properties in the order it was written, and the
+// system properties follow, in the service's order (_rid, _self, _etag, _attachments, _ts; the
+// change feed adds _lsn last); system properties the client sent back are replaced, not kept.
+func TestItem_PropertyOrder(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	c := newClient(t, e, "")
+	cc := setupContainer(t, c, "db", "order")
+	ctx := context.Background()
+	pk := azcosmos.NewPartitionKeyString("p")
+	if _, err := cc.UpsertItem(ctx, pk, []byte(`{"zeta":1,"id":"d1","_etag":"stale","pk":"p","alpha":{"y":2,"b":3},"_ts":5}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cc.ReadItem(ctx, pk, "d1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`^\{"zeta":1,"id":"d1","pk":"p","alpha":\{"y":2,"b":3\},"_rid":"[^"]+","_self":"[^"]+","_etag":"(?:[^"\\]|\\.)+","_attachments":"attachments/","_ts":\d+\}$`)
+	if !re.Match(resp.Value) {
+		t.Errorf("read item = %s, want the written order, then _rid, _self, _etag, _attachments, _ts", resp.Value)
+	}
+	if bytes.Contains(resp.Value, []byte(`"stale"`)) || bytes.Contains(resp.Value, []byte(`"_ts":5}`)) {
+		t.Errorf("read item kept system properties the client sent: %s", resp.Value)
+	}
+	_, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/order/docs", map[string]string{"A-IM": "Incremental Feed", "x-ms-documentdb-partitionkey": `["p"]`}, "")
+	if !regexp.MustCompile(`"_ts":\d+,"_lsn":\d+\}\]`).Match(body) {
+		t.Errorf("change-feed page %s: want _ts then _lsn last", body)
 	}
 }

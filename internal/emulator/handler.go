@@ -811,7 +811,7 @@ func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (in
 		if req.Op == opReplace && docID != req.ID {
 			return 0, writeResult{}, 0, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
 		}
-		wr.Body, wr.ID = raw, docID
+		wr.Body, wr.ID, wr.Order = raw, docID, keyOrder(req.Body)
 	}
 	wr.PK, wr.EPK = epk.Canonical(comps), st.hashPK(comps)
 	res, err := e.store.writeItem(db, coll, wr)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,12 +18,14 @@ import (
 
 // itemWrite is one document write.
 type itemWrite struct {
-	Op      opKind
-	ID      string
-	PK      string // canonical partition key
-	EPK     string
-	Body    map[string]json.RawMessage // user properties; nil for deletes
-	IfMatch string                     // "" when absent
+	Op   opKind
+	ID   string
+	PK   string // canonical partition key
+	EPK  string
+	Body map[string]json.RawMessage // user properties; nil for deletes
+	// Order is Body's keys in the order the document had them (keyOrder); nil: sorted.
+	Order   []string
+	IfMatch string // "" when absent
 	// PKObject is a delete's partition key as an object of path -> value, for the op log.
 	PKObject json.RawMessage
 }
@@ -162,7 +166,7 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 				ridB := binary.LittleEndian.AppendUint64(bytes.Clone(collRID), n&(1<<60-1))
 				it.RID = encodeRID(ridB)
 			}
-			body, err := buildBody(w.Body, st, it)
+			body, err := buildBody(w.Body, w.Order, st, it)
 			if err != nil {
 				return err
 			}
@@ -199,23 +203,81 @@ func deleteLatest(latest *bolt.Bucket, rangeID uint32, lsn uint64, key []byte) e
 	return latest.Delete(append(plain, key...))
 }
 
-// buildBody returns the stored document: the user's properties plus the system properties.
-func buildBody(user map[string]json.RawMessage, st *collState, it item) ([]byte, error) {
-	doc := make(map[string]json.RawMessage, len(user)+len(systemProps))
-	for k, v := range user {
-		doc[k] = v
+// buildBody returns the stored document as the service stores it: the user's properties in
+// their order (order; sorted without one), then the system properties _rid, _self, _etag,
+// _attachments, _ts, and _lsn, which only change-feed reads return (withoutLSN). System
+// properties the user sent are replaced. Keys and values are encoded as encoding/json encodes a
+// map of raw values (compacted, HTML characters escaped), as before the order was kept.
+func buildBody(user map[string]json.RawMessage, order []string, st *collState, it item) ([]byte, error) {
+	keys := order
+	if len(keys) != len(user) {
+		keys = slices.Sorted(maps.Keys(user))
 	}
-	for _, p := range systemProps {
-		delete(doc, p)
+	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	for _, k := range keys {
+		v, ok := user[k]
+		if !ok || slices.Contains(systemProps, k) {
+			continue
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		vb, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, kb...), ':'), vb...)
 	}
-	q := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
-	doc["_rid"] = q(it.RID)
-	doc["_self"] = q("dbs/" + st.DBRID + "/colls/" + st.RID + "/docs/" + it.RID + "/")
-	doc["_etag"] = q(it.Etag)
-	doc["_attachments"] = q("attachments/")
-	doc["_ts"] = json.RawMessage(strconv.FormatInt(it.Ts, 10))
-	doc["_lsn"] = json.RawMessage(strconv.FormatUint(it.LSN, 10))
-	return json.Marshal(doc)
+	q := func(s string) []byte { v, _ := json.Marshal(s); return v }
+	for _, p := range []struct {
+		key string
+		val []byte
+	}{
+		{"_rid", q(it.RID)},
+		{"_self", q("dbs/" + st.DBRID + "/colls/" + st.RID + "/docs/" + it.RID + "/")},
+		{"_etag", q(it.Etag)},
+		{"_attachments", q("attachments/")},
+		{"_ts", strconv.AppendInt(nil, it.Ts, 10)},
+		{"_lsn", strconv.AppendUint(nil, it.LSN, 10)},
+	} {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(append(append(b, '"'), p.key...), '"', ':'), p.val...)
+	}
+	return append(b, '}'), nil
+}
+
+// keyOrder returns the top-level keys of the JSON object body in their order, each once (nil
+// if body is not an object).
+func keyOrder(body []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		k, ok := t.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return nil
+		}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 func (s *store) readItem(db, coll, pk, id string) (item, string, error) {
