@@ -130,16 +130,25 @@ func readFeedBody(resp *http.Response, reuse bool) error {
 // pageBuffers holds released change-feed page buffers (*[]byte) for reuse.
 var pageBuffers sync.Pool
 
-// getPageBuffer returns a buffer of at least n bytes, whatever it holds.
+// getPageBuffer returns a buffer of at least n bytes, whatever it holds, and of about n bytes:
+// the tail holds a page per range while the ranges wait for the output, so a buffer much larger
+// than its page would multiply the tail's memory by the number of ranges. A pooled buffer of
+// another size goes back for a page it fits; a new one has a quarter more room, so that the
+// next pages of a range, a little longer, fit it too.
 func getPageBuffer(n int) *[]byte {
 	if p, ok := pageBuffers.Get().(*[]byte); ok {
-		if cap(*p) >= n {
+		if c := cap(*p); c >= n && c <= 2*n+pageBufferSlack {
 			return p
 		}
+		pageBuffers.Put(p)
 	}
-	b := make([]byte, n, max(n, 1<<20))
+	b := make([]byte, n, n+n/4)
 	return &b
 }
+
+// pageBufferSlack is how much larger than twice its page a pooled buffer may be and still be
+// used for it.
+const pageBufferSlack = 16 << 10
 
 // putPageBuffer hands buf back for reuse (nil: nothing).
 func putPageBuffer(buf *[]byte) {
