@@ -255,6 +255,10 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 		StartFrom:          start,
 		Mode:               o.mode,
 		ShutdownTimeout:    o.ShutdownTimeout,
+		// Every delegate copies a batch's items before Handle returns (stdout into its buffer,
+		// --exec into the array on stdin, --exec-lines into the message, the dead-letter file
+		// into its record): the pages' memory is reused.
+		ReuseItems: true,
 	}
 }
 

@@ -56,6 +56,11 @@ type ProcessorOptions struct {
 	PollInterval time.Duration
 	// MaxItems bounds a batch (0: the service default).
 	MaxItems int
+	// ReuseItems says the handler keeps nothing of a batch's Items once Handle returns (it
+	// copies what it keeps, as cfp's delegates do): the source may then reuse a page's memory
+	// for a later page (ReadRequest.Reuse; the worker releases the page after Handle). Default
+	// false: a handler may keep its items.
+	ReuseItems bool
 	// StartFrom is where leases without a continuation start (default: now). Leases with a
 	// continuation always resume from it. An AllVersionsAndDeletes processor starts from now
 	// only, as .NET's all-versions-and-deletes processor does (docs/protocol-leases.md, "Modes").

@@ -356,6 +356,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 		}
 		// A lease lost (or expired under us) between the read and here is not delivered.
 		if ol.ctx.Err() != nil || !ol.valid(p.opts.Now(), p.opts.Expiration) {
+			release(page)
 			if ol.ctx.Err() == nil {
 				ol.lose(&expiredError{token: w.info.Token})
 			}
@@ -367,6 +368,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			Checkpoint: w.checkpointed,
 		}
 		herr := p.h.Handle(hctx, b)
+		release(page) // the handler kept nothing of the items (ReuseItems), b.Items is not read again
 		var stop *StopError
 		switch {
 		case herr == nil:
@@ -394,6 +396,13 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				return w.reason(), nil
 			}
 		}
+	}
+}
+
+// release hands page's memory back to the source, when it was read for reuse.
+func release(page Page) {
+	if page.Release != nil {
+		page.Release()
 	}
 }
 
@@ -596,7 +605,7 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 func (w *worker) route(ctx context.Context) error {
 	p := w.p
 	l := w.ol.current()
-	req := ReadRequest{MaxItems: p.opts.MaxItems, Start: w.base, Mode: p.opts.Mode}
+	req := ReadRequest{MaxItems: p.opts.MaxItems, Start: w.base, Mode: p.opts.Mode, Reuse: p.opts.ReuseItems}
 	if w.checkpointed != "" {
 		req.Start = StartFrom{Kind: StartContinuation, Continuation: w.checkpointed}
 	}
