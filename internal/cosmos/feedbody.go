@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,33 +128,46 @@ func readFeedBody(resp *http.Response, reuse bool) error {
 	return nil
 }
 
-// pageBuffers holds released change-feed page buffers (*[]byte) for reuse.
-var pageBuffers sync.Pool
+// pageBuffers holds released change-feed page buffers (*[]byte) for reuse, one pool per size
+// class (pageClassSizes): a page takes a buffer of the smallest class it fits, at most a quarter
+// (or 4 KB) larger than itself. The tail holds a page per range while the ranges wait for the
+// output, so a buffer much larger than its page would multiply the tail's memory by the number
+// of ranges (with a 1 MB floor, 32 ranges of 2 KB pages held 39 MB instead of 3 MB).
+var pageBuffers = make([]sync.Pool, len(pageClassSizes))
 
-// getPageBuffer returns a buffer of at least n bytes, whatever it holds, and of about n bytes:
-// the tail holds a page per range while the ranges wait for the output, so a buffer much larger
-// than its page would multiply the tail's memory by the number of ranges. A pooled buffer of
-// another size goes back for a page it fits; a new one has a quarter more room, so that the
-// next pages of a range, a little longer, fit it too.
-func getPageBuffer(n int) *[]byte {
-	if p, ok := pageBuffers.Get().(*[]byte); ok {
-		if c := cap(*p); c >= n && c <= 2*n+pageBufferSlack {
-			return p
+// pageClassSizes are the buffer sizes of pageBuffers: from 4 KB, each a quarter larger than the
+// one before (rounded up to 4 KB), the last maxExactBody.
+var pageClassSizes = func() []int {
+	var sizes []int
+	for n := 4 << 10; ; n = (n + n/4 + 4<<10 - 1) &^ (4<<10 - 1) {
+		if n >= maxExactBody {
+			return append(sizes, maxExactBody)
 		}
-		pageBuffers.Put(p)
+		sizes = append(sizes, n)
 	}
-	b := make([]byte, n, n+n/4)
+}()
+
+// getPageBuffer returns a buffer of at least n bytes (n <= maxExactBody), whatever it holds.
+func getPageBuffer(n int) *[]byte {
+	c, _ := slices.BinarySearch(pageClassSizes, n)
+	if p, ok := pageBuffers[c].Get().(*[]byte); ok {
+		return p
+	}
+	b := make([]byte, n, pageClassSizes[c])
 	return &b
 }
 
-// pageBufferSlack is how much larger than twice its page a pooled buffer may be and still be
-// used for it.
-const pageBufferSlack = 16 << 10
-
-// putPageBuffer hands buf back for reuse (nil: nothing).
+// putPageBuffer hands buf back for reuse (nil: nothing), to the largest class it holds.
 func putPageBuffer(buf *[]byte) {
-	if buf != nil {
-		pageBuffers.Put(buf)
+	if buf == nil {
+		return
+	}
+	c, found := slices.BinarySearch(pageClassSizes, cap(*buf))
+	if !found {
+		c--
+	}
+	if c >= 0 {
+		pageBuffers[c].Put(buf)
 	}
 }
 
