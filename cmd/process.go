@@ -266,6 +266,7 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 // error policy stops it. o holds what validate resolved.
 func runProcess(ctx context.Context, o *processOptions) (err error) {
 	f := o.f
+	defer tuneProcessGC(f.Getenv)()
 	// "now" is this host's start, as in .NET (see feed.AnchorNow).
 	start := feed.AnchorNow(o.start, o.mode, f.Now())
 	eopts := o.engineOptions(start)
