@@ -66,7 +66,10 @@ type RangeState struct {
 }
 
 // TailState is the JSON-serialisable position of a tail: one entry per range. Resuming from it
-// re-delivers nothing and loses nothing, across splits too.
+// loses nothing, across splits too, and re-delivers nothing, with one exception: a range with a
+// Skip whose partition split before the resume starts its children before that LSN (which
+// child holds the skipped changes is not known from the count), so those Skip changes may
+// come again.
 type TailState struct {
 	Version      int             `json:"version"`
 	PartitionKey json.RawMessage `json:"partition_key,omitempty"`
