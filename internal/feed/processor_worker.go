@@ -218,6 +218,55 @@ type worker struct {
 	// splitHeld holds the child leases it created or took so far, by token.
 	splitFailures int
 	splitHeld     map[string]*leases.Lease
+	// ahead is the read of the next page, started while the page before it is handled.
+	ahead *readAhead
+}
+
+// readAhead is a read of a lease's next page running while the worker handles and checkpoints
+// the page before it: the checkpoint's round trip and the handler's work overlap the read.
+// The worker uses the reader only through it until it took the result (next) or dropped it
+// (dropAhead); a dropped page is never delivered, and the reader is then moved (rewind) or the
+// worker ends, so nothing is skipped.
+type readAhead struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	page   Page
+	err    error
+}
+
+// next returns the lease's next page: the one read ahead, else one read now.
+func (w *worker) next(ctx context.Context) (Page, error) {
+	if a := w.ahead; a != nil {
+		w.ahead = nil
+		<-a.done
+		a.cancel()
+		return a.page, a.err
+	}
+	return w.reader.Next(ctx)
+}
+
+// readNextAhead starts reading the page after the one just read, in a goroutine that next or
+// dropAhead waits for.
+func (w *worker) readNextAhead(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &readAhead{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(a.done)
+		a.page, a.err = w.reader.Next(ctx)
+	}()
+	w.ahead = a
+}
+
+// dropAhead stops the read ahead, if any, waits for it and gives its page back.
+func (w *worker) dropAhead() {
+	a := w.ahead
+	if a == nil {
+		return
+	}
+	w.ahead = nil
+	a.cancel()
+	<-a.done
+	release(a.page)
 }
 
 // work processes one lease until it is lost, split or the processor stops, then closes it:
@@ -298,6 +347,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 		}
 	}
 	failures, attempt := 0, 1
+	defer w.dropAhead()
 	for {
 		if ol.ctx.Err() != nil {
 			return w.reason(), nil
@@ -318,7 +368,8 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				continue
 			}
 		}
-		page, err := w.reader.Next(leases.WithCharge(ol.ctx, leases.ChargeChangeFeed, w.info.Token))
+		readCtx := leases.WithCharge(ol.ctx, leases.ChargeChangeFeed, w.info.Token)
+		page, err := w.next(readCtx)
 		if err != nil {
 			if ol.ctx.Err() != nil {
 				return w.reason(), nil
@@ -362,6 +413,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			}
 			return w.reason(), nil
 		}
+		w.readNextAhead(readCtx)
 		b := Batch{
 			LeaseToken: w.info.Token, Range: w.info.Range, Owner: p.opts.Instance,
 			Items: page.Items, Continuation: page.Continuation, LatestLSN: page.LatestLSN, Attempt: attempt,
@@ -454,6 +506,7 @@ func (w *worker) reason() CloseReason {
 // rewind moves the reader back to the last checkpoint (or the start position), so that the
 // failed batch, and batches held with ErrNoCheckpoint, come again.
 func (w *worker) rewind() {
+	w.dropAhead() // read past the failed batch: the reader moves back below
 	start := w.base
 	if w.checkpointed != "" {
 		start = StartFrom{Kind: StartContinuation, Continuation: w.checkpointed}
