@@ -863,6 +863,19 @@ func TestItem_PropertyOrder(t *testing.T) {
 	if bytes.Contains(resp.Value, []byte(`"stale"`)) || bytes.Contains(resp.Value, []byte(`"_ts":5}`)) {
 		t.Errorf("read item kept system properties the client sent: %s", resp.Value)
 	}
+	// A patch keeps the properties where they were and puts a new one after them.
+	var ops azcosmos.PatchOperations
+	ops.AppendSet("/alpha", 9)
+	ops.AppendAdd("/beta", true)
+	if _, err := cc.PatchItem(ctx, pk, "d1", ops, nil); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = cc.ReadItem(ctx, pk, "d1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^\{"zeta":1,"id":"d1","pk":"p","alpha":9,"beta":true,"_rid":`).Match(resp.Value) {
+		t.Errorf("patched item = %s, want the properties in place, the new one after them", resp.Value)
+	}
 	_, body := rawRequest(t, e, http.MethodGet, "/dbs/db/colls/order/docs", map[string]string{"A-IM": "Incremental Feed", "x-ms-documentdb-partitionkey": `["p"]`}, "")
 	if !regexp.MustCompile(`"_ts":\d+,"_lsn":\d+\}\]`).Match(body) {
 		t.Errorf("change-feed page %s: want _ts then _lsn last", body)

@@ -3,7 +3,9 @@ package emulator
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,7 +100,7 @@ func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body [
 		if doc["id"] != id {
 			return writeResult{}, 0, badRequest("a patch cannot change the id")
 		}
-		b, err := json.Marshal(doc)
+		b, err := marshalInOrder(doc, keyOrder(it.Body))
 		if err != nil {
 			return writeResult{}, 0, err
 		}
@@ -264,4 +266,37 @@ func patchRemove(doc map[string]any, path string) (any, error) {
 		return v, setAt(doc, path, append(p[:i:i], p[i+1:]...))
 	}
 	return nil, badRequest("patch remove %s: the parent is not an object or array", path)
+}
+
+// marshalInOrder encodes the object doc with its top-level keys in order (a patched document's
+// properties stay where they were), the keys order does not name after them, sorted (a patch's
+// new properties).
+func marshalInOrder(doc map[string]any, order []string) ([]byte, error) {
+	keys := make([]string, 0, len(doc))
+	for _, k := range order {
+		if _, ok := doc[k]; ok {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
+		if !slices.Contains(order, k) {
+			keys = append(keys, k)
+		}
+	}
+	b := []byte{'{'}
+	for i, k := range keys {
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		vb, err := json.Marshal(doc[k])
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, kb...), ':'), vb...)
+	}
+	return append(b, '}'), nil
 }
