@@ -14,24 +14,35 @@ import (
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
+// pageCounter counts the pages read.
+type pageCounter struct {
+	feed.Source
+	reads atomic.Int64
+}
+
+func (s *pageCounter) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Page, error) {
+	s.reads.Add(1)
+	return s.Source.ReadPage(ctx, req)
+}
+
 // TestProcessor_ReadsTheNextPageWhileTheHandlerRuns checks that a lease's next page is read
-// while its handler (and then its checkpoint) still works on the page before.
+// while its handler (and then its checkpoint) still works on the page before: the handler of
+// the first batch waits for a second read.
 func TestProcessor_ReadsTheNextPageWhileTheHandlerRuns(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	writeDocs(t, src, 0, 30)
+	mem := feedtest.NewMemSource(1)
+	writeDocs(t, mem, 0, 30)
+	src := &pageCounter{Source: mem}
 	var overlapped, waited atomic.Bool
 	var handled atomic.Int64
 	h := feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
 		if handled.Add(int64(len(b.Items))) == int64(len(b.Items)) { // the first batch
 			waited.Store(true)
-			before, deadline := src.Reads(), time.Now().Add(5*time.Second)
-			for time.Now().Before(deadline) {
-				if src.Reads() > before {
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				if src.reads.Load() >= 2 {
 					overlapped.Store(true)
 					break
 				}
-				time.Sleep(time.Millisecond)
 			}
 		}
 		return nil
@@ -44,7 +55,7 @@ func TestProcessor_ReadsTheNextPageWhileTheHandlerRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !waited.Load() || !overlapped.Load() {
-		t.Fatal("the source saw no read while the first batch was handled: the next page was not read ahead")
+		t.Fatalf("the source saw %d reads while the first batch was handled: the next page was not read ahead", src.reads.Load())
 	}
 }
 
