@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,11 +133,22 @@ func (w *world) add(n int) ([]host, error) {
 
 // cyclesUntilBalanced waits until hs hold every lease between them, evenly (counts differ by
 // at most one), and returns the acquire cycles it took (elapsed / interval, rounded up), or -1
-// when it did not happen within cfg.maxCycles.
+// when it did not happen within cfg.maxCycles. Held is the sum of the hosts' Owned(): when it
+// exceeded the leases during the wait (hosts counting leases others hold), w.spread says by
+// how much at the peak and for how long at a stretch.
 func (w *world) cyclesUntilBalanced(hs []host) float64 {
 	t0 := time.Now()
 	w.spread = ""
 	limit := time.Duration(w.cfg.maxCycles) * w.acquire
+	peak := 0
+	var overSince time.Time
+	var overLongest time.Duration
+	over := func() string {
+		if peak <= w.cfg.leases {
+			return ""
+		}
+		return fmt.Sprintf("; over %d held at a peak of %d, for up to %.1f acquire intervals at a stretch", w.cfg.leases, peak, float64(overLongest)/float64(w.acquire))
+	}
 	for {
 		total, lo, hi := 0, math.MaxInt, 0
 		for _, h := range hs {
@@ -144,12 +156,23 @@ func (w *world) cyclesUntilBalanced(hs []host) float64 {
 			total += n
 			lo, hi = min(lo, n), max(hi, n)
 		}
-		el := time.Since(t0)
+		now := time.Now()
+		el := now.Sub(t0)
+		peak = max(peak, total)
+		switch {
+		case total <= w.cfg.leases:
+			overSince = time.Time{}
+		case overSince.IsZero():
+			overSince = now
+		default:
+			overLongest = max(overLongest, now.Sub(overSince))
+		}
 		if total == w.cfg.leases && hi-lo <= 1 {
+			w.spread = strings.TrimPrefix(over(), "; ")
 			return math.Ceil(float64(el) / float64(w.acquire))
 		}
 		if el > limit {
-			w.spread = fmt.Sprintf("%d of %d leases held, %d to %d per host", total, w.cfg.leases, lo, hi)
+			w.spread = fmt.Sprintf("%d of %d leases held, %d to %d per host", total, w.cfg.leases, lo, hi) + over()
 			return -1
 		}
 		time.Sleep(5 * time.Millisecond)
