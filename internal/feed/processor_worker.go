@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -40,6 +41,8 @@ type ownedLease struct {
 	// carried is the continuation the renewer wrote, for the worker to take in.
 	carry   struct{ base, cont string }
 	carried string
+
+	renewing atomic.Bool // the renew goroutine has a renew of this lease in flight
 }
 
 // setCarry publishes the worker's waiting continuation cont (after base); "" withdraws it.

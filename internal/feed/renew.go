@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -12,8 +13,15 @@ import (
 // and renews those whose last write is KeepAlive old, until ctx ends, then goes on renewing the leases whose workers still finish a batch
 // in flight until the last worker ended. A lease that is lost, or that could not be written for
 // longer than the expiration (another host may hold it by now), stops its worker.
+//
+// Leases are renewed concurrently (up to renewParallel writes at once, one at a time per
+// lease), as .NET runs one renewer per lease: a write that hangs (a starved process, a slow
+// request) delays only its own lease, not every lease after it in the round.
 func (p *Processor) renewLoop(ctx context.Context) {
 	defer p.renewWhileStopping(ctx)
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	slots := make(chan struct{}, renewParallel)
 	first := time.NewTimer(p.opts.RenewInterval / 2)
 	defer first.Stop()
 	select {
@@ -24,7 +32,23 @@ func (p *Processor) renewLoop(ctx context.Context) {
 	t := time.NewTicker(p.opts.RenewInterval / 4)
 	defer t.Stop()
 	for {
-		p.renewAll(ctx, p.opts.KeepAlive())
+		for _, ol := range p.dueForRenew(p.opts.KeepAlive()) {
+			if !ol.renewing.CompareAndSwap(false, true) {
+				continue // its last renew is still in flight
+			}
+			select {
+			case slots <- struct{}{}:
+			default:
+				ol.renewing.Store(false) // every slot busy: the next look tries again
+				continue
+			}
+			inFlight.Add(1)
+			go func() {
+				defer inFlight.Done()
+				defer func() { <-slots; ol.renewing.Store(false) }()
+				p.renew(ctx, ol)
+			}()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -60,26 +84,38 @@ func (p *Processor) renewWhileStopping(ctx context.Context) {
 	}
 }
 
-// renewAll writes every held lease whose last write is at least keep old.
+// renewParallel bounds the renew writes one host has in flight at once.
+const renewParallel = 8
+
+// renewAll writes, one after another, every held lease whose last write is at least keep old.
 func (p *Processor) renewAll(ctx context.Context, keep time.Duration) {
+	for _, ol := range p.dueForRenew(keep) {
+		if ctx.Err() != nil {
+			return
+		}
+		p.renew(ctx, ol)
+	}
+}
+
+// dueForRenew returns the held leases whose last write is at least keep old.
+func (p *Processor) dueForRenew(keep time.Duration) []*ownedLease {
 	p.mu.Lock()
 	owned := make([]*ownedLease, 0, len(p.owned))
 	for _, ol := range p.owned {
 		owned = append(owned, ol)
 	}
 	p.mu.Unlock()
+	due := owned[:0]
 	for _, ol := range owned {
-		if ctx.Err() != nil {
-			return
-		}
 		if !ol.held() {
 			continue // lost or split: no longer this host's to write
 		}
 		if p.opts.Now().Sub(ol.lastWrite()) < keep {
 			continue // written lately (a checkpoint, or the last renew): still far from expiring
 		}
-		p.renew(ctx, ol)
+		due = append(due, ol)
 	}
+	return due
 }
 
 // renew rewrites ol's lease with a fresh timestamp; a lease being handed off also gets the
