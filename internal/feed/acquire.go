@@ -270,12 +270,22 @@ func (p *Processor) cycleDone(err error) {
 // listed, and clears any handoff request on it. A lease without a range gets rng (when not
 // zero) in the same replace, as .NET's acquire fills in a missing FeedRange
 // (LeaseManagement/DocumentServiceLeaseManagerCosmos.cs, AcquireAsync, lines 60-84).
+//
+// A lease taken because it looked expired (or free) in the listing is not taken when the stored
+// version turns out live (its If-Match failed and the re-read shows its owner wrote it since):
+// the owner renewed it between this host's listing and its acquire, a cycle that can take
+// seconds on a loaded host, and overwriting that renew stole a live lease from a host that
+// went on processing it until it learned of the loss. .NET's acquire checks only the owner.
 func (p *Processor) acquire(ctx context.Context, l *leases.Lease, rng Range) (*leases.Lease, error) {
 	ctx = leases.WithCharge(ctx, leases.ChargeAcquire, l.Token)
 	seen := l.Owner
+	wasExpired := l.Expired(p.opts.Now(), p.opts.Expiration)
 	return p.store.Update(ctx, l, func(n *leases.Lease) error {
 		if n.Owner != seen {
 			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if wasExpired && !strings.EqualFold(n.Owner, p.opts.Instance) && !n.Expired(p.opts.Now(), p.opts.Expiration) {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner} // renewed since the listing
 		}
 		if !n.HasRange() && rng != (Range{}) {
 			n.Range = rng

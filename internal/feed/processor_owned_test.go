@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,6 +178,90 @@ func TestProcessor_OwnedDropsALostLeaseWhoseHandlerIsStuck(t *testing.T) {
 	for _, l := range listLeases(t, docs) {
 		if l.Token == "0" && (l.Owner != "dotnet-host" || l.Continuation != before) {
 			t.Fatalf("lease 0 after the stuck batch: owner %q continuation %q, want dotnet-host's, unchanged %q", l.Owner, l.Continuation, before)
+		}
+	}
+}
+
+// renewFirst is a lease container in which the first write of the lease id that names owner
+// "a" finds the lease renewed by its owner just before (between a's listing and its acquire).
+type renewFirst struct {
+	leases.Documents
+	id, owner string
+	once      sync.Once
+	renewed   chan struct{}
+}
+
+func (r *renewFirst) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	if id == r.id && strings.Contains(string(body), `"Owner":"a"`) {
+		r.once.Do(func() {
+			store := leases.NewStore(r.Documents, testPrefix, leases.StoreOptions{})
+			ls, _ := store.List(ctx)
+			for _, l := range ls {
+				if l.ID == r.id {
+					if _, err := store.Renew(ctx, l, r.owner); err == nil {
+						close(r.renewed)
+					}
+				}
+			}
+		})
+	}
+	return r.Documents.Replace(ctx, id, pk, ifMatch, body)
+}
+
+// TestProcessor_DoesNotTakeALeaseRenewedSinceItsListing lists a lease that looks expired, and
+// its owner, a cfp host, renews it before the acquire is written: the acquire's If-Match
+// fails, the re-read shows the owner's fresh write, and the host must leave the lease to its
+// owner (and ask for its share of x's leases, as from any live cfp owner) instead of
+// overwriting the renew.
+func TestProcessor_DoesNotTakeALeaseRenewedSinceItsListing(t *testing.T) {
+	t.Parallel()
+	src := feedtest.NewMemSource(2)
+	mem := leases.NewMemDocuments("/id")
+	ctx := context.Background()
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// x holds both leases; lease 0 looks expired in a's first listing.
+	var l *leases.Lease
+	for i, part := range parts {
+		c := leases.NewDotNetV0(testPrefix, part.ID, part.Range, leases.ModeIncremental)
+		c.Owner, c.Timestamp = "x", time.Now()
+		if i == 0 {
+			c.Timestamp, l = time.Now().Add(-time.Hour), c
+		}
+		if _, err := store.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// x is a live cfp host (a presence record) that keeps renewing its lease from now on.
+	if _, err := store.Announce(ctx, "x", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	docs := &renewFirst{Documents: mem, id: l.ID, owner: "x", renewed: make(chan struct{})}
+	opts := fastOptions("a")
+	a := startHost(t, src, docs, newRecorder(0).handler("a"), opts)
+	select {
+	case <-docs.renewed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a never tried to acquire the expired lease")
+	}
+	keepRenewing(t, mem, "x", 100*time.Millisecond)
+	// a's share is one of x's two leases: it asks for one, which it would not, holding one
+	// already, had it overwritten x's renew.
+	waitFor(t, 5*time.Second, "a to ask x for a lease", func() bool {
+		return slices.ContainsFunc(listLeases(t, mem), func(l *leases.Lease) bool { return l.Properties["cfpHandoff"] == "x>a" })
+	})
+	if got := a.p.Owned(); len(got) != 0 {
+		t.Fatalf("a holds %v, want nothing yet: x renewed lease 0 before a's acquire", got)
+	}
+	for _, c := range listLeases(t, mem) {
+		if c.Token == l.Token && c.Owner != "x" {
+			t.Fatalf("lease %s owner %q, want x", c.Token, c.Owner)
 		}
 	}
 }
