@@ -102,7 +102,6 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		candidates = append(candidates, l)
 	}
 	live := leases.LiveHosts(candidates, hosts, now, p.opts.Expiration)
-	steady := p.view.steady(live, p.opts.Instance)
 	floor := p.setFloor(len(all), live)
 	for _, l := range all {
 		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
@@ -158,9 +157,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 			}
 			stoleForeign = true
 		case live && p.askFirst(l, now):
-			if steady {
-				p.askHandoff(ctx, l, now)
-			}
+			p.askHandoff(ctx, l, now)
 			continue
 		}
 		// Under a fresh deadline: a write cut off by shutdown could land with its answer lost,
@@ -187,47 +184,6 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 	}
 	p.cycleDone(nil)
 	return donor
-}
-
-// view is the balancing goroutine's memory of the live hosts its last full cycle saw.
-//
-// Hosts that join start one after another, so the first cycle of one sees only the presence
-// records written so far: planning from it, the host aims at more than its share and asks for
-// leases that the hosts starting after it need (they then ask it back, or ask the same owner for
-// the same lease). A host therefore asks live owners for leases only from a view of the hosts
-// that has not grown since its previous cycle: its first cycle, and a cycle that sees a host
-// its previous one did not, take free and expired leases (and steal from .NET and Java hosts)
-// but ask nobody; the next one asks from a view that every host that joined with it shares, so
-// their plans are disjoint. Hosts that keep joining delay the asks by at most maxViewWaits
-// cycles in a row.
-type view struct {
-	hosts  map[string]bool // lower-cased live hosts at the last full cycle; nil before the first
-	waited int             // cycles in a row that did not ask because the view grew
-}
-
-// maxViewWaits bounds the cycles in a row that ask nobody because the hosts changed.
-const maxViewWaits = 2
-
-// steady records the live hosts of this cycle and reports whether this cycle may ask for
-// leases: the view is the previous cycle's, or smaller (self does not count), or the last
-// maxViewWaits cycles already waited.
-func (v *view) steady(live []string, self string) bool {
-	grew := v.hosts == nil
-	next := make(map[string]bool, len(live))
-	for _, h := range live {
-		k := strings.ToLower(h)
-		next[k] = true
-		if !grew && !v.hosts[k] && !strings.EqualFold(h, self) {
-			grew = true
-		}
-	}
-	v.hosts = next
-	if grew && v.waited < maxViewWaits {
-		v.waited++
-		return false
-	}
-	v.waited = 0
-	return true
 }
 
 // noticeLost stops the workers of the leases this host holds that all, the result of the

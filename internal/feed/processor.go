@@ -232,7 +232,6 @@ type Processor struct {
 
 	ho   *handoffs // taken before mu (see handoffs)
 	calm calm      // the balancing goroutine's own (see quietCycle)
-	view view      // the balancing goroutine's own (see view)
 
 	mu    sync.Mutex             // guards owned, group and run
 	owned map[string]*ownedLease // by token
