@@ -172,7 +172,7 @@ func (w *world) cyclesUntilBalanced(hs []host) float64 {
 			return math.Ceil(float64(el) / float64(w.acquire))
 		}
 		if el > limit {
-			w.spread = fmt.Sprintf("%d of %d leases held, %d to %d per host", total, w.cfg.leases, lo, hi) + over()
+			w.spread = fmt.Sprintf("%d of %d leases held, %d to %d per host", total, w.cfg.leases, lo, hi) + over() + w.unheld(hs)
 			return -1
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -320,4 +320,44 @@ func (l *latencies) result() latencyResult {
 	q := func(p float64) float64 { return ms(v[min(len(v)-1, int(p*float64(len(v))))]) }
 	r.P50MS, r.P99MS, r.MaxMS = q(0.50), q(0.99), ms(v[len(v)-1])
 	return r
+}
+
+// unheld describes up to three lease documents that no cfp host of hs counts as its own, as
+// stored (owner, handoff properties, timestamp): what a wait that gave up with a lease unheld
+// was waiting for.
+func (w *world) unheld(hs []host) string {
+	held := map[string]bool{}
+	for _, h := range hs {
+		c, ok := h.(*cfpHost)
+		if !ok {
+			return ""
+		}
+		for _, t := range c.p.Owned() {
+			held[t] = true
+		}
+	}
+	docs, err := w.docs.QueryPrefix(context.Background(), w.prefix)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, d := range docs {
+		var l struct {
+			LeaseToken string          `json:"LeaseToken"`
+			Owner      string          `json:"Owner"`
+			Timestamp  string          `json:"timestamp"`
+			Properties json.RawMessage `json:"properties"`
+		}
+		if json.Unmarshal(d.Body, &l) != nil || l.LeaseToken == "" || held[l.LeaseToken] {
+			continue
+		}
+		out = append(out, fmt.Sprintf("lease %s owner %q timestamp %s properties %s", l.LeaseToken, l.Owner, l.Timestamp, l.Properties))
+		if len(out) == 3 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; not held: " + strings.Join(out, "; ")
 }
