@@ -3,9 +3,7 @@ package emulator
 import (
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -272,31 +270,9 @@ func patchRemove(doc map[string]any, path string) (any, error) {
 // properties stay where they were), the keys order does not name after them, sorted (a patch's
 // new properties).
 func marshalInOrder(doc map[string]any, order []string) ([]byte, error) {
-	keys := make([]string, 0, len(doc))
-	for _, k := range order {
-		if _, ok := doc[k]; ok {
-			keys = append(keys, k)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(doc)) {
-		if !slices.Contains(order, k) {
-			keys = append(keys, k)
-		}
-	}
-	b := []byte{'{'}
-	for i, k := range keys {
-		kb, err := json.Marshal(k)
-		if err != nil {
-			return nil, err
-		}
-		vb, err := json.Marshal(doc[k])
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(append(append(b, kb...), ':'), vb...)
+	b, err := appendMembers([]byte{'{'}, doc, orderedKeys(doc, order))
+	if err != nil {
+		return nil, err
 	}
 	return append(b, '}'), nil
 }

@@ -69,8 +69,9 @@ func ifMatchHolds(ifMatch, etag string) bool {
 	return ifMatch == "" || ifMatch == "*" || ifMatch == etag
 }
 
-// systemProps are the properties the server owns; client values are dropped.
-var systemProps = []string{"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"}
+// systemProps are the properties the server owns, in the order it writes them after the
+// document's own (buildBody); client values are dropped.
+var systemProps = []string{"_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"}
 
 func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 	if len(w.PK) > maxPartitionKeyLen {
@@ -209,48 +210,66 @@ func deleteLatest(latest *bolt.Bucket, rangeID uint32, lsn uint64, key []byte) e
 // properties the user sent are replaced. Keys and values are encoded as encoding/json encodes a
 // map of raw values (compacted, HTML characters escaped), as before the order was kept.
 func buildBody(user map[string]json.RawMessage, order []string, st *collState, it item) ([]byte, error) {
-	keys := order
-	if len(keys) != len(user) {
-		keys = slices.Sorted(maps.Keys(user))
-	}
-	b := make([]byte, 0, 256)
-	b = append(b, '{')
-	for _, k := range keys {
-		v, ok := user[k]
-		if !ok || slices.Contains(systemProps, k) {
-			continue
+	own := make([]string, 0, len(user))
+	for _, k := range orderedKeys(user, order) {
+		if !isSystemProp(k) {
+			own = append(own, k)
 		}
+	}
+	q := func(s string) json.RawMessage { v, _ := json.Marshal(s); return v }
+	sys := map[string]json.RawMessage{
+		"_rid":         q(it.RID),
+		"_self":        q("dbs/" + st.DBRID + "/colls/" + st.RID + "/docs/" + it.RID + "/"),
+		"_etag":        q(it.Etag),
+		"_attachments": q("attachments/"),
+		"_ts":          strconv.AppendInt(nil, it.Ts, 10),
+		"_lsn":         strconv.AppendUint(nil, it.LSN, 10),
+	}
+	b, err := appendMembers(append(make([]byte, 0, 256), '{'), user, own)
+	if err != nil {
+		return nil, err
+	}
+	if b, err = appendMembers(b, sys, systemProps); err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+// orderedKeys returns m's keys: those order names first, in its order, then the others sorted
+// (all of them sorted without an order).
+func orderedKeys[V any](m map[string]V, order []string) []string {
+	keys := make([]string, 0, len(m))
+	for _, k := range order {
+		if _, ok := m[k]; ok && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(order, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// appendMembers appends the members "key":value of m named by keys to the object being written
+// in b (after its '{' or a member), each encoded as encoding/json encodes a map entry.
+func appendMembers[V any](b []byte, m map[string]V, keys []string) ([]byte, error) {
+	for _, k := range keys {
 		kb, err := json.Marshal(k)
 		if err != nil {
 			return nil, err
 		}
-		vb, err := json.Marshal(v)
+		vb, err := json.Marshal(m[k])
 		if err != nil {
 			return nil, err
 		}
-		if len(b) > 1 {
+		if b[len(b)-1] != '{' {
 			b = append(b, ',')
 		}
 		b = append(append(append(b, kb...), ':'), vb...)
 	}
-	q := func(s string) []byte { v, _ := json.Marshal(s); return v }
-	for _, p := range []struct {
-		key string
-		val []byte
-	}{
-		{"_rid", q(it.RID)},
-		{"_self", q("dbs/" + st.DBRID + "/colls/" + st.RID + "/docs/" + it.RID + "/")},
-		{"_etag", q(it.Etag)},
-		{"_attachments", q("attachments/")},
-		{"_ts", strconv.AppendInt(nil, it.Ts, 10)},
-		{"_lsn", strconv.AppendUint(nil, it.LSN, 10)},
-	} {
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		b = append(append(append(append(b, '"'), p.key...), '"', ':'), p.val...)
-	}
-	return append(b, '}'), nil
+	return b, nil
 }
 
 // keyOrder returns the top-level keys of the JSON object body in their order, each once (nil
