@@ -219,20 +219,16 @@ func (c *Container) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 		return feed.Page{}, fmt.Errorf("%s: %w", op, ErrClientPolicies)
 	}
 	page, err := pageOf(resp, hold, part.ID, rng)
-	if buf := hold.buf; buf != nil {
-		if err == nil && len(page.Items) > 0 && hold.ok && &page.Items[0] == &hold.docs[0] {
-			var once sync.Once
-			page.Release = func() { once.Do(func() { putPageBuffer(buf) }) }
-		} else {
-			putPageBuffer(buf) // nothing returned points into it (azcosmos decoded the body itself)
-		}
+	if page.Release == nil {
+		putPageBuffer(hold.buf) // nothing returned points into it (azcosmos decoded the body itself)
 	}
 	return page, err
 }
 
 // pageOf turns a ReadChangeFeed response for partition id and range rng into a Page, or a
 // *feed.RangeGoneError when azcosmos followed a split or merge away from that partition. The
-// items are those the feedBodyPolicy split into hold, or else those azcosmos decoded.
+// items are those the feedBodyPolicy split into hold, with a Release that hands back the
+// pooled buffer they point into (hold.buf, for ReadRequest.Reuse), or else those azcosmos decoded.
 func pageOf(resp azcosmos.ChangeFeedResponse, hold *rawFeed, id string, rng leases.Range) (feed.Page, error) {
 	gone := &feed.RangeGoneError{PartitionID: id}
 	var tok compositeToken
@@ -260,6 +256,10 @@ func pageOf(resp azcosmos.ChangeFeedResponse, hold *rawFeed, id string, rng leas
 	page.RequestCharge = float64(resp.RequestCharge)
 	if hold != nil && hold.ok && len(resp.Items) == 0 && resp.Count == len(hold.docs) {
 		page.Items = hold.docs
+		if buf := hold.buf; buf != nil && len(page.Items) > 0 {
+			var once sync.Once
+			page.Release = func() { once.Do(func() { putPageBuffer(buf) }) }
+		}
 	} else {
 		page.Items = make([]json.RawMessage, len(resp.Items))
 		for i, it := range resp.Items {

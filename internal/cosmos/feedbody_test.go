@@ -378,29 +378,16 @@ func TestContainer_ReadPage_Reuse(t *testing.T) {
 	for i, it := range kept.Items {
 		keptCopy[i] = string(it)
 	}
-	req := feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 10, Reuse: true}
-	var got []string
-	for range 10 {
-		page, err := c.ReadPage(context.Background(), req)
-		if err != nil {
-			t.Fatalf("ReadPage() error = %v", err)
-		}
-		if page.NotModified {
-			break
-		}
-		if page.Release == nil {
-			t.Fatal("a page read with Reuse has no Release")
-		}
-		for _, it := range page.Items {
-			if !json.Valid(it) {
-				t.Fatalf("item %q is not valid JSON", it)
+	got := drainIDs(t, c, feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 10, Reuse: true},
+		func(page feed.Page) {
+			if page.Release == nil {
+				t.Fatal("a page read with Reuse has no Release")
 			}
-			got = append(got, idOf(it))
-		}
-		page.Release()
-		page.Release() // a second call does nothing
-		req.Start = feed.StartFrom{Kind: feed.StartContinuation, Continuation: page.Continuation}
-	}
+		},
+		func(page feed.Page) {
+			page.Release()
+			page.Release() // a second call does nothing
+		})
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("ids = %v, want %v", got, want)
 	}
@@ -418,7 +405,22 @@ func TestContainer_ReadPage_ItemsAreSafe(t *testing.T) {
 	a := openLocal(t, 1)
 	c := newFeedContainer(t, a)
 	want := upsert(t, c, somePKs, 0, 25)
-	req := feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 10}
+	got := drainIDs(t, c, feed.ReadRequest{PartitionID: "0", Start: feed.StartFrom{Kind: feed.StartBeginning}, MaxItems: 10},
+		func(page feed.Page) {
+			for i := range page.Items {
+				_ = append(page.Items[i], `,"clobbered"`...)
+			}
+		}, nil)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("ids = %v, want %v", got, want)
+	}
+}
+
+// drainIDs reads req's partition page by page (at most 10) until it is caught up, and returns
+// the ids of the items in order, each checked to be valid JSON; before runs on each page before
+// its items are read, after once they were.
+func drainIDs(t *testing.T, c *Container, req feed.ReadRequest, before, after func(feed.Page)) []string {
+	t.Helper()
 	var got []string
 	for range 10 {
 		page, err := c.ReadPage(context.Background(), req)
@@ -428,20 +430,21 @@ func TestContainer_ReadPage_ItemsAreSafe(t *testing.T) {
 		if page.NotModified {
 			break
 		}
-		for i := range page.Items {
-			_ = append(page.Items[i], `,"clobbered"`...)
+		if before != nil {
+			before(page)
 		}
 		for _, it := range page.Items {
 			if !json.Valid(it) {
-				t.Fatalf("item %q is not valid JSON after appending to its neighbour", it)
+				t.Fatalf("item %q is not valid JSON", it)
 			}
 			got = append(got, idOf(it))
 		}
+		if after != nil {
+			after(page)
+		}
 		req.Start = feed.StartFrom{Kind: feed.StartContinuation, Continuation: page.Continuation}
 	}
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("ids = %v, want %v", got, want)
-	}
+	return got
 }
 
 // TestTail_SplitWhileTailing: a tail through azcosmos and the feed body policy, over a partition
