@@ -9,14 +9,14 @@ import (
 	"time"
 )
 
-// TestRun_Tiny runs the whole bench at a tiny size (4 leases, 2 hosts, lease timings / 65) so
+// TestRun_Tiny runs the whole bench at a tiny size (4 leases, 2 hosts, lease timings / 39) so
 // that it does not rot: every measure comes out, and the JSON object has the keys.
 func TestRun_Tiny(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs for about 20 seconds")
 	}
-	cfg := config{leases: 4, hosts: 2, duration: time.Second, latencyFor: time.Second, scale: 65,
+	cfg := config{leases: 4, hosts: 2, duration: time.Second, latencyFor: time.Second, scale: 39,
 		writes: 20, maxCycles: 40, rss: true, polls: []time.Duration{50 * time.Millisecond},
 		engines: []engine{cfpEngine, dotnetEngine}}
 	// The bench's log says how far from balanced a wait that gave up was: shown on failure.
