@@ -614,6 +614,10 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 		cause := context.Cause(ol.ctx)
 		p.log.Info("lease lost", "lease", w.info.Token, "err", cause)
 		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: cause})
+		var expired *expiredError
+		if errors.As(cause, &expired) {
+			w.releaseExpired(ctx)
+		}
 		return nil
 	case CloseSplit:
 		p.notify(Event{Type: EventReleased, Lease: w.info.Token, Range: w.info.Range})
@@ -653,6 +657,28 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 	p.log.Info("lease released", "lease", w.info.Token)
 	p.notify(Event{Type: EventReleased, Lease: w.info.Token, Range: w.info.Range})
 	return nil
+}
+
+// releaseExpired releases a lease this host stopped processing because it could not write it
+// for an expiration (see fence), provided the stored lease still names this host: a renew
+// that was in flight when the fence fired (a slow request, a starved process) can land after
+// it, and leave the lease looking live and owned by this host, which runs no worker for it and
+// counts it as its own, so that no host took it until it expired again, an expiration later.
+// .NET releases a lost lease the same way, whatever the reason it was lost
+// (ChangeFeedProcessor/FeedManagement/PartitionControllerCore.cs: ProcessPartitionAsync ends
+// in RemoveLeaseAsync, which calls ReleaseAsync, after a LeaseLostException too). A renew that
+// lands after the release fails its If-Match and finds the lease no longer this host's.
+func (w *worker) releaseExpired(ctx context.Context) {
+	p := w.p
+	err := p.store.Release(ctx, w.ol.current(), p.opts.Instance)
+	switch {
+	case err == nil:
+		p.log.Info("expired lease released", "lease", w.info.Token)
+	case errors.Is(err, leases.ErrLeaseLost):
+		// Another host took it: nothing to give back.
+	case ctx.Err() == nil:
+		p.infraError(ctx, "release lease", w.info.Token, err)
+	}
 }
 
 // route builds the lease's reader: a PK-range lease reads its partition; an EPK lease reads
