@@ -290,18 +290,8 @@ func Decode(doc Document) (*Lease, error) {
 			}
 		}
 		if _, v, ok := o.lookup(fProperties); ok && !isNull(v) {
-			l.Properties = map[string]string{}
-			var props map[string]any
-			if err := json.Unmarshal(v, &props); err != nil {
+			if l.Properties, err = decodeProperties(v); err != nil {
 				return nil, fmt.Errorf("decode lease %q: properties: %w", l.ID, err)
-			}
-			for k, p := range props {
-				if s, ok := p.(string); ok {
-					l.Properties[k] = s
-				} else if p != nil {
-					b, _ := json.Marshal(p)
-					l.Properties[k] = string(b)
-				}
 			}
 		}
 	}
@@ -311,6 +301,60 @@ func Decode(doc Document) (*Lease, error) {
 		}
 	}
 	return l, nil
+}
+
+// number reads a JSON number as json.Unmarshal does into a json.Number: a number literal as
+// it is (v comes from a parsed object, so it is valid JSON), else by json.Unmarshal.
+func number(v json.RawMessage) (json.Number, error) {
+	if c := v[0]; c == '-' || (c >= '0' && c <= '9') {
+		return json.Number(v), nil
+	}
+	var n json.Number
+	err := json.Unmarshal(v, &n)
+	return n, err
+}
+
+// decodeProperties reads a .NET lease's properties: string values as they are, other values
+// (never written by the SDKs) as the JSON encoding/json gives them once decoded.
+func decodeProperties(v json.RawMessage) (map[string]string, error) {
+	if v[0] == '{' {
+		po, err := parseValid(v, 2)
+		if err != nil {
+			return nil, err
+		}
+		props := make(map[string]string, len(po.keys))
+		for _, k := range po.keys {
+			pv := po.vals[k]
+			switch {
+			case isNull(pv):
+			case pv[0] == '"':
+				if props[k], err = unquote(pv); err != nil {
+					return nil, err
+				}
+			default:
+				return decodePropertiesSlowly(v)
+			}
+		}
+		return props, nil
+	}
+	return decodePropertiesSlowly(v)
+}
+
+func decodePropertiesSlowly(v json.RawMessage) (map[string]string, error) {
+	var props map[string]any
+	if err := json.Unmarshal(v, &props); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(props))
+	for k, p := range props {
+		if s, ok := p.(string); ok {
+			out[k] = s
+		} else if p != nil {
+			b, _ := json.Marshal(p)
+			out[k] = string(b)
+		}
+	}
+	return out, nil
 }
 
 // ParseRangeToken reads an EPK lease token "<min>-<max>".
@@ -336,8 +380,8 @@ func leaseVersion(o *object) (int, error) {
 	if !ok || isNull(v) {
 		return 0, nil
 	}
-	var n json.Number
-	if err := json.Unmarshal(v, &n); err != nil {
+	n, err := number(v)
+	if err != nil {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
 			return 0, fmt.Errorf("version: not a number: %s", v)
@@ -357,20 +401,41 @@ func feedRange(v json.RawMessage) (Range, error) {
 	if isNull(v) {
 		return Range{}, nil
 	}
-	var fr map[string]json.RawMessage
-	if err := json.Unmarshal(v, &fr); err != nil {
+	if v[0] != '{' {
+		return Range{}, fmt.Errorf("not an object: %.40s", v)
+	}
+	fr, err := parseValid(v, 2)
+	if err != nil {
 		return Range{}, err
 	}
-	for k, rv := range fr {
-		if strings.EqualFold(k, "Range") {
-			var r Range
-			if err := json.Unmarshal(rv, &r); err != nil {
-				return Range{}, err
-			}
-			return r, nil
+	_, rv, ok := fr.lookup("Range")
+	if !ok || isNull(rv) {
+		return Range{}, nil
+	}
+	if rv[0] != '{' {
+		return Range{}, fmt.Errorf("Range: not an object: %.40s", rv)
+	}
+	ro, err := parseValid(rv, 2)
+	if err != nil {
+		return Range{}, err
+	}
+	var r Range
+	for _, f := range []struct {
+		name string
+		to   *string
+	}{{"min", &r.Min}, {"max", &r.Max}} {
+		_, fv, ok := ro.lookup(f.name)
+		if !ok || isNull(fv) {
+			continue
+		}
+		if fv[0] != '"' {
+			return Range{}, fmt.Errorf("Range.%s: not a string: %.40s", f.name, fv)
+		}
+		if *f.to, err = unquote(fv); err != nil {
+			return Range{}, err
 		}
 	}
-	return Range{}, nil
+	return r, nil
 }
 
 func (l *Lease) decodeTimestamp(o *object) error {
@@ -381,8 +446,8 @@ func (l *Lease) decodeTimestamp(o *object) error {
 		}
 		l.Timestamp, l.explicitTS = t, true
 	} else if v, ok := o.vals[fTS]; ok && !isNull(v) {
-		var n json.Number
-		if err := json.Unmarshal(v, &n); err != nil {
+		n, err := number(v)
+		if err != nil {
 			return fmt.Errorf("decode lease %q: _ts: %w", l.ID, err)
 		}
 		f, err := n.Float64()

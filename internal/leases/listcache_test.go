@@ -42,8 +42,8 @@ func TestStore_ListDecodesOnlyChangedLeases(t *testing.T) {
 		first := testing.AllocsPerRun(3, func() { listsOf(leases.NewStore(docs, testPrefix, leases.StoreOptions{}))[name]() })
 		again := testing.AllocsPerRun(5, func() { list() })
 		t.Logf("%s: %.0f allocations per lease the first time, %.0f again", name, first/200, again/200)
-		if again > first/20 {
-			t.Errorf("%s of 200 unchanged leases: %.0f allocations, the first listing %.0f; want at most a twentieth", name, again, first)
+		if again > first/4 {
+			t.Errorf("%s of 200 unchanged leases: %.0f allocations, the first listing %.0f; want at most a quarter (a listing that decodes every lease again costs about as much as the first)", name, again, first)
 		}
 	}
 

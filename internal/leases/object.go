@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // object is a JSON object that keeps its keys in document order, so that a rewrite of a lease
@@ -21,7 +22,47 @@ type object struct {
 func newObject() *object { return &object{vals: map[string]json.RawMessage{}} }
 
 // parseObject reads a JSON object; a repeated key keeps its first position and its last value.
-func parseObject(b []byte) (*object, error) {
+// The values are slices of one copy of b (a listing decodes every lease document that changed
+// since the last: this is most of an acquire cycle's work); invalid JSON takes the decoder's
+// path, for its error.
+func parseObject(b []byte) (*object, error) { return parseObjectN(b, 16) }
+
+// parseObjectN is parseObject for an object of about n keys.
+func parseObjectN(b []byte, n int) (*object, error) {
+	if !json.Valid(b) {
+		return parseObjectDecoder(b)
+	}
+	i := skipSpace(b, 0)
+	if b[i] != '{' {
+		return nil, errors.New("parse json: not an object")
+	}
+	return parseValid(bytes.Clone(b)[i:], n)
+}
+
+// parseValid reads the JSON object that starts b, JSON that json.Valid accepted (a document
+// parseObject checked, or one of its values), of about n keys; the values are slices of b.
+func parseValid(b []byte, n int) (*object, error) {
+	o := &object{keys: make([]string, 0, n), vals: make(map[string]json.RawMessage, n)}
+	for i := skipSpace(b, 1); b[i] != '}'; i = skipSpace(b, i) {
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+		end := stringEnd(b, i)
+		k, err := unquote(b[i:end])
+		if err != nil {
+			return nil, fmt.Errorf("parse json: %w", err)
+		}
+		i = skipSpace(b, skipSpace(b, end)+1) // past the colon
+		end = valueEnd(b, i)
+		o.setRaw(k, json.RawMessage(b[i:end:end]))
+		i = end
+	}
+	return o, nil
+}
+
+// parseObjectDecoder is parseObject by encoding/json's decoder, which reports what is wrong
+// with invalid JSON.
+func parseObjectDecoder(b []byte) (*object, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -54,6 +95,66 @@ func parseObject(b []byte) (*object, error) {
 		return nil, errors.New("parse json: data after the object")
 	}
 	return o, nil
+}
+
+// The scanners below walk JSON that json.Valid accepted.
+
+// skipSpace returns the index of the first byte at or after i that is not JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string that starts (with its quote) at i.
+func stringEnd(b []byte, i int) int {
+	for i++; ; i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+}
+
+// valueEnd returns the index after the value that starts at i.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(b) && !bytes.ContainsRune([]byte(",}] \t\n\r"), rune(b[i])) {
+		i++
+	}
+	return i
+}
+
+// unquote decodes a JSON string as encoding/json does (invalid UTF-8 becomes U+FFFD): by a copy
+// when it has no escape and is valid UTF-8.
+func unquote(q []byte) (string, error) {
+	inner := q[1 : len(q)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var s string
+	err := json.Unmarshal(q, &s)
+	return s, err
 }
 
 func (o *object) clone() *object {
@@ -95,11 +196,14 @@ func (o *object) str(name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(v, &s) != nil {
+	if isNull(v) {
+		return "", true // as json.Unmarshal reads null into a string
+	}
+	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
-	return s, true
+	s, err := unquote(v)
+	return s, err == nil
 }
 
 func (o *object) setRaw(k string, v json.RawMessage) {
@@ -176,7 +280,7 @@ func nullableString(s string) any {
 
 // parseExact parses an object whose names match exactly (a Java state or part of one).
 func parseExact(b []byte) (*object, error) {
-	o, err := parseObject(b)
+	o, err := parseObjectN(b, 4)
 	if err != nil {
 		return nil, err
 	}
