@@ -102,7 +102,8 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 		candidates = append(candidates, l)
 	}
 	live := leases.LiveHosts(candidates, hosts, now, p.opts.Expiration)
-	floor := p.setFloor(len(all), live)
+	held := heldBy(candidates, now, p.opts.Expiration)
+	floor := p.setView(len(all), live, held)
 	for _, l := range all {
 		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
 			if p.checkHandoff(ol, l) {
@@ -110,7 +111,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 			}
 		}
 	}
-	donor = p.holding() > floor && hungry(candidates, live, p.opts.Instance, floor, now, p.opts.Expiration)
+	donor = p.holding() > floor && hungry(held, live, p.opts.Instance, floor)
 	plan := PlanAcquireWithHosts(candidates, live, p.opts.Instance, now, p.opts.Expiration)
 	p.calm.settle(len(plan) == 0 && !donor && p.holding() >= floor && settledLeases(all, hosts, now, p.opts.Expiration),
 		liveRecords(hosts, now, p.opts.Expiration), p.holding())
@@ -282,15 +283,20 @@ func (p *Processor) rangeFiller(ctx context.Context) func(*leases.Lease) Range {
 	}
 }
 
-// errNoHandoff: the lease carries no handoff request addressed to this host.
-// hungry reports whether a live host other than self holds fewer than floor live leases.
-func hungry(ls []*leases.Lease, live []string, self string, floor int, now time.Time, expiration time.Duration) bool {
+// heldBy counts the live leases of ls by owner (lower-cased).
+func heldBy(ls []*leases.Lease, now time.Time, expiration time.Duration) map[string]int {
 	held := map[string]int{}
 	for _, l := range ls {
 		if !l.Expired(now, expiration) {
 			held[strings.ToLower(l.Owner)]++
 		}
 	}
+	return held
+}
+
+// hungry reports whether a live host other than self holds fewer than floor live leases (held,
+// by heldBy).
+func hungry(held map[string]int, live []string, self string, floor int) bool {
 	for _, h := range live {
 		if !strings.EqualFold(h, self) && held[strings.ToLower(h)] < floor {
 			return true

@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -179,14 +180,17 @@ func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 	})
 }
 
-// setFloor records and returns this host's fair share after a listing of n leases among the
-// live hosts (self counted even when absent): a handoff request never takes it below that.
-func (p *Processor) setFloor(n int, live []string) int {
+// setView records this host's view after a listing of n leases among the live hosts (self
+// counted even when absent), which held the live leases held (by heldBy): the fair share,
+// which no accepted handoff request takes this host below, and what each host holds, so that
+// no request of a host that holds its share already is accepted (see handoffs.accept). It
+// returns the floor of the share.
+func (p *Processor) setView(n int, live []string, held map[string]int) int {
 	hosts := len(live)
 	if !slices.ContainsFunc(live, func(h string) bool { return strings.EqualFold(h, p.opts.Instance) }) {
 		hosts++
 	}
-	return p.ho.setFloor(n / hosts)
+	return p.ho.setView(n/hosts, (n+hosts-1)/hosts, held)
 }
 
 // coolingDown reports whether this host handed token off lately, and to whom.
@@ -207,8 +211,8 @@ type handoffAsk struct {
 }
 
 // handoffs is this host's memory of handoffs: the requests it made, the leases it handed off
-// lately (it stays away from them for a few cycles), and its fair share at the last acquire
-// cycle, which no accepted request takes it below. Its methods are safe for concurrent use:
+// lately (it stays away from them for a few cycles), its fair share at the last acquire
+// cycle, which no accepted request takes it below, and what each host held then. Its methods are safe for concurrent use:
 // the balancing goroutine, the renew goroutine and the workers all call them.
 //
 // Lock order: handoffs.mu comes before Processor.mu. accept runs its decision under mu, and
@@ -219,7 +223,11 @@ type handoffs struct {
 	mu        sync.Mutex
 	asked     map[string]handoffAsk // requests this host made (to the owner), by token
 	handedOff map[string]handoffAsk // leases this host handed off (to the requester), by token
-	floor     int                   // this host's fair share at the last cycle
+	floor     int                   // this host's fair share at the last cycle (rounded down)
+	ceil      int                   // the same, rounded up: the most any host's share is
+	// held counts the live leases each host (lower-cased) held at the last cycle's listing,
+	// plus the handoffs this host accepted since; nil before the first cycle.
+	held map[string]int
 }
 
 func newHandoffs() *handoffs {
@@ -251,21 +259,37 @@ func (h *handoffs) handedOffOf(token string) (handoffAsk, bool) {
 
 // accept calls give with the floor, under mu; when give agrees (it stops the lease's worker),
 // it records the handoff of token to a.owner and reports true. give may take Processor.mu.
+//
+// A request from a host that held the largest share already at the last cycle's listing (with
+// the handoffs accepted since) is refused without asking give: it was made from an older view
+// (a host that started before others joined counts fewer hosts, so a larger share), or it
+// outlived the need it was made for (a request refused at the floor stays on the lease, and
+// would be granted once this host held one more lease). Granting it takes the requester over
+// its share, and another handoff must then take that lease on: in a scalebench join of 25
+// hosts to 25, requests like this left 19 to 21 leases per host for several cycles.
 func (h *handoffs) accept(token string, a handoffAsk, give func(floor int) bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	to := strings.ToLower(a.owner)
+	if h.held != nil && h.held[to] >= h.ceil {
+		return false
+	}
 	if !give(h.floor) {
 		return false
 	}
 	h.handedOff[token] = a
+	if h.held != nil {
+		h.held[to]++
+	}
 	return true
 }
 
-// setFloor records this host's fair share and returns it.
-func (h *handoffs) setFloor(floor int) int {
+// setView records this host's fair share (rounded down and up) and what each host held at a
+// cycle's listing; it returns the floor.
+func (h *handoffs) setView(floor, ceil int, held map[string]int) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.floor = floor
+	h.floor, h.ceil, h.held = floor, ceil, maps.Clone(held)
 	return floor
 }
 

@@ -328,3 +328,83 @@ func TestProcessor_AsksAgainWhenItsRequestWasOverwritten(t *testing.T) {
 		t.Fatalf("after %d cycles of c the lease still carries d's request (%q): c waits for an answer that goes to d", docs.cycles.Load()-from, requested("b>d").Properties["cfpHandoff"])
 	}
 }
+
+// TestProcessor_RefusesARequestFromAHostThatHoldsItsShare has host d hold 4 of 9 leases, r 3
+// and s 2 (a share of 3 each). A request from r, made from an older view or outliving its
+// need, must be refused even though d holds more than its share: granting it takes r to 4 and
+// s then has to get its third lease from r, one more handoff and two more cycles (it left 19
+// to 21 leases per host for several cycles when 25 hosts joined 25). The same request from s,
+// below its share, is granted.
+func TestProcessor_RefusesARequestFromAHostThatHoldsItsShare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(9)
+	mem := leases.NewMemDocuments("/id")
+	docs := &cycleDocs{Documents: mem}
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := []string{"d", "d", "d", "d", "r", "r", "r", "s", "s"}
+	for i, part := range parts {
+		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+		l.Owner, l.Timestamp = owners[i], time.Now()
+		if _, err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"r", "s"} { // live cfp hosts, not running here
+		if _, err := store.Announce(ctx, h, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := fastOptions("d")
+	opts.Expiration = time.Hour // nothing expires during the test
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("d"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, 5*time.Second, "d to hold its 4 leases", func() bool { return len(p.Owned()) == 4 })
+
+	ask := func(token, requester string) {
+		t.Helper()
+		for _, l := range listLeases(t, mem) {
+			if l.Token != token {
+				continue
+			}
+			if _, err := store.Update(ctx, l, func(n *leases.Lease) error {
+				n.Properties["cfpHandoff"] = "d>" + requester
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ownerOf := func(token string) string {
+		for _, l := range listLeases(t, mem) {
+			if l.Token == token {
+				return l.Owner
+			}
+		}
+		return ""
+	}
+	ask(parts[0].ID, "r")
+	from := docs.cycles.Load()
+	waitFor(t, 5*time.Second, "five cycles of d", func() bool { return docs.cycles.Load() >= from+5 })
+	if o := ownerOf(parts[0].ID); o != "d" {
+		t.Fatalf("lease asked for by r, which holds its share (3 of 9 among 3 hosts): owner %q, want d to keep it", o)
+	}
+	ask(parts[1].ID, "s")
+	waitFor(t, 5*time.Second, "d to hand the lease s asked for over to s", func() bool { return ownerOf(parts[1].ID) == "s" })
+	if o := ownerOf(parts[0].ID); o != "d" {
+		t.Fatalf("lease asked for by r: owner %q, want d", o)
+	}
+}
