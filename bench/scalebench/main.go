@@ -50,12 +50,12 @@ func main() {
 	flag.IntVar(&cfg.leases, "leases", 300, "leases (physical partitions of the monitored container)")
 	flag.IntVar(&cfg.hosts, "hosts", 20, "hosts of each engine")
 	flag.DurationVar(&cfg.latency, "latency", 0, "latency added to every lease-container request")
-	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "steady-state measurement, wall time")
+	flag.DurationVar(&cfg.duration, "duration", 8*time.Second, "steady-state measurement, wall time")
 	flag.DurationVar(&cfg.latencyFor, "latency-duration", 6*time.Second, "each delivery-latency measurement, wall time")
 	flag.Float64Var(&cfg.scale, "scale", 13, "lease timings and write period divided by this (13: acquire interval 1s)")
 	flag.Float64Var(&cfg.writes, "writes", 100, "steady write load, documents per second of real time")
 	flag.DurationVar(&cfg.checkpoint, "checkpoint-interval", 0, "cfp hosts' --checkpoint-interval, real time (0: a checkpoint after every batch, as .NET)")
-	flag.IntVar(&cfg.maxCycles, "max-cycles", 12, "give up waiting for balance after this many acquire cycles")
+	flag.IntVar(&cfg.maxCycles, "max-cycles", 10, "give up waiting for balance after this many acquire cycles (half that for the hosts the join starts from)")
 	polls := flag.String("latency-polls", "5s,100ms", "poll intervals of the delivery-latency runs (real time)")
 	engines := flag.String("engines", "cfp,dotnet", "engines to measure (cfp, dotnet; empty: only the memory of one host)")
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
@@ -190,9 +190,9 @@ func measureEngine(ctx context.Context, cfg config, e engine, log io.Writer) (en
 		w.close()
 		return er, err
 	}
-	if c := w.cyclesUntilBalanced(first); c < 0 {
+	if c := w.cyclesUntilBalancedWithin(first, max(1, cfg.maxCycles/2)); c < 0 {
 		// The .NET model steals one lease per cycle: measure the join from where it got.
-		fmt.Fprintf(log, "  the first %d hosts did not balance within %d cycles: %s\n", len(first), cfg.maxCycles, w.spread)
+		fmt.Fprintf(log, "  the first %d hosts did not balance within %d cycles: %s\n", len(first), max(1, cfg.maxCycles/2), w.spread)
 	}
 	w.sleep(w.acquire)
 	more, err := w.add(cfg.hosts / 2)
@@ -232,7 +232,7 @@ func measureLatency(ctx context.Context, cfg config, e engine, poll time.Duratio
 	if err != nil {
 		return latencyResult{}, err
 	}
-	w.cyclesUntilBalanced(hs) // every lease held (not balanced, for the .NET model, is fine here)
+	w.untilHeld(hs)           // every lease held; balanced or not does not enter the latency
 	w.sleep(poll + w.acquire) // every worker past its first read
 	w.lat.start()
 	w.sleep(cfg.latencyFor)
