@@ -18,35 +18,38 @@ import (
 // then deletes this host's presence record.
 //
 // A host that holds more than its share while another live host holds less expects handoff
-// requests: it checks for them once more half way to its next cycle, so that a lease moves
-// within one cycle of the requester (ask, then take) more often than not.
+// requests, and a host that asked for leases expects them handed over: either looks at the
+// leases once more half way to its next cycle, so that a lease moves within one cycle of the
+// requester (ask, then take) more often than not, and is not left unprocessed, handed over and
+// not taken yet, until the requester's next cycle.
 func (p *Processor) balanceLoop(ctx context.Context) {
 	defer p.withdraw(ctx)
 	t := time.NewTicker(p.opts.AcquireInterval)
 	defer t.Stop()
 	watch := time.NewTimer(p.opts.AcquireInterval / 2)
 	defer watch.Stop()
-	donor := p.acquireCycle(ctx, true)
+	donor, asked := p.acquireCycle(ctx, true)
 	for {
-		if !donor {
+		if !donor && !asked {
 			watch.Stop()
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			donor = p.acquireCycle(ctx, false)
+			donor, asked = p.acquireCycle(ctx, false)
 			watch.Reset(p.opts.AcquireInterval / 2)
 		case <-watch.C:
-			p.answerHandoffs(ctx)
-			donor = false
+			p.midCycle(ctx, donor, asked)
+			donor, asked = false, false
 		}
 	}
 }
 
-// answerHandoffs lists the leases and hands off those this host holds that another host asked
-// for (within its fair share, see checkHandoff).
-func (p *Processor) answerHandoffs(ctx context.Context) {
+// midCycle lists the leases; a donor hands off those this host holds that another host asked
+// for (within its fair share, see checkHandoff), and a host that asked for leases takes those
+// handed over to it.
+func (p *Processor) midCycle(ctx context.Context, donor, asked bool) {
 	listing := p.listings.Add(1)
 	all, err := p.store.List(ctx)
 	if err != nil {
@@ -56,10 +59,23 @@ func (p *Processor) answerHandoffs(ctx context.Context) {
 		return
 	}
 	p.noticeLost(all, listing)
-	for _, l := range all {
-		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
-			if p.checkHandoff(ol, l) {
-				p.renew(ctx, ol) // tell the requester at once
+	if donor {
+		for _, l := range all {
+			if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
+				if p.checkHandoff(ol, l) {
+					p.renew(ctx, ol) // tell the requester at once
+				}
+			}
+		}
+	}
+	if asked {
+		fill := p.rangeFiller(ctx)
+		for _, l := range all {
+			if ctx.Err() != nil {
+				return
+			}
+			if p.handedToMe(l) {
+				p.take(ctx, l, fill(l))
 			}
 		}
 	}
@@ -71,10 +87,13 @@ func (p *Processor) answerHandoffs(ctx context.Context) {
 // every lease that still names this instance, live or not, as .NET does at start-up. It
 // reports whether this host holds more than its fair share while another live host holds
 // less (a donor, which should expect handoff requests).
-func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
+//
+// It also reports whether this host waits for leases it asked for (asked): handed over, they
+// are taken half way to the next cycle (see balanceLoop).
+func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked bool) {
 	if !first && p.quietCycle(ctx) {
 		p.cycleDone(nil)
-		return false
+		return false, false
 	}
 	p.announceDue(ctx)
 	listing := p.listings.Add(1)
@@ -159,32 +178,38 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor bool) {
 			stoleForeign = true
 		case live && p.askFirst(l, now):
 			p.askHandoff(ctx, l, now)
+			asked = true
 			continue
 		}
-		// Under a fresh deadline: a write cut off by shutdown could land with its answer lost,
-		// leaving the lease owned here until it expired; start releases it when stopping.
-		actx, cancel := p.fresh(ctx)
-		acquired, err := p.acquire(actx, l, fill(l))
-		cancel()
-		if errors.Is(err, leases.ErrLeaseLost) {
-			p.log.Debug("lease taken by another host first", "lease", l.Token, "err", err)
-			continue
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				p.infraError(ctx, "acquire lease", l.Token, err)
-			}
-			continue
-		}
-		from := "free"
-		if l.Owner != "" && !strings.EqualFold(l.Owner, p.opts.Instance) {
-			from = l.Owner
-		}
-		p.log.Info("lease acquired", "lease", l.Token, "range", l.Range.String(), "from", from)
-		p.start(acquired)
+		p.take(ctx, l, fill(l))
 	}
 	p.cycleDone(nil)
-	return donor
+	return donor, asked
+}
+
+// take acquires l (filling in rng, see acquire) and starts its worker.
+func (p *Processor) take(ctx context.Context, l *leases.Lease, rng Range) {
+	// Under a fresh deadline: a write cut off by shutdown could land with its answer lost,
+	// leaving the lease owned here until it expired; start releases it when stopping.
+	actx, cancel := p.fresh(ctx)
+	acquired, err := p.acquire(actx, l, rng)
+	cancel()
+	if errors.Is(err, leases.ErrLeaseLost) {
+		p.log.Debug("lease taken by another host first", "lease", l.Token, "err", err)
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.infraError(ctx, "acquire lease", l.Token, err)
+		}
+		return
+	}
+	from := "free"
+	if l.Owner != "" && !strings.EqualFold(l.Owner, p.opts.Instance) {
+		from = l.Owner
+	}
+	p.log.Info("lease acquired", "lease", l.Token, "range", l.Range.String(), "from", from)
+	p.start(acquired)
 }
 
 // noticeLost stops the workers of the leases this host holds that all, the result of the

@@ -408,3 +408,65 @@ func TestProcessor_RefusesARequestFromAHostThatHoldsItsShare(t *testing.T) {
 		t.Fatalf("lease asked for by r: owner %q, want d", o)
 	}
 }
+
+// TestProcessor_TakesAHandedOverLeaseHalfWayToItsNextCycle has host c ask b (a live cfp host
+// played by the test) for a lease, and b hand it over at once: c must take it half way to its
+// next acquire cycle, not at that cycle (the lease is processed by nobody in between: at a
+// join of 25 hosts to 25, up to a third of the leases at once).
+func TestProcessor_TakesAHandedOverLeaseHalfWayToItsNextCycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(2)
+	mem := leases.NewMemDocuments("/id")
+	docs := &cycleDocs{Documents: mem}
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range parts {
+		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+		l.Owner, l.Timestamp = "b", time.Now()
+		if _, err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Announce(ctx, "b", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOptions("c")
+	opts.Expiration = time.Hour
+	opts.AcquireInterval = 2 * time.Second // the next cycle 2s on, half way 1s
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	var asked *leases.Lease
+	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool {
+		for _, l := range listLeases(t, mem) {
+			if l.Properties["cfpHandoff"] == "b>c" {
+				asked = l
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := store.Update(ctx, asked, func(n *leases.Lease) error {
+		n.Owner = "c" // b hands it over, leaving the request as c's sign
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "c to take the lease handed over to it", func() bool { return len(p.Owned()) == 1 })
+	if n := docs.cycles.Load(); n != 1 {
+		t.Fatalf("c took the lease handed over to it at acquire cycle %d, want half way to its second", n)
+	}
+}
