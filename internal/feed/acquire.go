@@ -22,6 +22,9 @@ import (
 // leases once more half way to its next cycle, so that a lease moves within one cycle of the
 // requester (ask, then take) more often than not, and is not left unprocessed, handed over and
 // not taken yet, until the requester's next cycle.
+//
+// The first cycle asks no cfp host for a lease: a host that wants some runs its second cycle
+// half way to the next, and asks then (see acquireCycle).
 func (p *Processor) balanceLoop(ctx context.Context) {
 	defer p.withdraw(ctx)
 	t := time.NewTicker(p.opts.AcquireInterval)
@@ -29,6 +32,7 @@ func (p *Processor) balanceLoop(ctx context.Context) {
 	watch := time.NewTimer(p.opts.AcquireInterval / 2)
 	defer watch.Stop()
 	donor, asked := p.acquireCycle(ctx, true)
+	early := asked // the asks the first cycle left for the second
 	for {
 		if !donor && !asked {
 			watch.Stop()
@@ -37,9 +41,17 @@ func (p *Processor) balanceLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			early = false
 			donor, asked = p.acquireCycle(ctx, false)
 			watch.Reset(p.opts.AcquireInterval / 2)
 		case <-watch.C:
+			if early {
+				// The second cycle; what it asked for is taken half way to the next.
+				early = false
+				donor, asked = p.acquireCycle(ctx, false)
+				watch.Reset(p.opts.AcquireInterval / 4)
+				continue
+			}
 			p.midCycle(ctx, donor, asked)
 			donor, asked = false, false
 		}
@@ -89,7 +101,8 @@ func (p *Processor) midCycle(ctx context.Context, donor, asked bool) {
 // less (a donor, which should expect handoff requests).
 //
 // It also reports whether this host waits for leases it asked for (asked): handed over, they
-// are taken half way to the next cycle (see balanceLoop).
+// are taken half way to the next cycle (see balanceLoop); after the first cycle, whether it
+// wants leases it did not ask for yet.
 func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked bool) {
 	if !first && p.quietCycle(ctx) {
 		p.cycleDone(nil)
@@ -177,8 +190,16 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 			}
 			stoleForeign = true
 		case live && p.askFirst(l, now):
-			p.askHandoff(ctx, l, now)
 			asked = true
+			if first {
+				// Not yet: hosts started together (a scale-out) write their presence records
+				// within a moment of each other, and the first of them to plan would count
+				// fewer hosts, so a larger share, and ask for too many leases (at a join of 25
+				// hosts to 25, hosts went up to 28 of 20, and the surplus took two cycles more
+				// to move on). The second cycle, half an interval later, asks.
+				continue
+			}
+			p.askHandoff(ctx, l, now)
 			continue
 		}
 		p.take(ctx, l, fill(l))

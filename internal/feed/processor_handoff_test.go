@@ -450,7 +450,9 @@ func TestProcessor_TakesAHandedOverLeaseHalfWayToItsNextCycle(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	var asked *leases.Lease
+	var askedIn int64
 	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool {
+		askedIn = docs.cycles.Load()
 		for _, l := range listLeases(t, mem) {
 			if l.Properties["cfpHandoff"] == "b>c" {
 				asked = l
@@ -466,7 +468,69 @@ func TestProcessor_TakesAHandedOverLeaseHalfWayToItsNextCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "c to take the lease handed over to it", func() bool { return len(p.Owned()) == 1 })
-	if n := docs.cycles.Load(); n != 1 {
-		t.Fatalf("c took the lease handed over to it at acquire cycle %d, want half way to its second", n)
+	if n := docs.cycles.Load(); n != askedIn {
+		t.Fatalf("c asked in acquire cycle %d and took the lease handed over to it at cycle %d, want before that next cycle", askedIn, n)
+	}
+}
+
+// TestProcessor_FirstCycleLeavesItsRequestsToTheSecond has host c start beside b, a live cfp
+// host that holds every lease: c's first cycle asks for nothing, its second, half an acquire
+// interval later and not a whole one, does. Hosts started together write their presence
+// records within a moment of each other; the first to plan counted fewer hosts, a larger
+// share, and asked for too many leases (at a join of 25 hosts to 25, up to 28 of a share of
+// 20), which other handoffs then had to move on.
+func TestProcessor_FirstCycleLeavesItsRequestsToTheSecond(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(2)
+	mem := leases.NewMemDocuments("/id")
+	docs := &cycleDocs{Documents: mem}
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range parts {
+		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+		l.Owner, l.Timestamp = "b", time.Now()
+		if _, err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Announce(ctx, "b", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOptions("c")
+	opts.Expiration = time.Hour
+	opts.AcquireInterval = 2 * time.Second
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	var cycle int64
+	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool {
+		n := docs.cycles.Load() // before the listing below: the request is at most this cycle's
+		for _, l := range listLeases(t, mem) {
+			if l.Properties["cfpHandoff"] == "b>c" {
+				cycle = n
+				return true
+			}
+		}
+		return false
+	})
+	if cycle < 2 {
+		t.Fatalf("c asked for a lease in its first acquire cycle (cycle %d): it counted only the hosts that had announced themselves by then", cycle)
+	}
+	if d := time.Since(started); d >= opts.AcquireInterval {
+		t.Fatalf("c asked %s after it started: its second cycle waited a whole acquire interval (%s), not half", d, opts.AcquireInterval)
 	}
 }
