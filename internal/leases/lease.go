@@ -315,12 +315,17 @@ func number(v json.RawMessage) (json.Number, error) {
 }
 
 // decodeProperties reads a .NET lease's properties: string values as they are, other values
-// (never written by the SDKs) as the JSON encoding/json gives them once decoded.
+// (never written by the SDKs) as the JSON encoding/json gives them once decoded. A repeated
+// key takes encoding/json's path too: it fails on a value it cannot decode even when a later
+// value of the key replaces it.
 func decodeProperties(v json.RawMessage) (map[string]string, error) {
 	if v[0] == '{' {
 		po, err := parseValid(v, 2)
 		if err != nil {
 			return nil, err
+		}
+		if po.repeated {
+			return decodePropertiesSlowly(v)
 		}
 		props := make(map[string]string, len(po.keys))
 		for _, k := range po.keys {
@@ -420,6 +425,13 @@ func feedRange(v json.RawMessage) (Range, error) {
 		return Range{}, err
 	}
 	var r Range
+	if ro.repeated || spellings(ro, "min") > 1 || spellings(ro, "max") > 1 {
+		// A bound spelled twice ({"max":"FF","Max":"AA"}): encoding/json, which read the
+		// range before the scanner, keeps the last of any case; lookup takes the exact
+		// spelling first.
+		err := json.Unmarshal(rv, &r)
+		return r, err
+	}
 	for _, f := range []struct {
 		name string
 		to   *string
@@ -436,6 +448,17 @@ func feedRange(v json.RawMessage) (Range, error) {
 		}
 	}
 	return r, nil
+}
+
+// spellings counts the keys of o that match name case-insensitively.
+func spellings(o *object, name string) int {
+	n := 0
+	for _, k := range o.keys {
+		if strings.EqualFold(k, name) {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *Lease) decodeTimestamp(o *object) error {

@@ -17,6 +17,9 @@ type object struct {
 	// exact disables the case-insensitive fallback of lookup (Jackson, which reads Java states,
 	// matches names exactly).
 	exact bool
+	// repeated is set by parseValid when a key came more than once (it kept the key's first
+	// position and its last value).
+	repeated bool
 }
 
 func newObject() *object { return &object{vals: map[string]json.RawMessage{}} }
@@ -43,6 +46,7 @@ func parseObjectN(b []byte, n int) (*object, error) {
 // parseObject checked, or one of its values), of about n keys; the values are slices of b.
 func parseValid(b []byte, n int) (*object, error) {
 	o := &object{keys: make([]string, 0, n), vals: make(map[string]json.RawMessage, n)}
+	members := 0
 	for i := skipSpace(b, 1); b[i] != '}'; i = skipSpace(b, i) {
 		if b[i] == ',' {
 			i = skipSpace(b, i+1)
@@ -55,8 +59,10 @@ func parseValid(b []byte, n int) (*object, error) {
 		i = skipSpace(b, skipSpace(b, end)+1) // past the colon
 		end = valueEnd(b, i)
 		o.setRaw(k, json.RawMessage(b[i:end:end]))
+		members++
 		i = end
 	}
+	o.repeated = members != len(o.keys)
 	return o, nil
 }
 
@@ -161,7 +167,7 @@ func (o *object) clone() *object {
 	if o == nil {
 		return nil
 	}
-	c := &object{keys: append([]string(nil), o.keys...), vals: make(map[string]json.RawMessage, len(o.vals)), exact: o.exact}
+	c := &object{keys: append([]string(nil), o.keys...), vals: make(map[string]json.RawMessage, len(o.vals)), exact: o.exact, repeated: o.repeated}
 	for k, v := range o.vals {
 		c.vals[k] = append(json.RawMessage(nil), v...)
 	}

@@ -3,9 +3,12 @@ package leases
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -63,4 +66,88 @@ func strViaUnmarshal(v []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// TestDecode_RepeatedKeysReadAsEncodingJSONDoes: a .NET lease whose range bounds are spelled
+// twice in different cases, or whose properties repeat a key, decodes as it did with
+// encoding/json (which keeps the last bound of any case, and fails on a
+// property value it cannot read even when a later one replaces it), not by the first spelling.
+func TestDecode_RepeatedKeysReadAsEncodingJSONDoes(t *testing.T) {
+	t.Parallel()
+	const lease = `{"id":"x","LeaseToken":"00-FF","version":1,"FeedRange":{"Range":%s}%s}`
+	for _, c := range []struct{ rng, props, want string }{
+		{`{"min":"00","max":"FF","Max":"AA"}`, ``, "00-AA"},
+		{`{"max":"FF","MAX":"AA"}`, ``, "-AA"},
+		{`{"MIN":"00","Min":"11","max":"FF"}`, ``, "11-FF"},
+		{`{"max":"AA","Max":"BB","max":"FF","min":""}`, ``, "-FF"},
+	} {
+		l, err := Decode(Document{ID: "x", Body: []byte(fmt.Sprintf(lease, c.rng, c.props))})
+		if err != nil {
+			t.Fatalf("Decode with range %s: %v", c.rng, err)
+		}
+		if got := l.Range.Min + "-" + l.Range.Max; got != c.want {
+			t.Errorf("Decode with range %s: range %s, encoding/json reads %s", c.rng, got, c.want)
+		}
+	}
+	body := fmt.Sprintf(lease, `{"min":"","max":"FF"}`, `,"properties":{"a":1e400,"a":"x"}`)
+	if l, err := Decode(Document{ID: "x", Body: []byte(body)}); err == nil {
+		t.Errorf("Decode of properties {\"a\":1e400,\"a\":\"x\"} = %v, want the error encoding/json gives", l.Properties)
+	}
+}
+
+// FuzzLeaseFields checks the hand-written readers of a .NET lease's FeedRange, properties and
+// numbers against encoding/json, which read them before (a FeedRange with two spellings of
+// "Range" is left out: encoding/json's map gave either one).
+func FuzzLeaseFields(f *testing.F) {
+	for _, s := range []string{
+		`{"Range":{"min":"","max":"FF"}}`, `{"range":{"Min":"a","MAX":"b","max":"c"}}`,
+		`{"a":"b","c":1,"d":null}`, `{"a":1e400,"a":"x"}`, `1.5`, `"12"`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := parseObject([]byte(`{"v":` + string(b) + `}`))
+		if err != nil || isNull(o.vals["v"]) {
+			return
+		}
+		v := o.vals["v"]
+		{
+			r, err := feedRange(v)
+			var fr map[string]json.RawMessage
+			werr := json.Unmarshal(v, &fr)
+			var want Range
+			n := 0
+			for k, rv := range fr {
+				if strings.EqualFold(k, "Range") {
+					n++
+					want = Range{}
+					werr = json.Unmarshal(rv, &want)
+				}
+			}
+			if n <= 1 && ((err == nil) != (werr == nil) || err == nil && r != want) {
+				t.Errorf("feedRange(%s) = %+v, %v; encoding/json %+v, %v", v, r, err, want, werr)
+			}
+		}
+		props, err := decodeProperties(v)
+		var m map[string]any
+		werr := json.Unmarshal(v, &m)
+		want := map[string]string{}
+		for k, p := range m {
+			if s, ok := p.(string); ok {
+				want[k] = s
+			} else if p != nil {
+				b, _ := json.Marshal(p)
+				want[k] = string(b)
+			}
+		}
+		if (err == nil) != (werr == nil) || err == nil && !maps.Equal(props, want) {
+			t.Errorf("decodeProperties(%s) = %v, %v; encoding/json %v, %v", v, props, err, want, werr)
+		}
+		n, err := number(v)
+		var wn json.Number
+		werr = json.Unmarshal(v, &wn)
+		if (err == nil) != (werr == nil) || n != wn {
+			t.Errorf("number(%s) = %v, %v; encoding/json %v, %v", v, n, err, wn, werr)
+		}
+	})
 }
