@@ -140,6 +140,8 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
 			if p.checkHandoff(ol, l) {
 				p.renew(ctx, ol) // tell the requester at once
+			} else {
+				p.withdrawSated(ctx, ol, l)
 			}
 		}
 	}

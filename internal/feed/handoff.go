@@ -180,6 +180,44 @@ func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 	})
 }
 
+// withdrawSated removes from l, a lease this host holds and processes, a handoff request
+// that this cycle's listing shows made by a host that holds the largest share already (see
+// handoffs.accept): refused, it would stay on the lease for good, since only an acquire
+// removes it, and a lease asked for keeps every cfp host from settling (see settledLeases),
+// so that each lists every lease each cycle. A requester that still wants the lease (its
+// view of the hosts differs for a moment) asks again at its next cycle.
+func (p *Processor) withdrawSated(ctx context.Context, ol *ownedLease, l *leases.Lease) {
+	req := l.Properties[handoffKey]
+	_, to, _ := strings.Cut(req, handoffSep)
+	if !handoffAsked(l, p.opts.Instance) || handoffAccepted(l) || ol.ctx.Err() != nil || !p.ho.sated(to) {
+		return
+	}
+	ctx = leases.WithCharge(ctx, leases.ChargeRenew, l.Token)
+	start := p.opts.Now()
+	// The listed version, which carries the request, rather than the worker's copy: Update
+	// tries its mutation on the version it is given first.
+	n, err := p.store.Update(ctx, l, func(n *leases.Lease) error {
+		if n.Owner != p.opts.Instance {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if n.Properties[handoffKey] != req || n.Properties[handoffAcceptedKey] != "" {
+			return errNoHandoff // asked again, or accepted meanwhile: leave it
+		}
+		delete(n.Properties, handoffKey)
+		return nil
+	})
+	switch {
+	case err == nil:
+		ol.update(n, start)
+		p.log.Debug("lease handoff request withdrawn: the requester holds the largest share", "lease", l.Token, "to", to)
+	case errors.Is(err, leases.ErrLeaseLost), errors.Is(err, errNoHandoff), ctx.Err() != nil:
+		// Lost (its worker learns it at its next write or listing), asked again or accepted
+		// meanwhile, or stopping: nothing to withdraw.
+	default:
+		p.infraError(ctx, "withdraw handoff request", l.Token, err)
+	}
+}
+
 // setView records this host's view after a listing of n leases among the live hosts (self
 // counted even when absent), which held the live leases held (by heldBy): the fair share,
 // which no accepted handoff request takes this host below, and what each host holds, so that
@@ -282,6 +320,14 @@ func (h *handoffs) accept(token string, a handoffAsk, give func(floor int) bool)
 		h.held[to]++
 	}
 	return true
+}
+
+// sated reports whether owner held the largest share at the last cycle's listing (with the
+// handoffs this host accepted since): accept refuses its requests.
+func (h *handoffs) sated(owner string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held != nil && h.held[strings.ToLower(owner)] >= h.ceil
 }
 
 // setView records this host's fair share (rounded down and up) and what each host held at a

@@ -534,3 +534,73 @@ func TestProcessor_FirstCycleLeavesItsRequestsToTheSecond(t *testing.T) {
 		t.Fatalf("c asked %s after it started: its second cycle waited a whole acquire interval (%s), not half", d, opts.AcquireInterval)
 	}
 }
+
+// TestProcessor_ARequestFromAHostAtTheLargestShareIsWithdrawn: 11 leases among d (run here),
+// r and s (live cfp hosts played by the test) held 4, 4 and 3, balanced, and r's request for
+// one of d's leases left over from an older view. d refuses it (r holds the largest share),
+// and must not leave it on the lease: a lease asked for keeps every host listing every lease
+// each cycle (none settles), for as long as the request stays, which is for good once refused.
+func TestProcessor_ARequestFromAHostAtTheLargestShareIsWithdrawn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := feedtest.NewMemSource(11)
+	mem := leases.NewMemDocuments("/id")
+	docs := &queryCounter{Documents: mem}
+	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+	parts, err := src.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := []string{"d", "d", "d", "d", "r", "r", "r", "r", "s", "s", "s"}
+	for i, part := range parts {
+		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+		l.Owner, l.Timestamp = owners[i], time.Now()
+		if _, err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"r", "s"} {
+		if _, err := store.Announce(ctx, h, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := fastOptions("d")
+	opts.Expiration = time.Hour // nothing expires, and a settled host lists rarely
+	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("d"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, 5*time.Second, "d to hold its 4 leases", func() bool { return len(p.Owned()) == 4 })
+	for _, l := range listLeases(t, mem) {
+		if l.Token == parts[0].ID {
+			if _, err := store.Update(ctx, l, func(n *leases.Lease) error {
+				n.Properties["cfpHandoff"] = "d>r"
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	const cycles = 20
+	waitFor(t, 5*time.Second, "d to read only the presence records", func() bool {
+		full, records := docs.full.Load(), docs.records.Load()
+		time.Sleep(cycles * opts.AcquireInterval)
+		return docs.full.Load()-full < cycles/2 && docs.records.Load()-records >= cycles/4
+	})
+	for _, l := range listLeases(t, mem) {
+		if l.Owner != owners[slices.IndexFunc(parts, func(p feed.Partition) bool { return p.ID == l.Token })] {
+			t.Errorf("lease %s moved to %s", l.Token, l.Owner)
+		}
+		if r, ok := l.Properties["cfpHandoff"]; ok {
+			t.Errorf("lease %s still carries the request %q", l.Token, r)
+		}
+	}
+}
