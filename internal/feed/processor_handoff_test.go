@@ -218,45 +218,13 @@ func TestProcessor_HandoffNeverLeavesTheLeaseUnowned(t *testing.T) {
 // stall of the four-host convergence test).
 func TestProcessor_NoRequestOnAHandedOverLease(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(2)
-	mem := leases.NewMemDocuments("/id")
-	docs := &cycleDocs{Documents: mem}
-	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, part := range parts {
-		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
-		l.Owner, l.Timestamp = "b", time.Now()
-		if i == 0 {
-			l.Properties["cfpHandoff"] = "a>b" // handed over by a, not started by b yet
-		}
-		if _, err := store.Create(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Announce(ctx, "b", time.Hour); err != nil { // b is a live cfp host
-		t.Fatal(err)
-	}
-	opts := fastOptions("c")
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	s := newOwnedSet(t, []string{"b", "b"}, "b") // b is a live cfp host
+	s.setRequest(t, s.parts[0].ID, "a>b")        // handed over by a, not started by b yet
+	docs := &cycleDocs{Documents: s.mem}
+	s.run(t, docs, fastOptions("c"))
 	waitFor(t, 5*time.Second, "three cycles of c", func() bool { return docs.cycles.Load() >= 3 })
-	for _, l := range listLeases(t, mem) {
-		if l.Token == parts[0].ID && l.Properties["cfpHandoff"] != "a>b" {
-			t.Errorf("handed-over lease %s: cfpHandoff %q, want the sign \"a>b\" kept", l.Token, l.Properties["cfpHandoff"])
-		}
+	if l := s.lease(t, s.parts[0].ID); l.Properties["cfpHandoff"] != "a>b" {
+		t.Errorf("handed-over lease %s: cfpHandoff %q, want the sign \"a>b\" kept", l.Token, l.Properties["cfpHandoff"])
 	}
 }
 
@@ -268,64 +236,21 @@ func TestProcessor_NoRequestOnAHandedOverLease(t *testing.T) {
 // cycles instead of 3.
 func TestProcessor_AsksAgainWhenItsRequestWasOverwritten(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(2)
-	mem := leases.NewMemDocuments("/id")
-	docs := &cycleDocs{Documents: mem}
-	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, part := range parts {
-		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
-		l.Owner, l.Timestamp = "b", time.Now()
-		if _, err := store.Create(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// b is a live cfp host that never answers (it is not running); d another live host.
-	for _, h := range []string{"b", "d"} {
-		if _, err := store.Announce(ctx, h, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newOwnedSet(t, []string{"b", "b"}, "b", "d")
+	docs := &cycleDocs{Documents: s.mem}
 	opts := fastOptions("c")
 	opts.Expiration = time.Hour // no lease expires, no request times out during the test
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	s.run(t, docs, opts)
 
-	requested := func(want string) *leases.Lease {
-		for _, l := range listLeases(t, mem) {
-			if l.Properties["cfpHandoff"] == want {
-				return l
-			}
-		}
-		return nil
-	}
-	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool { return requested("b>c") != nil })
-	asked := requested("b>c")
-	if _, err := store.Update(ctx, asked, func(n *leases.Lease) error {
-		n.Properties["cfpHandoff"] = "b>d" // d asks for the same lease
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool { return s.withRequest(t, "b>c") != nil })
+	s.setRequest(t, s.withRequest(t, "b>c").Token, "b>d") // d asks for the same lease
 	from := docs.cycles.Load()
 	waitFor(t, 5*time.Second, "c to ask again", func() bool {
-		return requested("b>c") != nil || docs.cycles.Load() >= from+5
+		return s.withRequest(t, "b>c") != nil || docs.cycles.Load() >= from+5
 	})
-	if requested("b>c") == nil {
-		t.Fatalf("after %d cycles of c the lease still carries d's request (%q): c waits for an answer that goes to d", docs.cycles.Load()-from, requested("b>d").Properties["cfpHandoff"])
+	if s.withRequest(t, "b>c") == nil {
+		t.Fatalf("after %d cycles of c the lease still carries d's request (%q): c waits for an answer that goes to d", docs.cycles.Load()-from, s.withRequest(t, "b>d").Properties["cfpHandoff"])
 	}
 }
 
@@ -337,74 +262,23 @@ func TestProcessor_AsksAgainWhenItsRequestWasOverwritten(t *testing.T) {
 // below its share, is granted.
 func TestProcessor_RefusesARequestFromAHostThatHoldsItsShare(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(9)
-	mem := leases.NewMemDocuments("/id")
-	docs := &cycleDocs{Documents: mem}
-	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owners := []string{"d", "d", "d", "d", "r", "r", "r", "s", "s"}
-	for i, part := range parts {
-		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
-		l.Owner, l.Timestamp = owners[i], time.Now()
-		if _, err := store.Create(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range []string{"r", "s"} { // live cfp hosts, not running here
-		if _, err := store.Announce(ctx, h, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newOwnedSet(t, []string{"d", "d", "d", "d", "r", "r", "r", "s", "s"}, "r", "s") // r, s: live cfp hosts, not running here
+	docs := &cycleDocs{Documents: s.mem}
 	opts := fastOptions("d")
 	opts.Expiration = time.Hour // nothing expires during the test
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("d"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	p := s.run(t, docs, opts)
 	waitFor(t, 5*time.Second, "d to hold its 4 leases", func() bool { return len(p.Owned()) == 4 })
 
-	ask := func(token, requester string) {
-		t.Helper()
-		for _, l := range listLeases(t, mem) {
-			if l.Token != token {
-				continue
-			}
-			if _, err := store.Update(ctx, l, func(n *leases.Lease) error {
-				n.Properties["cfpHandoff"] = "d>" + requester
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	ownerOf := func(token string) string {
-		for _, l := range listLeases(t, mem) {
-			if l.Token == token {
-				return l.Owner
-			}
-		}
-		return ""
-	}
-	ask(parts[0].ID, "r")
+	ownerOf := func(token string) string { return s.lease(t, token).Owner }
+	s.setRequest(t, s.parts[0].ID, "d>r")
 	from := docs.cycles.Load()
 	waitFor(t, 5*time.Second, "five cycles of d", func() bool { return docs.cycles.Load() >= from+5 })
-	if o := ownerOf(parts[0].ID); o != "d" {
+	if o := ownerOf(s.parts[0].ID); o != "d" {
 		t.Fatalf("lease asked for by r, which holds its share (3 of 9 among 3 hosts): owner %q, want d to keep it", o)
 	}
-	ask(parts[1].ID, "s")
-	waitFor(t, 5*time.Second, "d to hand the lease s asked for over to s", func() bool { return ownerOf(parts[1].ID) == "s" })
-	if o := ownerOf(parts[0].ID); o != "d" {
+	s.setRequest(t, s.parts[1].ID, "d>s")
+	waitFor(t, 5*time.Second, "d to hand the lease s asked for over to s", func() bool { return ownerOf(s.parts[1].ID) == "s" })
+	if o := ownerOf(s.parts[0].ID); o != "d" {
 		t.Fatalf("lease asked for by r: owner %q, want d", o)
 	}
 }
@@ -415,53 +289,21 @@ func TestProcessor_RefusesARequestFromAHostThatHoldsItsShare(t *testing.T) {
 // join of 25 hosts to 25, up to a third of the leases at once).
 func TestProcessor_TakesAHandedOverLeaseHalfWayToItsNextCycle(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(2)
-	mem := leases.NewMemDocuments("/id")
-	docs := &cycleDocs{Documents: mem}
-	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, part := range parts {
-		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
-		l.Owner, l.Timestamp = "b", time.Now()
-		if _, err := store.Create(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Announce(ctx, "b", time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	s := newOwnedSet(t, []string{"b", "b"}, "b")
+	docs := &cycleDocs{Documents: s.mem}
 	opts := fastOptions("c")
 	opts.Expiration = time.Hour
 	opts.AcquireInterval = 2 * time.Second // the next cycle 2s on, half way 1s
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	p := s.run(t, docs, opts)
 
 	var asked *leases.Lease
 	var askedIn int64
 	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool {
 		askedIn = docs.cycles.Load()
-		for _, l := range listLeases(t, mem) {
-			if l.Properties["cfpHandoff"] == "b>c" {
-				asked = l
-				return true
-			}
-		}
-		return false
+		asked = s.withRequest(t, "b>c")
+		return asked != nil
 	})
-	if _, err := store.Update(ctx, asked, func(n *leases.Lease) error {
+	if _, err := s.store.Update(context.Background(), asked, func(n *leases.Lease) error {
 		n.Owner = "c" // b hands it over, leaving the request as c's sign
 		return nil
 	}); err != nil {
@@ -481,49 +323,20 @@ func TestProcessor_TakesAHandedOverLeaseHalfWayToItsNextCycle(t *testing.T) {
 // 20), which other handoffs then had to move on.
 func TestProcessor_FirstCycleLeavesItsRequestsToTheSecond(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(2)
-	mem := leases.NewMemDocuments("/id")
-	docs := &cycleDocs{Documents: mem}
-	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, part := range parts {
-		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
-		l.Owner, l.Timestamp = "b", time.Now()
-		if _, err := store.Create(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Announce(ctx, "b", time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	s := newOwnedSet(t, []string{"b", "b"}, "b")
+	docs := &cycleDocs{Documents: s.mem}
 	opts := fastOptions("c")
 	opts.Expiration = time.Hour
 	opts.AcquireInterval = 2 * time.Second
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("c"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	started := time.Now()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	s.run(t, docs, opts)
 
 	var cycle int64
 	waitFor(t, 5*time.Second, "c to ask b for a lease", func() bool {
 		n := docs.cycles.Load() // before the listing below: the request is at most this cycle's
-		for _, l := range listLeases(t, mem) {
-			if l.Properties["cfpHandoff"] == "b>c" {
-				cycle = n
-				return true
-			}
+		if s.withRequest(t, "b>c") != nil {
+			cycle = n
+			return true
 		}
 		return false
 	})
@@ -542,52 +355,14 @@ func TestProcessor_FirstCycleLeavesItsRequestsToTheSecond(t *testing.T) {
 // each cycle (none settles), for as long as the request stays, which is for good once refused.
 func TestProcessor_ARequestFromAHostAtTheLargestShareIsWithdrawn(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(11)
-	mem := leases.NewMemDocuments("/id")
-	docs := &queryCounter{Documents: mem}
-	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	owners := []string{"d", "d", "d", "d", "r", "r", "r", "r", "s", "s", "s"}
-	for i, part := range parts {
-		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
-		l.Owner, l.Timestamp = owners[i], time.Now()
-		if _, err := store.Create(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range []string{"r", "s"} {
-		if _, err := store.Announce(ctx, h, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newOwnedSet(t, owners, "r", "s")
+	docs := &queryCounter{Documents: s.mem}
 	opts := fastOptions("d")
 	opts.Expiration = time.Hour // nothing expires, and a settled host lists rarely
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler("d"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	p := s.run(t, docs, opts)
 	waitFor(t, 5*time.Second, "d to hold its 4 leases", func() bool { return len(p.Owned()) == 4 })
-	for _, l := range listLeases(t, mem) {
-		if l.Token == parts[0].ID {
-			if _, err := store.Update(ctx, l, func(n *leases.Lease) error {
-				n.Properties["cfpHandoff"] = "d>r"
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	s.setRequest(t, s.parts[0].ID, "d>r")
 
 	const cycles = 20
 	waitFor(t, 5*time.Second, "d to read only the presence records", func() bool {
@@ -595,12 +370,99 @@ func TestProcessor_ARequestFromAHostAtTheLargestShareIsWithdrawn(t *testing.T) {
 		time.Sleep(cycles * opts.AcquireInterval)
 		return docs.full.Load()-full < cycles/2 && docs.records.Load()-records >= cycles/4
 	})
-	for _, l := range listLeases(t, mem) {
-		if l.Owner != owners[slices.IndexFunc(parts, func(p feed.Partition) bool { return p.ID == l.Token })] {
+	for _, l := range listLeases(t, s.mem) {
+		if l.Owner != owners[slices.IndexFunc(s.parts, func(p feed.Partition) bool { return p.ID == l.Token })] {
 			t.Errorf("lease %s moved to %s", l.Token, l.Owner)
 		}
 		if r, ok := l.Properties["cfpHandoff"]; ok {
 			t.Errorf("lease %s still carries the request %q", l.Token, r)
 		}
 	}
+}
+
+// ownedSet is a lease container whose leases are owned already, each by a host the test
+// plays or runs, with a fresh timestamp, and presence records for the live cfp hosts the test
+// plays (an hour long).
+type ownedSet struct {
+	src   *feedtest.MemSource
+	mem   *leases.MemDocuments
+	store *leases.Store
+	parts []feed.Partition
+}
+
+// newOwnedSet makes len(owners) partitions, the lease of partition i owned by owners[i], and
+// announces live.
+func newOwnedSet(t *testing.T, owners []string, live ...string) *ownedSet {
+	t.Helper()
+	ctx := context.Background()
+	s := &ownedSet{src: feedtest.NewMemSource(len(owners)), mem: leases.NewMemDocuments("/id")}
+	s.store = leases.NewStore(s.mem, testPrefix, leases.StoreOptions{})
+	var err error
+	if s.parts, err = s.src.Partitions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, part := range s.parts {
+		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+		l.Owner, l.Timestamp = owners[i], time.Now()
+		if _, err := s.store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.store.MarkInitialized(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range live {
+		if _, err := s.store.Announce(ctx, h, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// run starts a processor named opts.Instance over docs (s.mem, or a wrapper of it); the
+// test's cleanup stops it.
+func (s *ownedSet) run(t *testing.T, docs leases.Documents, opts feed.ProcessorOptions) *feed.Processor {
+	t.Helper()
+	p, err := feed.NewProcessor(s.src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}), newRecorder(0).handler(opts.Instance), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return p
+}
+
+// lease returns the stored lease of token, nil when there is none.
+func (s *ownedSet) lease(t *testing.T, token string) *leases.Lease {
+	t.Helper()
+	for _, l := range listLeases(t, s.mem) {
+		if l.Token == token {
+			return l
+		}
+	}
+	return nil
+}
+
+// setRequest writes properties["cfpHandoff"] = req on the lease of token.
+func (s *ownedSet) setRequest(t *testing.T, token, req string) {
+	t.Helper()
+	if _, err := s.store.Update(context.Background(), s.lease(t, token), func(n *leases.Lease) error {
+		n.Properties["cfpHandoff"] = req
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withRequest returns a stored lease that carries the handoff request req, nil when none does.
+func (s *ownedSet) withRequest(t *testing.T, req string) *leases.Lease {
+	t.Helper()
+	for _, l := range listLeases(t, s.mem) {
+		if l.Properties["cfpHandoff"] == req {
+			return l
+		}
+	}
+	return nil
 }
