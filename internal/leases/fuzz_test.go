@@ -2,8 +2,6 @@ package leases_test
 
 import (
 	"encoding/base64"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -11,14 +9,7 @@ import (
 )
 
 func FuzzDecode(f *testing.F) {
-	files, _ := filepath.Glob("testdata/corpus/*.json")
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	leases.AddCorpusSeeds(f)
 	f.Add([]byte(`{"id":"p.info"}`))
 	f.Add([]byte(`{"id":"p..0","LeaseToken":"0","version":"1","ContinuationToken":"e30"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -16,14 +16,7 @@ import (
 // against encoding/json's decoder (parseObjectDecoder): the same documents accepted, the same
 // keys in the same order, the same values byte for byte.
 func FuzzParseObject(f *testing.F) {
-	files, _ := filepath.Glob("testdata/corpus/*.json")
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	AddCorpusSeeds(f)
 	for _, s := range []string{
 		`{}`, ` { } `, `{"a":1,"a":2,"b":[1,{"c":"}"}]}`, `{"k\"ey":"v\\\"al","\u00e9":null}`,
 		`{"a":"\xff"}`, `{"a":1}{}`, `[1]`, `"s"`, `{"a":-1.5e3,"b":true,"c":false}`,
@@ -150,4 +143,17 @@ func FuzzLeaseFields(f *testing.F) {
 			t.Errorf("number(%s) = %v, %v; encoding/json %v, %v", v, n, err, wn, werr)
 		}
 	})
+}
+
+// AddCorpusSeeds adds every lease document of testdata/corpus as a seed of f (for the fuzz
+// targets of both test packages).
+func AddCorpusSeeds(f *testing.F) {
+	files, _ := filepath.Glob("testdata/corpus/*.json")
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 }
