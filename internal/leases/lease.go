@@ -418,7 +418,7 @@ func feedRange(v json.RawMessage) (Range, error) {
 		return Range{}, nil
 	}
 	if rv[0] != '{' {
-		return Range{}, fmt.Errorf("Range: not an object: %.40s", rv)
+		return Range{}, fmt.Errorf("range: not an object: %.40s", rv)
 	}
 	ro, err := parseValid(rv, 2)
 	if err != nil {
@@ -441,7 +441,7 @@ func feedRange(v json.RawMessage) (Range, error) {
 			continue
 		}
 		if fv[0] != '"' {
-			return Range{}, fmt.Errorf("Range.%s: not a string: %.40s", f.name, fv)
+			return Range{}, fmt.Errorf("range %s: not a string: %.40s", f.name, fv)
 		}
 		if *f.to, err = unquote(fv); err != nil {
 			return Range{}, err
