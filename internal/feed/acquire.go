@@ -152,7 +152,11 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 	var mine []*leases.Lease
 	for _, l := range all {
 		switch {
-		case first && strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token) && !handoffAsked(l, p.opts.Instance):
+		case first && strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token):
+			// Also a lease asked for (or handed off, accepted) before this host stopped: no
+			// worker of this instance answers that request any more, and left alone the lease
+			// counted as this host's for every host until it expired. The acquire removes the
+			// request; its requester asks again.
 			mine = append(mine, l)
 		case !first && p.handedToMe(l):
 			mine = append(mine, l) // handed over by its owner (see handOver)

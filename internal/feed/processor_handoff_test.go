@@ -380,6 +380,24 @@ func TestProcessor_ARequestFromAHostAtTheLargestShareIsWithdrawn(t *testing.T) {
 	}
 }
 
+// TestProcessor_ARestartedHostTakesBackALeaseAskedForBeforeItStopped restarts host c (the same
+// instance name, as a container's <hostname>-<pid> is) with both leases still in its name, one
+// carrying r's handoff request from before the restart. c's first cycle must take back both:
+// left alone, the asked-for lease counted as c's for every host, c included, and nobody
+// processed it until it expired; r's request goes with the acquire, and r asks again.
+func TestProcessor_ARestartedHostTakesBackALeaseAskedForBeforeItStopped(t *testing.T) {
+	t.Parallel()
+	s := newOwnedSet(t, []string{"c", "c"}, "r") // r: a live cfp host, not running here
+	s.setRequest(t, s.parts[0].ID, "c>r")
+	opts := fastOptions("c")
+	opts.Expiration = time.Hour
+	p := s.run(t, s.mem, opts)
+	waitFor(t, 5*time.Second, "c to take back both of its leases", func() bool { return len(p.Owned()) == 2 })
+	if l := s.lease(t, s.parts[0].ID); l.Owner != "c" || l.Properties["cfpHandoff"] != "" {
+		t.Errorf("lease %s: owner %q, cfpHandoff %q, want c's without the old request", l.Token, l.Owner, l.Properties["cfpHandoff"])
+	}
+}
+
 // ownedSet is a lease container whose leases are owned already, each by a host the test
 // plays or runs, with a fresh timestamp, and presence records for the live cfp hosts the test
 // plays (an hour long).
