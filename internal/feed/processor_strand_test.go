@@ -20,6 +20,7 @@ type lateWriteDocs struct {
 	armed   bool
 	release chan struct{}
 	landed  chan struct{}
+	lateErr error // the held write's
 }
 
 func (d *lateWriteDocs) arm() {
@@ -40,6 +41,9 @@ func (d *lateWriteDocs) Replace(ctx context.Context, id, pk, ifMatch string, bod
 	}
 	<-d.release
 	doc, err := d.Documents.Replace(ctx, id, pk, ifMatch, body)
+	d.mu.Lock()
+	d.lateErr = err
+	d.mu.Unlock()
 	close(d.landed)
 	return doc, err
 }
@@ -89,8 +93,13 @@ func TestProcessor_ARenewLandingAfterTheFenceDoesNotStrandTheLease(t *testing.T)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the fence never fired, or the held renew never landed")
 	}
-	if ls := listLeases(t, docs); len(ls) != 1 || ls[0].Owner != "a" || ls[0].Expired(time.Now(), opts.Expiration) {
-		t.Fatalf("after the late renew, stored lease %+v, want live and a's (the race this test is about)", ls)
+	docs.mu.Lock()
+	lateErr := docs.lateErr
+	docs.mu.Unlock()
+	if lateErr != nil {
+		// The renew did not land (the race this test is about did not happen). Its document is
+		// not checked here: the worker releases it right after the fence's event.
+		t.Fatalf("the held renew failed: %v", lateErr)
 	}
 	// Stranded, the lease would look live until an expiration after the renew was stamped, about
 	// 1.9s from now: a host taking it up again within 750ms did not wait for it to expire.
