@@ -417,48 +417,11 @@ func feedRange(v json.RawMessage) (Range, error) {
 	if !ok || isNull(rv) {
 		return Range{}, nil
 	}
-	if rv[0] != '{' {
-		return Range{}, fmt.Errorf("range: not an object: %.40s", rv)
-	}
-	ro, err := parseValid(rv, 2)
-	if err != nil {
-		return Range{}, err
-	}
+	// The range itself is a small object: encoding/json reads it, with its rules for a bound
+	// spelled twice ({"max":"FF","Max":"AA"} reads AA) and for the inclusive flags it ignores.
 	var r Range
-	if ro.repeated || spellings(ro, "min") > 1 || spellings(ro, "max") > 1 {
-		// A bound spelled twice ({"max":"FF","Max":"AA"}): encoding/json, which read the
-		// range before the scanner, keeps the last of any case; lookup takes the exact
-		// spelling first.
-		err := json.Unmarshal(rv, &r)
-		return r, err
-	}
-	for _, f := range []struct {
-		name string
-		to   *string
-	}{{"min", &r.Min}, {"max", &r.Max}} {
-		_, fv, ok := ro.lookup(f.name)
-		if !ok || isNull(fv) {
-			continue
-		}
-		if fv[0] != '"' {
-			return Range{}, fmt.Errorf("range %s: not a string: %.40s", f.name, fv)
-		}
-		if *f.to, err = unquote(fv); err != nil {
-			return Range{}, err
-		}
-	}
-	return r, nil
-}
-
-// spellings counts the keys of o that match name case-insensitively.
-func spellings(o *object, name string) int {
-	n := 0
-	for _, k := range o.keys {
-		if strings.EqualFold(k, name) {
-			n++
-		}
-	}
-	return n
+	err = json.Unmarshal(rv, &r)
+	return r, err
 }
 
 func (l *Lease) decodeTimestamp(o *object) error {
