@@ -72,13 +72,7 @@ func (p *Processor) midCycle(ctx context.Context, donor, asked bool) {
 	}
 	p.noticeLost(all, listing)
 	if donor {
-		for _, l := range all {
-			if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
-				if p.checkHandoff(ol, l) {
-					p.renew(ctx, ol) // tell the requester at once
-				}
-			}
-		}
+		p.answerRequests(ctx, all, false)
 	}
 	if asked {
 		fill := p.rangeFiller(ctx)
@@ -136,15 +130,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 	live := leases.LiveHosts(candidates, hosts, now, p.opts.Expiration)
 	held := heldBy(candidates, now, p.opts.Expiration)
 	floor := p.setView(len(all), live, held)
-	for _, l := range all {
-		if ol := p.ownedLease(l.Token); ol != nil && strings.EqualFold(l.Owner, p.opts.Instance) {
-			if p.checkHandoff(ol, l) {
-				p.renew(ctx, ol) // tell the requester at once
-			} else {
-				p.withdrawSated(ctx, ol, l)
-			}
-		}
-	}
+	p.answerRequests(ctx, all, true)
 	donor = p.holding() > floor && hungry(held, live, p.opts.Instance, floor)
 	plan := PlanAcquireWithHosts(candidates, live, p.opts.Instance, now, p.opts.Expiration)
 	p.calm.settle(len(plan) == 0 && !donor && p.holding() >= floor && settledLeases(all, hosts, now, p.opts.Expiration),
@@ -212,6 +198,24 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 	}
 	p.cycleDone(nil)
 	return donor, asked
+}
+
+// answerRequests answers the handoff requests that all, a listing, shows on the leases this
+// host holds (see checkHandoff); with withdraw (a full cycle, whose view of the hosts is this
+// listing's) it also removes those it refuses because their requester holds the largest
+// share (see withdrawSated).
+func (p *Processor) answerRequests(ctx context.Context, all []*leases.Lease, withdraw bool) {
+	for _, l := range all {
+		ol := p.ownedLease(l.Token)
+		if ol == nil || !strings.EqualFold(l.Owner, p.opts.Instance) {
+			continue
+		}
+		if p.checkHandoff(ol, l) {
+			p.renew(ctx, ol) // tell the requester at once
+		} else if withdraw {
+			p.withdrawSated(ctx, ol, l)
+		}
+	}
 }
 
 // take acquires l (filling in rng, see acquire) and starts its worker.
