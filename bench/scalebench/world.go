@@ -155,12 +155,7 @@ func (w *world) cyclesUntilBalancedWithin(hs []host, maxCycles int) float64 {
 		return fmt.Sprintf("; over %d held at a peak of %d, for up to %.1f acquire intervals at a stretch", w.cfg.leases, peak, float64(overLongest)/float64(w.acquire))
 	}
 	for {
-		total, lo, hi := 0, math.MaxInt, 0
-		for _, h := range hs {
-			n := h.owned()
-			total += n
-			lo, hi = min(lo, n), max(hi, n)
-		}
+		total, lo, hi := holdings(hs)
 		now := time.Now()
 		el := now.Sub(t0)
 		peak = max(peak, total)
@@ -190,15 +185,22 @@ func (w *world) cyclesUntilBalancedWithin(hs []host, maxCycles int) float64 {
 func (w *world) untilHeld(hs []host) {
 	limit := time.Now().Add(time.Duration(w.cfg.maxCycles) * w.acquire)
 	for time.Now().Before(limit) {
-		total := 0
-		for _, h := range hs {
-			total += h.owned()
-		}
-		if total >= w.cfg.leases {
+		if total, _, _ := holdings(hs); total >= w.cfg.leases {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// holdings sums the leases hs count as theirs, with the fewest and the most of one host.
+func holdings(hs []host) (total, lo, hi int) {
+	lo = math.MaxInt
+	for _, h := range hs {
+		n := h.owned()
+		total += n
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return total, lo, hi
 }
 
 func (w *world) sleep(d time.Duration) { time.Sleep(d) }
