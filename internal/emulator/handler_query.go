@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -106,8 +107,16 @@ func decodeCont(v string) (queryCont, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, badRequest(msgInvalidContinuation)
 	}
+	// The emulator's continuations carry offsets and counts of results, never negative and
+	// far below maxContCount; a forged one must not index or size anything.
+	if c.Offset < 0 || c.Offset > maxContCount || c.Returned < 0 || c.Returned > maxContCount {
+		return queryCont{}, badRequest(msgInvalidContinuation)
+	}
 	return c, nil
 }
+
+// maxContCount bounds a query continuation's offset and result count.
+const maxContCount = math.MaxInt32
 
 func (c queryCont) encode() string {
 	b, _ := json.Marshal(c)

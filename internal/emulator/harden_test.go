@@ -247,3 +247,26 @@ func TestQuery_OrderByBound(t *testing.T) {
 		t.Errorf("page beyond the bound: %d %s, want a 400 naming the bound", code, body)
 	}
 }
+
+// TestQuery_ForgedContinuationIs400 sends query continuations no page of the emulator ever
+// carries (negative or overflowing offsets and counts): each is a 400 naming the continuation,
+// never a panic reported as a corrupt data directory.
+func TestQuery_ForgedContinuationIs400(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	for i := range 3 {
+		upsert(t, cc, doc{ID: fmt.Sprintf("d%d", i), PK: "p", V: i})
+	}
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, q := range []string{"SELECT * FROM c ORDER BY c.v", "SELECT * FROM c"} {
+		for _, cont := range []string{`{"o":-1}`, `{"o":-9223372036854775808}`, `{"o":9223372036854775807}`, `{"n":-1}`, `{"s":1,"n":-5}`} {
+			hdr := map[string]string{"Content-Type": "application/query+json", "x-ms-documentdb-isquery": "true",
+				"x-ms-documentdb-partitionkey": `["p"]`, "x-ms-max-item-count": "2", "x-ms-continuation": enc(cont)}
+			resp, body := rawRequest(t, e, http.MethodPost, "/dbs/db/colls/c/docs", hdr, `{"query":"`+q+`"}`)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "Invalid Continuation Token") {
+				t.Errorf("%s with continuation %s: %d %s, want 400 Invalid Continuation Token", q, cont, resp.StatusCode, body)
+			}
+		}
+	}
+}
