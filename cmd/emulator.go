@@ -155,7 +155,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
 	enumFlag(fs, &opts.Consistency, "consistency", "", "Session", "the account's default consistency `LEVEL` as reads of the account report it (every level reads the latest write)", "Strong", "BoundedStaleness", "Session", "ConsistentPrefix", "Eventual")
-	fs.BoolVar(&opts.AcceptEmulatorTokens, "accept-emulator-tokens", false, "accept the Microsoft Entra ID tokens SDKs send to the official emulator (signed with the key's text) with a custom key or beyond loopback too; on by default for loopback with the well-known key")
+	fs.BoolVar(&opts.AcceptEmulatorTokens, "accept-emulator-tokens", false, "accept Microsoft Entra ID emulator tokens (a JWT with an exp, HMAC-SHA256 signed under the key; with the well-known key also the SDKs' emulator credential) with a custom key or beyond loopback too; on by default for loopback with the well-known key")
 	c.AddCommand(newEmulatorCertCmd(f), newEmulatorSplitCmd(f), newEmulatorMergeCmd(f), newEmulatorFaultsCmd(f))
 	return c
 }

@@ -70,9 +70,11 @@ type Options struct {
 	// reports it (Strong, BoundedStaleness, Session, ConsistentPrefix or Eventual). The emulator
 	// is one replica, so every level reads the latest write. Default: Session.
 	DefaultConsistency string
-	// AcceptEmulatorTokens makes the gateway accept the Microsoft Entra ID tokens that the SDKs'
-	// emulator credentials send to the official emulator (a JWT signed with the account key's
-	// text). Default: false; `cfp emulator` turns it on for loopback with the well-known key.
+	// AcceptEmulatorTokens makes the gateway accept Microsoft Entra ID emulator tokens: a JWT
+	// with an exp, signed with HMAC-SHA256 under the account key, or, with the well-known key
+	// only, the SDKs' emulator credentials' JWT signed with the key's text
+	// (auth.VerifyEmulatorToken). Default: false; `cfp emulator` turns it on for loopback with
+	// the well-known key.
 	AcceptEmulatorTokens bool
 	// TTLSweepInterval is how often a background sweeper deletes the items whose time to live
 	// has passed (expired items are hidden from reads at once either way); negative turns the

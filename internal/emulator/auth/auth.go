@@ -174,11 +174,37 @@ func Verify(r *http.Request, key []byte) error {
 	return nil
 }
 
-// VerifyEmulatorToken checks r's Authorization header as the official emulator checks a
-// Microsoft Entra ID token (type=aad&ver=1.0&sig=<JWT>): the SDKs' emulator credentials send a
-// JWT whose signature part is the base64url encoding of the account key's base64 text, so the
-// token proves knowledge of the key as a master-key signature does. The token must not have
-// expired (its exp claim, against now). The error wraps ErrMissing, ErrMalformed or ErrMismatch.
+// MaxTokenLifetime is how far in the future an emulator token's exp claim may lie: a token is a
+// bearer secret, and one that expires in a year is one that never expires.
+const MaxTokenLifetime = 24 * time.Hour
+
+// EmulatorToken returns a Microsoft Entra ID token the emulator accepts (VerifyEmulatorToken)
+// for the base64 account key, valid until exp: a JWT whose signature is the HMAC-SHA256 of its
+// header and payload under the decoded key (HS256). The key itself is not in the token.
+func EmulatorToken(key string, exp time.Time) (string, error) {
+	k, err := base64.StdEncoding.DecodeString(key)
+	if err != nil || len(k) == 0 {
+		return "", errors.New("account key is not valid base64")
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	signed := enc([]byte(`{"typ":"JWT","alg":"HS256"}`)) + "." + enc(fmt.Appendf(nil, `{"tid":"EmulatorFederation","exp":%d}`, exp.Unix()))
+	return signed + "." + enc(tokenMAC(k, signed)), nil
+}
+
+func tokenMAC(key []byte, signed string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(signed))
+	return mac.Sum(nil)
+}
+
+// VerifyEmulatorToken checks r's Authorization header (type=aad&ver=1.0&sig=<JWT>), a Microsoft
+// Entra ID token as the SDKs send it to an emulator. key is the base64 account key. The JWT's
+// signature must be the HMAC-SHA256 of its header and payload under the decoded key
+// (EmulatorToken), so a captured token proves knowledge of the key without carrying it. The
+// SDKs' own emulator credentials put the key's text in the signature instead; that form is
+// accepted only for WellKnownKey, which is public anyway. The token must carry an exp claim, not
+// passed at now and at most MaxTokenLifetime ahead. The error wraps ErrMissing, ErrMalformed or
+// ErrMismatch, and never contains the key.
 func VerifyEmulatorToken(r *http.Request, key string, now time.Time) error {
 	header := r.Header.Get("Authorization")
 	if header == "" {
@@ -210,17 +236,27 @@ func VerifyEmulatorToken(r *http.Request, key string, now time.Time) error {
 		return fmt.Errorf("%w: the JWT payload is not base64url", ErrMalformed)
 	}
 	var claims struct {
-		Exp int64 `json:"exp"`
+		Exp *int64 `json:"exp"`
 	}
 	if err := json.Unmarshal(payload, &claims); err != nil {
 		return fmt.Errorf("%w: the JWT payload is not JSON", ErrMalformed)
 	}
 	got, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[2], "="))
-	if err != nil || !hmac.Equal(got, []byte(key)) {
+	k, kerr := base64.StdEncoding.DecodeString(key)
+	if err != nil || kerr != nil {
 		return fmt.Errorf("%w: the aad token is not an emulator token for this account's key", ErrMismatch)
 	}
-	if claims.Exp != 0 && now.Unix() > claims.Exp {
-		return fmt.Errorf("%w: the aad token expired at %s", ErrMismatch, time.Unix(claims.Exp, 0).UTC().Format(time.RFC3339))
+	signed := hmac.Equal(got, tokenMAC(k, parts[0]+"."+parts[1]))
+	if !signed && !(key == WellKnownKey && hmac.Equal(got, []byte(key))) {
+		return fmt.Errorf("%w: the aad token is not an emulator token for this account's key", ErrMismatch)
+	}
+	switch {
+	case claims.Exp == nil:
+		return fmt.Errorf("%w: the aad token has no exp claim", ErrMalformed)
+	case now.Unix() > *claims.Exp:
+		return fmt.Errorf("%w: the aad token expired at %s", ErrMismatch, time.Unix(*claims.Exp, 0).UTC().Format(time.RFC3339))
+	case time.Unix(*claims.Exp, 0).After(now.Add(MaxTokenLifetime)):
+		return fmt.Errorf("%w: the aad token expires at %s, more than %s ahead", ErrMismatch, time.Unix(*claims.Exp, 0).UTC().Format(time.RFC3339), MaxTokenLifetime)
 	}
 	return nil
 }
