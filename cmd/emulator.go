@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -49,6 +50,8 @@ type emulatorOptions struct {
 
 	// ready, when set, is called once the gateway is serving (tests).
 	ready func(emulatorView)
+	// listen, when set, replaces net.Listen (tests: a name that resolves to another interface).
+	listen func(network, addr string) (net.Listener, error)
 }
 
 // emulatorView is what `cfp emulator` prints once it serves: a public contract
@@ -97,8 +100,9 @@ bytes once decoded, like a Cosmos DB account key (make one with
 account in your environment never becomes the emulator's (and is never printed).
 
 The gateway binds loopback by default. Binding another address with the well-known key, which
-is public, is refused unless --allow-well-known-key says so; with any key it prints a warning,
-because anyone who can reach it and knows the key can read and write the data.
+is public, is refused unless --allow-well-known-key says so (the address actually bound and the
+decoded key decide); with any key it prints a warning, because anyone who can reach it and
+knows the key can read and write the data.
 
 While it runs, the data directory is locked: other commands reach the data with
 --endpoint http://ADDR/ (or the connection string), not with --local=DIR. New containers get
@@ -176,7 +180,9 @@ func (o *emulatorOptions) resolveKey() error {
 	case g.Key != "":
 		o.Key = g.Key
 	}
-	if o.Key == auth.WellKnownKey {
+	// The decoded key decides: base64 wrapped over lines (a key file from base64 without -w0)
+	// decodes to the same key as the one-line text.
+	if isWellKnownKey(o.Key) {
 		o.Key, o.KeyFile = "", ""
 	}
 	if o.Key == "" {
@@ -204,6 +210,17 @@ func decodedLen(key string) int {
 		return 0
 	}
 	return len(b)
+}
+
+// isWellKnownKey reports whether the base64 key decodes to the well-known emulator key, however
+// it is spelled (line breaks included).
+func isWellKnownKey(key string) bool {
+	if key == auth.WellKnownKey {
+		return true
+	}
+	b, err := base64.StdEncoding.DecodeString(key)
+	wk, _ := base64.StdEncoding.DecodeString(auth.WellKnownKey)
+	return err == nil && bytes.Equal(b, wk)
 }
 
 // checkExposure refuses to serve a non-loopback host with the well-known key, which anyone can
@@ -241,21 +258,31 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("data directory %s: %w", opts.Data, err)
 	}
-	emu, err := emulator.Open(emulator.Options{Dir: dir, Key: opts.Key, Partitions: opts.Partitions, Logger: f.Log, Fsync: opts.Fsync,
-		DefaultConsistency: opts.Consistency, MaxOrderByItems: opts.MaxOrderBy, LogRetention: logRetention(opts.Retention),
-		// The SDKs' emulator credentials prove only that the client knows the key: accept them
-		// where the well-known key is the point (loopback), or when asked.
-		AcceptEmulatorTokens: opts.AcceptEmulatorTokens || (opts.Key == "" && isLoopbackHost(listenHost(opts.Addr)))})
-	if err != nil {
-		return explainLocked(fmt.Errorf("open emulator: %w", err))
+	listen := net.Listen
+	if opts.listen != nil {
+		listen = opts.listen
 	}
-	defer emu.Close()
-
-	ln, err := net.Listen("tcp", opts.Addr)
+	ln, err := listen("tcp", opts.Addr)
 	if err != nil {
 		return withHint(fmt.Errorf("listen: %w", err), "choose another address with --addr (127.0.0.1:0 picks a free port)")
 	}
 	defer ln.Close()
+	// The address actually bound decides, not its name: a *.localhost name may resolve to
+	// another interface.
+	loopback := isLoopbackAddr(ln.Addr())
+	if !loopback && opts.Key == "" && !opts.AllowWellKnownKey {
+		return withHint(briefUsageErrorf("refusing to serve %s, bound to %s, with the well-known emulator key: anyone who reaches it could read and write the data", opts.Addr, ln.Addr()),
+			"give a key of your own with --key-file, bind a loopback address, or pass --allow-well-known-key")
+	}
+	emu, err := emulator.Open(emulator.Options{Dir: dir, Key: opts.Key, Partitions: opts.Partitions, Logger: f.Log, Fsync: opts.Fsync,
+		DefaultConsistency: opts.Consistency, MaxOrderByItems: opts.MaxOrderBy, LogRetention: logRetention(opts.Retention),
+		// The SDKs' emulator credentials prove only that the client knows the key: accept them
+		// where the well-known key is the point (loopback), or when asked.
+		AcceptEmulatorTokens: opts.AcceptEmulatorTokens || (opts.Key == "" && loopback)})
+	if err != nil {
+		return explainLocked(fmt.Errorf("open emulator: %w", err))
+	}
+	defer emu.Close()
 	tlsCfg, err := emu.TLSConfig()
 	if err != nil {
 		return err
@@ -263,7 +290,7 @@ func runEmulator(ctx context.Context, opts *emulatorOptions) error {
 	// One port answers https:// and http:// alike, as the official emulator's clients expect TLS.
 	ln = emulator.NewTLSOrPlainListener(ln, tlsCfg)
 	host := listenHost(opts.Addr)
-	if !isLoopbackHost(host) {
+	if !loopback {
 		f.warnf("serving on %s, which is not a loopback address: anyone who reaches it and knows the key can read and write the data", ln.Addr())
 	}
 

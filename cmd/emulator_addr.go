@@ -23,6 +23,12 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// isLoopbackAddr reports whether a bound listener address is a loopback one.
+func isLoopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
 // endpointHost is the host clients should use for a listen host: the host itself, or
 // localhost when the address binds every interface.
 func endpointHost(host string) string {

@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -398,5 +400,37 @@ func TestEmulator_TLSAndPlainOnOnePort(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(served) != pemOut {
 		t.Errorf("GET /_explorer/emulator.pem: %d %q, want the exported certificate", resp.StatusCode, served)
+	}
+}
+
+// TestEmulator_WellKnownKeyRefusalChecksTheDecodedKeyAndTheBoundAddress checks the refusal to
+// serve a non-loopback address with the well-known key where the flags do not show it: the key
+// in a key file wrapped over lines (base64 without -w0), and a *.localhost name that resolves to
+// another interface (a listen hook stands in for the resolver).
+func TestEmulator_WellKnownKeyRefusalChecksTheDecodedKeyAndTheBoundAddress(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	wrapped := filepath.Join(dir, "wrapped.key")
+	if err := os.WriteFile(wrapped, []byte(auth.WellKnownKey[:40]+"\n"+auth.WellKnownKey[40:]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code, _, stderr := runCLI(t, ctx, "", "emulator", "--addr", "0.0.0.0:0", "--data", filepath.Join(dir, "d1"), "--key-file", wrapped)
+	if code != exitUsage || !strings.Contains(stderr, "refusing to serve") {
+		t.Errorf("the well-known key wrapped in a key file on 0.0.0.0: exit %d, want %d refusing\n%s", code, exitUsage, stderr)
+	}
+
+	ios, _, _, errOut := render.Test()
+	f := &factory{IO: ios, Global: &globalOptions{}, Getenv: func(string) string { return "" }, Now: time.Now}
+	f.Log = f.newLogger()
+	served := false
+	opts := &emulatorOptions{f: f, Data: filepath.Join(dir, "d2"), Addr: "lan.localhost:0", Partitions: 1, MaxOrderBy: 10,
+		listen: func(network, _ string) (net.Listener, error) { return net.Listen("tcp4", "0.0.0.0:0") },
+		ready:  func(emulatorView) { served = true; cancel() }}
+	err := runEmulator(ctx, opts)
+	var ue *UsageError
+	if served || !errors.As(err, &ue) || !strings.Contains(err.Error(), "refusing to serve lan.localhost:0, bound to 0.0.0.0:") {
+		t.Errorf("a .localhost name bound to 0.0.0.0 with the well-known key: served %v, err %v\n%s", served, err, errOut.String())
 	}
 }
