@@ -1,8 +1,11 @@
 package emulator
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,7 +16,9 @@ import (
 )
 
 // Admin endpoints let other processes drive a running `cfp emulator`. They are authenticated
-// with the account key, signed like any Cosmos DB request (see SignRequest):
+// with the account key, signed like a Cosmos DB request plus the SHA-256 of the body
+// (auth.SignWithBody, see SignRequest), with the service's x-ms-date window (auth.CheckDate), so
+// a captured request can be replayed for 15 minutes at most, and never with another body:
 //
 //	GET    /_cfp/status   data directory, pid, address, databases, containers and ranges
 //	POST   /_cfp/faults   add a fault rule (FaultRuleJSON)
@@ -103,7 +108,9 @@ type RangeStatus struct {
 
 // SignRequest sets x-ms-date and a master-key Authorization header on req, so that it passes the
 // emulator's signature check (for admin calls from other processes). key is the base64 account
-// key; "" means the well-known emulator key.
+// key; "" means the well-known emulator key. A request to the admin API (/_cfp/) is signed with
+// its body (auth.SignWithBody), which SignRequest reads through req.GetBody, or from req.Body,
+// which it then replaces.
 func SignRequest(req *http.Request, key string) error {
 	if key == "" {
 		key = auth.WellKnownKey
@@ -114,11 +121,51 @@ func SignRequest(req *http.Request, key string) error {
 	}
 	date := time.Now().UTC().Format(http.TimeFormat)
 	typ, link := auth.ResourceFromPath(req.URL.Path)
-	sig := auth.Sign(k, req.Method, typ, link, date)
+	var sig string
+	if isAdminPath(req.URL.Path) {
+		body, err := requestBody(req)
+		if err != nil {
+			return err
+		}
+		sig = auth.SignWithBody(k, req.Method, typ, link, date, body)
+	} else {
+		sig = auth.Sign(k, req.Method, typ, link, date)
+	}
 	req.Header.Set("x-ms-date", date)
 	req.Header.Set("Authorization", url.QueryEscape("type=master&ver=1.0&sig="+sig))
 	return nil
 }
+
+// isAdminPath reports whether an unescaped request path is in the admin API.
+func isAdminPath(path string) bool {
+	return path == "/_cfp" || strings.HasPrefix(path, "/_cfp/")
+}
+
+// requestBody returns the body req will send, leaving req able to send it.
+func requestBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	if req.GetBody != nil {
+		rc, err := req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("read request body to sign: %w", err)
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+	b, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read request body to sign: %w", err)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	return b, nil
+}
+
+// maxAdminBodyBytes bounds admin request bodies, which are a few hundred bytes; the body is read
+// before the signature over it can be checked.
+const maxAdminBodyBytes = 64 << 10
 
 // Status returns the emulator's state, as served on GET /_cfp/status.
 func (e *Emulator) Status() (Status, error) {
@@ -146,8 +193,27 @@ func (e *Emulator) Status() (Status, error) {
 }
 
 func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []string) {
-	if err := auth.Verify(r, e.key); err != nil {
-		writeError(w, http.StatusUnauthorized, "Unauthorized", "admin request not authorized: "+err.Error(), 0)
+	refuse := func(status int, code, msg string) {
+		w.Header().Set("Connection", "close")
+		writeError(w, status, code, msg, 0)
+	}
+	// The date first: a stale request is refused before its body is read.
+	var de *auth.DateError
+	if err := auth.CheckDate(r.Header.Get("x-ms-date"), time.Now()); errors.As(err, &de) {
+		if de.Malformed {
+			refuse(http.StatusUnauthorized, "Unauthorized", "admin request not authorized: "+de.ServiceMessage())
+		} else {
+			refuse(http.StatusForbidden, "Forbidden", "admin request not authorized: "+de.ServiceMessage())
+		}
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBodyBytes+1))
+	if err != nil || len(body) > maxAdminBodyBytes {
+		refuse(http.StatusBadRequest, "BadRequest", fmt.Sprintf("admin request body unreadable or larger than %d bytes", maxAdminBodyBytes))
+		return
+	}
+	if err := auth.VerifyWithBody(r, e.key, body); err != nil {
+		refuse(http.StatusUnauthorized, "Unauthorized", "admin request not authorized: "+err.Error())
 		return
 	}
 	switch path := strings.Join(segs, "/"); {
@@ -161,7 +227,7 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []str
 		writeJSON(w, http.StatusOK, 0, b)
 	case path == "faults" && r.Method == http.MethodPost:
 		var j FaultRuleJSON
-		if err := decodeJSONBody(r, &j); err != nil {
+		if err := decodeJSONBody(body, &j); err != nil {
 			e.fail(w, err)
 			return
 		}
@@ -175,7 +241,7 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []str
 		w.WriteHeader(http.StatusNoContent)
 	case path == "split" && r.Method == http.MethodPost:
 		var req SplitRequest
-		if err := decodeJSONBody(r, &req); err != nil {
+		if err := decodeJSONBody(body, &req); err != nil {
 			e.fail(w, err)
 			return
 		}
@@ -188,7 +254,7 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []str
 		writeJSON(w, http.StatusOK, 0, b)
 	case path == "merge" && r.Method == http.MethodPost:
 		var req MergeRequest
-		if err := decodeJSONBody(r, &req); err != nil {
+		if err := decodeJSONBody(body, &req); err != nil {
 			e.fail(w, err)
 			return
 		}
@@ -204,12 +270,8 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []str
 	}
 }
 
-func decodeJSONBody(r *http.Request, v any) error {
-	b, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+func decodeJSONBody(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badRequest("invalid request body: %v", err)

@@ -2,12 +2,18 @@ package emulator_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/emulator/auth"
 )
 
 // TestAdminClient_SplitMergeFaults drives a served emulator through its admin API: the status
@@ -102,5 +108,53 @@ func TestAdminClient_Errors(t *testing.T) {
 	}
 	if _, err := emulator.NewAdminClient(emu.URL, "not base64!").Status(ctx); !errors.Is(err, emulator.ErrAdminKey) {
 		t.Errorf("key that cannot sign: %v, want ErrAdminKey", err)
+	}
+}
+
+// TestAdmin_CapturedRequestCannotBeReplayedLaterOrWithAnotherBody replays a signed admin
+// request as someone who captured it would: with another body (the signature covers the body's
+// SHA-256), and after the service's 15-minute x-ms-date window (403).
+func TestAdmin_CapturedRequestCannotBeReplayedLaterOrWithAnotherBody(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	send := func(req *http.Request) (int, string) {
+		t.Helper()
+		resp, err := emulator.Transport{Handler: e.Handler()}.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const asked = `{"status":503,"count":1}`
+	req, _ := http.NewRequest(http.MethodPost, "http://raw.test/_cfp/faults", strings.NewReader(asked))
+	if err := emulator.SignRequest(req, ""); err != nil {
+		t.Fatal(err)
+	}
+	captured := req.Header.Clone()
+	if code, body := send(req); code != http.StatusOK {
+		t.Fatalf("the signed request: %d %s", code, body)
+	}
+	e.ClearFaults()
+
+	forged, _ := http.NewRequest(http.MethodPost, "http://raw.test/_cfp/faults", strings.NewReader(`{"status":500,"fraction":1}`))
+	forged.Header = captured.Clone()
+	if code, body := send(forged); code != http.StatusUnauthorized {
+		t.Errorf("the captured signature with another body: %d %s, want 401", code, body)
+	}
+
+	// The same request, captured 16 minutes ago: signed then with its body, as SignRequest does.
+	key, _ := base64.StdEncoding.DecodeString(auth.WellKnownKey)
+	date := time.Now().Add(-16 * time.Minute).UTC().Format(http.TimeFormat)
+	old, _ := http.NewRequest(http.MethodPost, "http://raw.test/_cfp/faults", strings.NewReader(asked))
+	old.Header.Set("x-ms-date", date)
+	typ, link := auth.ResourceFromPath("/_cfp/faults")
+	old.Header.Set("Authorization", url.QueryEscape("type=master&ver=1.0&sig="+auth.SignWithBody(key, "POST", typ, link, date, []byte(asked))))
+	if code, body := send(old); code != http.StatusForbidden || !strings.Contains(body, "not valid at the current time") {
+		t.Errorf("a request signed 16 minutes ago: %d %s, want 403", code, body)
+	}
+	if st, _ := e.Status(); st.FaultRules != 0 {
+		t.Errorf("%d fault rules injected by replays, want 0", st.FaultRules)
 	}
 }

@@ -27,12 +27,29 @@ const WellKnownKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8
 // verb, resourceType and date are lower-cased, resourceLink keeps its case and
 // must be unescaped.
 func Sign(key []byte, verb, resourceType, resourceLink, date string) string {
+	return sign(key, verb, resourceType, resourceLink, date, "")
+}
+
+// SignWithBody is Sign for the emulator's admin API (/_cfp/): the string signed carries the
+// base64 SHA-256 of the request body in the slot Sign leaves empty, so a captured request's
+// signature does not cover another body.
+func SignWithBody(key []byte, verb, resourceType, resourceLink, date string, body []byte) string {
+	return sign(key, verb, resourceType, resourceLink, date, BodyDigest(body))
+}
+
+// BodyDigest is the base64 SHA-256 of a request body, as SignWithBody signs it.
+func BodyDigest(body []byte) string {
+	d := sha256.Sum256(body)
+	return base64.StdEncoding.EncodeToString(d[:])
+}
+
+func sign(key []byte, verb, resourceType, resourceLink, date, extra string) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(strings.ToLower(verb) + "\n" +
 		strings.ToLower(resourceType) + "\n" +
 		resourceLink + "\n" +
 		strings.ToLower(date) + "\n" +
-		"" + "\n"))
+		extra + "\n"))
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
@@ -126,7 +143,15 @@ func CheckDate(date string, now time.Time) error {
 // key. Only master-key tokens are accepted; the date's window is CheckDate's. The error wraps ErrMissing,
 // ErrMalformed or ErrMismatch and describes what was signed, never the key or
 // the expected signature.
-func Verify(r *http.Request, key []byte) error {
+func Verify(r *http.Request, key []byte) error { return verify(r, key, "") }
+
+// VerifyWithBody is Verify for a request signed with SignWithBody over body, the request's body
+// as read by the caller. It does not check the date: CheckDate does.
+func VerifyWithBody(r *http.Request, key, body []byte) error {
+	return verify(r, key, BodyDigest(body))
+}
+
+func verify(r *http.Request, key []byte, extra string) error {
 	header := r.Header.Get("Authorization")
 	if header == "" {
 		return fmt.Errorf("%w: no Authorization header", ErrMissing)
@@ -166,10 +191,14 @@ func Verify(r *http.Request, key []byte) error {
 		return fmt.Errorf("%w: signature is not Base64", ErrMalformed)
 	}
 	resourceType, resourceLink := ResourceFromPath(r.URL.Path) // Path is unescaped
-	want, _ := base64.StdEncoding.DecodeString(Sign(key, r.Method, resourceType, resourceLink, date))
+	want, _ := base64.StdEncoding.DecodeString(sign(key, r.Method, resourceType, resourceLink, date, extra))
 	if !hmac.Equal(got, want) {
-		return fmt.Errorf("%w: signed %s with resource type %q, link %q and date %q",
-			ErrMismatch, strings.ToUpper(r.Method), resourceType, resourceLink, date)
+		what := ""
+		if extra != "" {
+			what = " and its body"
+		}
+		return fmt.Errorf("%w: signed %s with resource type %q, link %q and date %q%s",
+			ErrMismatch, strings.ToUpper(r.Method), resourceType, resourceLink, date, what)
 	}
 	return nil
 }
