@@ -75,8 +75,9 @@ COSMOS_KEY is never used for the lease account. Lease ids still embed the monito
 host, so a processor finds the same leases whichever account holds them.
 
 Account keys are never printed, logged or included in errors, and COSMOS_KEY,
-COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING are removed from the
-environment of --exec and --exec-lines delegates. Prefer COSMOS_KEY or --key-file to --key, which leaks into shell history and the
+COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, and the Entra ID
+secrets AZURE_CLIENT_SECRET, AZURE_CLIENT_CERTIFICATE_PASSWORD, AZURE_PASSWORD, IDENTITY_HEADER
+and MSI_SECRET, are removed from the environment of --exec and --exec-lines delegates. Prefer COSMOS_KEY or --key-file to --key, which leaks into shell history and the
 process list.`
 
 const helpFormatting = `Output goes to stdout; logs, progress and notifications go to stderr.

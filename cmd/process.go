@@ -79,8 +79,10 @@ Delegates:
                      error (docs/user-guide.md describes the protocol)
 
 The --exec and --exec-lines commands inherit cfp's environment except the account secrets
-COSMOS_KEY, COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, so a
-script that prints or logs its environment cannot leak a key.
+COSMOS_KEY, COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, and the
+Entra ID secrets AZURE_CLIENT_SECRET, AZURE_CLIENT_CERTIFICATE_PASSWORD, AZURE_PASSWORD,
+IDENTITY_HEADER and MSI_SECRET, so a script that prints or logs its environment cannot leak a
+key or a credential.
 
 An --exec command still running after --exec-timeout (default 10m), or an --exec-lines child
 that has not answered a message by then, is stopped with its process group and its batch

@@ -120,7 +120,7 @@ func TestServe_ClosesSilentAndSlowConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	e.timeouts = serveTimeouts{readHeader: 200 * time.Millisecond, read: 300 * time.Millisecond, idle: 300 * time.Millisecond}
+	e.timeouts = serveTimeouts{ReadHeader: 200 * time.Millisecond, Read: 300 * time.Millisecond, Idle: 300 * time.Millisecond}
 	addr := serveForTest(t, e)
 
 	t.Run("idle keep-alive", func(t *testing.T) {

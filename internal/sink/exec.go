@@ -42,8 +42,10 @@ var ErrTimeout = errors.New("delegate timed out")
 //	CFP_BATCH_SIZE    the number of items
 //	CFP_CONTINUATION  the continuation the host checkpoints when the command succeeds
 //
-// The account secrets COSMOS_KEY and COSMOS_CONNECTION_STRING, and the lease account's
-// CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, are removed from it (secretEnv).
+// The account secrets are removed from it (secretEnv): COSMOS_KEY and COSMOS_CONNECTION_STRING,
+// the lease account's CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, and the Entra ID
+// credentials' AZURE_CLIENT_SECRET, AZURE_CLIENT_CERTIFICATE_PASSWORD, AZURE_PASSWORD,
+// IDENTITY_HEADER and MSI_SECRET.
 // Exit status 0 means the batch was processed; any other status, or a failure to start, is a
 // handler error (the batch comes again). The child's stdout and stderr go to Stdout and Stderr
 // (discarded when nil); writes from concurrent children are serialised per Write. A command
@@ -150,11 +152,32 @@ func shell(ctx context.Context, command string, killDelay time.Duration) *exec.C
 }
 
 // secretEnv names the variables that hold the secrets of the monitored account and of a
-// separate lease account. Exec and ExecLines never pass
+// separate lease account: cfp's own, and those of the Microsoft Entra ID credentials cfp uses
+// with --auth entra (azidentity's DefaultAzureCredential). Exec and ExecLines never pass
 // them to a child (the names are matched ignoring case, as Windows does), so a delegate that
-// prints or logs its environment cannot leak the account key. The child still runs as the same
-// user: this prevents accidents, it is not a sandbox.
-var secretEnv = []string{"COSMOS_KEY", "COSMOS_CONNECTION_STRING", "CFP_LEASE_KEY", "CFP_LEASE_CONNECTION_STRING"}
+// prints or logs its environment cannot leak the account key or a credential that gets a token
+// for the account. The child still runs as the same user: this prevents accidents, it is not a
+// sandbox.
+//
+// The Entra ID variables are every one whose value is a secret among those azidentity v1.15.0
+// reads (github.com/Azure/azure-sdk-for-go/sdk/azidentity): azidentity.go and
+// environment_credential.go (AZURE_CLIENT_SECRET, AZURE_CLIENT_CERTIFICATE_PASSWORD,
+// AZURE_PASSWORD), and managed_identity_client.go with the MSAL managed identity client it
+// drives (github.com/AzureAD/microsoft-authentication-library-for-go apps/managedidentity:
+// managedidentity.go, servicefabric.go, azure_ml.go), which sends IDENTITY_HEADER (App Service,
+// Service Fabric) and MSI_SECRET (Azure ML) as the secret of the token request. The others
+// hold no secret and stay: ids (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_USERNAME), endpoints
+// (IDENTITY_ENDPOINT, MSI_ENDPOINT, IMDS_ENDPOINT, AZURE_AUTHORITY_HOST, ...) and file paths
+// (AZURE_CLIENT_CERTIFICATE_PATH, AZURE_FEDERATED_TOKEN_FILE), whose files the child, as the
+// same user, could read whatever its environment says.
+var secretEnv = []string{
+	// cfp's own: the account keys and connection strings.
+	"COSMOS_KEY", "COSMOS_CONNECTION_STRING", "CFP_LEASE_KEY", "CFP_LEASE_CONNECTION_STRING",
+	// azidentity's environment credential.
+	"AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "AZURE_PASSWORD",
+	// azidentity's managed identity credential.
+	"IDENTITY_HEADER", "MSI_SECRET",
+}
 
 // baseEnv returns a copy of env (os.Environ() when nil) without the variables of secretEnv.
 func baseEnv(env []string) []string {

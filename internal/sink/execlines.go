@@ -18,7 +18,9 @@ import (
 // ExecLines keeps one long-lived child per lease, started with `sh -c Command`, and talks to it
 // in JSON lines, after the Kinesis MultiLangDaemon. The child's environment gets CFP_LEASE_TOKEN,
 // CFP_RANGE and CFP_OWNER, and loses the account secrets of secretEnv (COSMOS_KEY,
-// COSMOS_CONNECTION_STRING, CFP_LEASE_KEY, CFP_LEASE_CONNECTION_STRING).
+// COSMOS_CONNECTION_STRING, CFP_LEASE_KEY, CFP_LEASE_CONNECTION_STRING, and the Entra ID
+// credentials' AZURE_CLIENT_SECRET, AZURE_CLIENT_CERTIFICATE_PASSWORD, AZURE_PASSWORD,
+// IDENTITY_HEADER and MSI_SECRET).
 //
 // The host writes one JSON object per line to the child's stdin, each with an "id" that grows
 // with every message (never reused, across restarts of a child too):

@@ -122,13 +122,17 @@ func TestExec_PassesBatchOnStdinAndEnvironment(t *testing.T) {
 }
 
 // secretEnvFixture is an environment with the secrets of the monitored account and of a lease
-// account, one under a lower-case name, and variables a delegate may rely on (a lease
-// endpoint is no secret).
+// account, one under a lower-case name, the secrets of the Entra ID credentials azidentity
+// reads, and variables a delegate may rely on (a lease endpoint, a client id and a managed
+// identity endpoint are no secrets).
 var secretEnvFixture = []string{
 	"PATH=" + os.Getenv("PATH"), "COSMOS_KEY=s3cret-key", "KEEP=1",
 	"cosmos_connection_string=AccountEndpoint=https://a.example/;AccountKey=s3cret-cs;", "COSMOS_DATABASE=shop",
 	"CFP_LEASE_KEY=s3cret-lease-key", "CFP_LEASE_CONNECTION_STRING=AccountEndpoint=https://l.example/;AccountKey=s3cret-lcs;",
 	"CFP_LEASE_ENDPOINT=https://l.example/",
+	"AZURE_CLIENT_SECRET=s3cret-client-secret", "AZURE_CLIENT_CERTIFICATE_PASSWORD=s3cret-cert-password",
+	"AZURE_PASSWORD=s3cret-password", "IDENTITY_HEADER=s3cret-identity-header", "MSI_SECRET=s3cret-msi",
+	"AZURE_CLIENT_ID=00000000-0000-0000-0000-000000000001", "IDENTITY_ENDPOINT=http://127.0.0.1:41741/msi/token",
 }
 
 // checkChildEnv fails unless env (the output of `env` in a child) has every want entry and no
@@ -157,7 +161,8 @@ func TestExec_ChildEnvironmentHasNoAccountSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChildEnv(t, stdout.String(), "CFP_LEASE_TOKEN=7", "CFP_RANGE=-05C1DFFFFFFFFC", "CFP_BATCH_SIZE=1",
-		`CFP_CONTINUATION="42"`, "KEEP=1", "COSMOS_DATABASE=shop", "CFP_LEASE_ENDPOINT=https://l.example/")
+		`CFP_CONTINUATION="42"`, "KEEP=1", "COSMOS_DATABASE=shop", "CFP_LEASE_ENDPOINT=https://l.example/",
+		"AZURE_CLIENT_ID=00000000-0000-0000-0000-000000000001", "IDENTITY_ENDPOINT=http://127.0.0.1:41741/msi/token")
 }
 
 // TestExec_InheritedEnvironmentHasNoAccountSecrets covers cfp's own case: no Env, so the child
@@ -167,6 +172,11 @@ func TestExec_InheritedEnvironmentHasNoAccountSecrets(t *testing.T) {
 	t.Setenv("COSMOS_CONNECTION_STRING", "AccountEndpoint=https://a.example/;AccountKey=s3cret-cs;")
 	t.Setenv("CFP_LEASE_KEY", "s3cret-lease-key")
 	t.Setenv("CFP_LEASE_CONNECTION_STRING", "AccountEndpoint=https://l.example/;AccountKey=s3cret-lcs;")
+	t.Setenv("AZURE_CLIENT_SECRET", "s3cret-client-secret")
+	t.Setenv("AZURE_CLIENT_CERTIFICATE_PASSWORD", "s3cret-cert-password")
+	t.Setenv("AZURE_PASSWORD", "s3cret-password")
+	t.Setenv("IDENTITY_HEADER", "s3cret-identity-header")
+	t.Setenv("MSI_SECRET", "s3cret-msi")
 	t.Setenv("CFP_TEST_KEEP", "1")
 	var stdout bytes.Buffer
 	e := &Exec{Command: "env", Stdout: &stdout}
@@ -191,7 +201,8 @@ func TestExecLines_ChildEnvironmentHasNoAccountSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChildEnv(t, stderr.String(), "CFP_LEASE_TOKEN=0", "CFP_RANGE=-05C1DFFFFFFFFC", "CFP_OWNER=host-1",
-		"KEEP=1", "COSMOS_DATABASE=shop", "CFP_LEASE_ENDPOINT=https://l.example/")
+		"KEEP=1", "COSMOS_DATABASE=shop", "CFP_LEASE_ENDPOINT=https://l.example/",
+		"AZURE_CLIENT_ID=00000000-0000-0000-0000-000000000001", "IDENTITY_ENDPOINT=http://127.0.0.1:41741/msi/token")
 }
 
 func TestExec_NonZeroExitIsAnError(t *testing.T) {
