@@ -289,9 +289,9 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		for _, d := range res {
 			docs = append(docs, d.body)
 		}
-		// A full page carries a continuation even when nothing follows (the next page is
-		// empty), as the service's does.
-		if len(res) > 0 && (more || len(res) == size) {
+		// A continuation only when another result follows: a full last page with one would
+		// make every client fetch an empty page after it.
+		if len(res) > 0 && more {
 			next = &queryCont{Seq: res[len(res)-1].seq, Returned: cont.Returned + len(docs)}
 		}
 	default:
