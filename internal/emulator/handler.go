@@ -340,7 +340,7 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 		case http.MethodPost:
 			switch {
 			case strings.EqualFold(r.Header.Get(hdrQueryPlan), "true"):
-				writeQueryPlan(w)
+				e.writeQueryPlan(w, r)
 			case strings.EqualFold(r.Header.Get(hdrIsBatch), "true"):
 				e.executeBatch(w, r, s[1], s[3])
 			case isQuery(r):
