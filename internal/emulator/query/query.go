@@ -1,18 +1,19 @@
 // Package query owns the emulator's SQL subset: parsing
 // `SELECT [TOP n] <list> FROM <alias> [WHERE <expr>] [ORDER BY <path> [ASC|DESC]]`,
-// where <list> is *, expressions with optional AS names, VALUE <expr>, or
-// VALUE COUNT|SUM|MIN|MAX|AVG(<expr>); evaluating the WHERE clause against
-// decoded JSON documents with Cosmos DB's semantics, where comparing mismatched
-// types or absent properties is undefined rather than false; and projecting
-// and folding the results (docs/protocol-gateway.md, "Queries").
+// where <list> is *, expressions with optional AS names, or VALUE <expr>, and the
+// aggregates COUNT, SUM, MIN, MAX and AVG may appear in its expressions; evaluating
+// the WHERE clause against decoded JSON documents with Cosmos DB's semantics, where
+// comparing mismatched types or absent properties is undefined rather than false;
+// projecting and folding the results; and the query plan that clients fanning a
+// query out over partitions merge by (Plan; docs/protocol-gateway.md, "Queries").
 //
 // Supported in expressions: AND, OR, NOT, parentheses; = != <> < <= > >=;
 // x [NOT] IN (a, b, ...); property paths (c.id, c.a.b, c["x"], c.tags[0]);
 // parameters (@p); string (single or double quoted), number, boolean, null
 // and undefined literals; STARTSWITH, ENDSWITH, CONTAINS (with an optional
 // ignoreCase argument), IS_DEFINED, IS_NULL, IS_BOOL, IS_NUMBER, IS_STRING,
-// IS_ARRAY, IS_OBJECT and IS_PRIMITIVE. Everything else is rejected with an
-// error wrapping ErrUnsupported.
+// IS_ARRAY, IS_OBJECT and IS_PRIMITIVE; array and object constructors.
+// Everything else is rejected with an *UnsupportedError (wrapping ErrUnsupported).
 package query
 
 import (
