@@ -99,6 +99,7 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(status int) {
 	if w.status == 0 {
 		w.status = status
+		gatewayHeaderNames(w.Header())
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
@@ -106,8 +107,26 @@ func (w *statusWriter) WriteHeader(status int) {
 func (w *statusWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		gatewayHeaderNames(w.Header())
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// gatewayHeaderNames spells the Cosmos DB headers of a response as the service's gateway does,
+// in lower case (etag, lsn, x-ms-continuation, x-ms-session-token, ...), whatever case the code
+// that set them used: http.Header.Set canonicalises to Etag and X-Ms-Continuation, and a client
+// that looks headers up case-sensitively (the Python SDK) misses those and silently stops a
+// query after its first page. net/http writes map keys as they are; the standard HTTP headers
+// (Content-Type, Content-Length, Connection) stay canonical, as net/http itself reads them so.
+func gatewayHeaderNames(h http.Header) {
+	for k, v := range h {
+		lk := strings.ToLower(k)
+		if lk == k || !(strings.HasPrefix(lk, "x-ms-") || lk == "etag" || lk == "lsn") {
+			continue
+		}
+		delete(h, k)
+		h[lk] = append(h[lk], v...)
+	}
 }
 
 func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -321,7 +340,7 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 		case http.MethodPost:
 			switch {
 			case strings.EqualFold(r.Header.Get(hdrQueryPlan), "true"):
-				writeQueryPlan(w)
+				e.writeQueryPlan(w, r)
 			case strings.EqualFold(r.Header.Get(hdrIsBatch), "true"):
 				e.executeBatch(w, r, s[1], s[3])
 			case isQuery(r):

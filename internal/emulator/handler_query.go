@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -17,12 +18,64 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator/query"
 )
 
-// queryPlan is the minimal plan answer for the JS SDK: one range over the whole key space, which
-// drives its fan-out to every partition (docs/protocol-gateway.md, "Queries").
-const queryPlan = `{"partitionedQueryExecutionInfoVersion":2,"queryInfo":{"distinctType":"None","top":null,"offset":null,"limit":null,"orderBy":[],"orderByExpressions":[],"groupByExpressions":[],"groupByAliases":[],"aggregates":[],"groupByAliasToAggregateType":{},"rewrittenQuery":"","hasSelectValue":false,"dCountInfo":null,"hasNonStreamingOrderBy":false},"queryRanges":[{"min":"","max":"FF","isMinInclusive":true,"isMaxInclusive":false}]}`
+// writeQueryPlan answers a query-plan request (x-ms-cosmos-is-query-plan-request) with the
+// query's plan: what a client fanning it out over the partition key ranges must do to merge
+// the results (TOP, ORDER BY, aggregates; docs/protocol-gateway.md, "Queries"). A query the
+// emulator cannot plan correctly is refused, never answered with a plan that makes the client
+// answer wrong.
+func (e *Emulator) writeQueryPlan(w http.ResponseWriter, r *http.Request) {
+	q, _, err := parseQuery(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	plan, err := q.Plan()
+	if err != nil {
+		e.fail(w, refusal(err, ""))
+		return
+	}
+	b, err := json.Marshal(plan)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, chargeMeta, b)
+}
 
-func writeQueryPlan(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, chargeMeta, []byte(queryPlan))
+// msgNotSupported starts the message of every refusal of a query the emulator cannot answer
+// right; it is always a 400.
+const msgNotSupported = "not supported by cfp emulator: "
+
+// refusal turns an error wrapping query.ErrUnsupported into the emulator's 400 refusal; other
+// errors are returned as they are.
+func refusal(err error, sql string) error {
+	var ue *query.UnsupportedError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	msg := msgNotSupported + ue.What
+	if ue.Pos >= 0 && sql != "" {
+		msg += fmt.Sprintf(" (at offset %d of query %q)", ue.Pos, sql)
+	}
+	return badRequest("%s", msg)
+}
+
+// writeNeedsQueryPlan answers a cross-partition query that the gateway cannot serve alone: 400
+// with substatus 1004, and the query's plan as the error's additionalErrorInfo (a JSON string),
+// which the SDKs read before they fetch a plan (the JS SDK switches to its plan pipeline only
+// when it is there).
+func writeNeedsQueryPlan(w http.ResponseWriter, plan *query.Plan) {
+	info, _ := json.Marshal(plan)
+	b, _ := json.Marshal(struct {
+		Code                string `json:"code"`
+		Message             string `json:"message"`
+		AdditionalErrorInfo string `json:"additionalErrorInfo"`
+	}{"BadRequest", msgNeedsQueryPlan, string(info)})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set(hdrSubstatus, strconv.Itoa(substatusCrossPartitionQueryNotServable))
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(b)
 }
 
 // querySpec is a query request body.
@@ -47,6 +100,9 @@ func parseQuery(r *http.Request) (*query.Query, map[string]any, error) {
 		}
 	}
 	q, err := query.Parse(spec.Query)
+	if errors.Is(err, query.ErrUnsupported) {
+		return nil, nil, refusal(err, spec.Query)
+	}
 	if err != nil {
 		return nil, nil, badRequest("query %q: %v", spec.Query, err)
 	}
@@ -199,7 +255,12 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 				return
 			}
 			if q.NeedsQueryPlan() {
-				writeError(w, http.StatusBadRequest, "BadRequest", msgNeedsQueryPlan, substatusCrossPartitionQueryNotServable)
+				plan, err := q.Plan()
+				if err != nil {
+					e.fail(w, refusal(err, ""))
+					return
+				}
+				writeNeedsQueryPlan(w, plan)
 				return
 			}
 		}
@@ -245,7 +306,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		return b, true, err
 	}
 	switch {
-	case q.Aggregate != "":
+	case q.IsAggregate():
 		agg := q.NewAggregator(params)
 		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
 			doc, ok, err := match(it)
@@ -254,9 +315,14 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			}
 			return true, agg.Add(doc)
 		})
-		if v, ok := agg.Result(); ok && cont.Returned == 0 && size > 0 {
-			b, _ := json.Marshal(v)
-			docs = append(docs, b)
+		if err == nil {
+			v, ok, rerr := agg.Result()
+			if rerr != nil {
+				err = badRequest("%v", rerr)
+			} else if ok && cont.Returned == 0 && size > 0 {
+				b, _ := json.Marshal(v)
+				docs = append(docs, b)
+			}
 		}
 	case q.OrderBy == nil:
 		// Unordered results come in creation order (_rid order), as from one partition of
@@ -298,9 +364,9 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		for _, d := range res {
 			docs = append(docs, d.body)
 		}
-		// A full page carries a continuation even when nothing follows (the next page is
-		// empty), as the service's does.
-		if len(res) > 0 && (more || len(res) == size) {
+		// A continuation only when another result follows: a full last page with one would
+		// make every client fetch an empty page after it.
+		if len(res) > 0 && more {
 			next = &queryCont{Seq: res[len(res)-1].seq, Returned: cont.Returned + len(docs)}
 		}
 	default:

@@ -37,13 +37,20 @@ func (t Transport) Do(req *http.Request) (*http.Response, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	// A client reading the response from a socket gets its header names canonicalised by
+	// net/http (the gateway writes etag, Header.Get looks up Etag): do the same.
+	hdr := make(http.Header, len(w.header))
+	for k, v := range w.header {
+		ck := http.CanonicalHeaderKey(k)
+		hdr[ck] = append(hdr[ck], v...)
+	}
 	resp := &http.Response{
 		Status:        strconv.Itoa(w.status) + " " + http.StatusText(w.status),
 		StatusCode:    w.status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        w.header,
+		Header:        hdr,
 		Body:          io.NopCloser(bytes.NewReader(w.body.Bytes())),
 		ContentLength: int64(w.body.Len()),
 		Request:       req,

@@ -15,6 +15,7 @@ type undefined struct{}
 type env struct {
 	doc    map[string]any
 	params map[string]any
+	aggs   []any // the aggregates' results, when projecting an aggregate query
 }
 
 type node interface {

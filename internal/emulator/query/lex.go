@@ -114,7 +114,7 @@ func lex(src string) ([]token, error) {
 			toks = append(toks, token{kind: tokString, text: src[start:i], str: s, pos: start})
 		default:
 			p := ""
-			for _, op := range []string{"!=", "<>", "<=", ">=", "=", "<", ">", "(", ")", "[", "]", "{", "}", ",", ".", "*", "-"} {
+			for _, op := range []string{"!=", "<>", "<=", ">=", "=", "<", ">", "(", ")", "[", "]", "{", "}", ",", ".", "*", "-", ":"} {
 				if strings.HasPrefix(src[i:], op) {
 					p = op
 					break

@@ -1,18 +1,19 @@
 // Package query owns the emulator's SQL subset: parsing
 // `SELECT [TOP n] <list> FROM <alias> [WHERE <expr>] [ORDER BY <path> [ASC|DESC]]`,
-// where <list> is *, expressions with optional AS names, VALUE <expr>, or
-// VALUE COUNT|SUM|MIN|MAX|AVG(<expr>); evaluating the WHERE clause against
-// decoded JSON documents with Cosmos DB's semantics, where comparing mismatched
-// types or absent properties is undefined rather than false; and projecting
-// and folding the results (docs/protocol-gateway.md, "Queries").
+// where <list> is *, expressions with optional AS names, or VALUE <expr>, and the
+// aggregates COUNT, SUM, MIN, MAX and AVG may appear in its expressions; evaluating
+// the WHERE clause against decoded JSON documents with Cosmos DB's semantics, where
+// comparing mismatched types or absent properties is undefined rather than false;
+// projecting and folding the results; and the query plan that clients fanning a
+// query out over partitions merge by (Plan; docs/protocol-gateway.md, "Queries").
 //
 // Supported in expressions: AND, OR, NOT, parentheses; = != <> < <= > >=;
 // x [NOT] IN (a, b, ...); property paths (c.id, c.a.b, c["x"], c.tags[0]);
 // parameters (@p); string (single or double quoted), number, boolean, null
 // and undefined literals; STARTSWITH, ENDSWITH, CONTAINS (with an optional
 // ignoreCase argument), IS_DEFINED, IS_NULL, IS_BOOL, IS_NUMBER, IS_STRING,
-// IS_ARRAY, IS_OBJECT and IS_PRIMITIVE. Everything else is rejected with an
-// error wrapping ErrUnsupported.
+// IS_ARRAY, IS_OBJECT and IS_PRIMITIVE; array and object constructors.
+// Everything else is rejected with an *UnsupportedError (wrapping ErrUnsupported).
 package query
 
 import (
@@ -42,12 +43,12 @@ type Query struct {
 	// object.
 	Value bool
 	// Aggregate is the aggregate function of SELECT VALUE COUNT(...) (SUM, MIN, MAX, AVG), ""
-	// without one. Such a query yields one result, folded over every match.
+	// when the select list is anything else.
 	Aggregate string
 
 	where  node         // nil without WHERE
 	fields []projection // nil for SELECT *
-	aggArg node         // the aggregate's argument
+	aggs   []aggNode    // the aggregates of the select list; with any, the query yields one result
 }
 
 // projection is one expression of a select list, with its output name.
@@ -103,8 +104,6 @@ func (q *Query) String() string {
 		fmt.Fprintf(&b, "TOP %d ", q.Top)
 	}
 	switch {
-	case q.Aggregate != "":
-		b.WriteString("VALUE " + q.Aggregate + "(" + q.aggArg.String() + ")")
 	case q.Value:
 		b.WriteString("VALUE " + q.fields[0].expr.String())
 	case q.fields != nil:
@@ -165,10 +164,12 @@ func stringSegs(path []string) []seg {
 
 // parser is a recursive-descent parser over the token slice.
 type parser struct {
-	toks  []token
-	pos   int
-	alias string
-	depth int
+	toks     []token
+	pos      int
+	alias    string
+	depth    int
+	q        *Query
+	inSelect bool // aggregates are allowed
 }
 
 const maxDepth = 200
@@ -199,8 +200,24 @@ func (p *parser) expect(s string) error {
 }
 
 func unsupported(t token, what string) error {
-	return fmt.Errorf("offset %d: %w: %s", t.pos, ErrUnsupported, what)
+	return &UnsupportedError{Pos: t.pos, What: what}
 }
+
+// UnsupportedError is valid Cosmos DB SQL, or a query plan, that the emulator does not
+// implement; it wraps ErrUnsupported.
+type UnsupportedError struct {
+	Pos  int    // byte offset in the query; -1 for the query as a whole
+	What string // what is not supported
+}
+
+func (e *UnsupportedError) Error() string {
+	if e.Pos < 0 {
+		return ErrUnsupported.Error() + ": " + e.What
+	}
+	return fmt.Sprintf("offset %d: %s: %s", e.Pos, ErrUnsupported, e.What)
+}
+
+func (e *UnsupportedError) Unwrap() error { return ErrUnsupported }
 
 var keywords = map[string]bool{
 	"SELECT": true, "TOP": true, "FROM": true, "AS": true, "WHERE": true, "AND": true, "OR": true,
@@ -216,6 +233,7 @@ func isKeyword(t token) bool {
 
 func (p *parser) query() (*Query, error) {
 	q := &Query{Top: -1}
+	p.q = q
 	if err := p.expect("SELECT"); err != nil {
 		return nil, err
 	}
@@ -300,7 +318,7 @@ func (p *parser) query() (*Query, error) {
 		}
 		q.OrderBy = ob
 	}
-	if q.Aggregate != "" && q.OrderBy != nil {
+	if len(q.aggs) > 0 && q.OrderBy != nil {
 		return nil, unsupported(p.peek(), "ORDER BY with an aggregate")
 	}
 	if t := p.peek(); t.is("OFFSET") {
@@ -459,9 +477,9 @@ func (p *parser) operand() (node, error) {
 	case t.is("UNDEFINED"):
 		return literal{undefined{}}, nil
 	case t.is("["):
-		return nil, unsupported(t, "array literals")
+		return p.array()
 	case t.is("{"):
-		return nil, unsupported(t, "object literals")
+		return p.object()
 	case t.kind == tokIdent && p.peek().is("("):
 		return p.call(t)
 	case t.kind == tokIdent && !isKeyword(t):
@@ -514,6 +532,9 @@ var functions = map[string][2]int{
 
 func (p *parser) call(name token) (node, error) {
 	fn := strings.ToUpper(name.text)
+	if aggregates[fn] {
+		return p.aggregate(name, fn)
+	}
 	arity, ok := functions[fn]
 	if !ok {
 		return nil, unsupported(name, "function "+name.text)
@@ -567,8 +588,29 @@ func (p *parser) skipToFrom() error {
 // aggregates are the aggregate functions SELECT VALUE accepts.
 var aggregates = map[string]bool{"COUNT": true, "SUM": true, "MIN": true, "MAX": true, "AVG": true}
 
-// selectList parses what follows SELECT [TOP n] up to FROM: *, VALUE expr, VALUE AGG(expr), or
-// a list of property paths with optional AS names.
+// aggregate parses an aggregate call after its name: allowed in the select list only, and not
+// nested in another.
+func (p *parser) aggregate(name token, fn string) (node, error) {
+	if !p.inSelect {
+		return nil, unsupported(name, "an aggregate outside the select list, or inside another")
+	}
+	p.next() // (
+	p.inSelect = false
+	arg, err := p.or()
+	p.inSelect = true
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expect(")"); err != nil {
+		return nil, err
+	}
+	n := aggNode{fn: fn, arg: arg, idx: len(p.q.aggs)}
+	p.q.aggs = append(p.q.aggs, n)
+	return n, nil
+}
+
+// selectList parses what follows SELECT [TOP n] up to FROM: *, VALUE expr, or a list of
+// expressions with optional AS names; aggregates may appear in the expressions.
 func (p *parser) selectList(q *Query) error {
 	if p.accept("*") {
 		return nil
@@ -576,34 +618,21 @@ func (p *parser) selectList(q *Query) error {
 	if t := p.peek(); t.is("DISTINCT") {
 		return unsupported(t, "SELECT DISTINCT")
 	}
+	p.inSelect = true
+	defer func() { p.inSelect = false }()
 	if p.accept("VALUE") {
 		q.Value = true
-		t := p.peek()
-		if t.kind == tokIdent && aggregates[strings.ToUpper(t.text)] && p.toks[p.pos+1].is("(") {
-			p.next()
-			p.next()
-			arg, err := p.or()
-			if err != nil {
-				return err
-			}
-			if err := p.expect(")"); err != nil {
-				return err
-			}
-			q.Aggregate, q.aggArg = strings.ToUpper(t.text), arg
-			return nil
-		}
 		n, err := p.or()
 		if err != nil {
 			return err
 		}
 		q.fields = []projection{{expr: n}}
+		if a, ok := n.(aggNode); ok {
+			q.Aggregate = a.fn
+		}
 		return nil
 	}
 	for {
-		start := p.peek()
-		if start.kind == tokIdent && aggregates[strings.ToUpper(start.text)] {
-			return unsupported(start, "aggregates without SELECT VALUE")
-		}
 		n, err := p.or()
 		if err != nil {
 			return err
@@ -635,7 +664,11 @@ func (p *parser) selectList(q *Query) error {
 
 // NeedsQueryPlan reports whether the query must be run by the client over every partition (ORDER
 // BY, an aggregate): the service's gateway serves it only within one partition key.
-func (q *Query) NeedsQueryPlan() bool { return q.OrderBy != nil || q.Aggregate != "" }
+func (q *Query) NeedsQueryPlan() bool { return q.OrderBy != nil || len(q.aggs) > 0 }
+
+// IsAggregate reports whether the select list has aggregates: the query yields one result,
+// folded over every match (Aggregator).
+func (q *Query) IsAggregate() bool { return len(q.aggs) > 0 }
 
 // Projects reports whether results differ from the matched documents (a select list or VALUE).
 func (q *Query) Projects() bool { return q.fields != nil }
@@ -674,67 +707,59 @@ func (q *Query) Project(doc map[string]any, params map[string]any) (v any, ok bo
 type Aggregator struct {
 	q      *Query
 	params map[string]any
-	count  int
-	sum    float64
-	best   any
-	typed  bool // SUM and AVG saw only numbers so far
+	states []aggState
 }
 
-// NewAggregator returns an aggregator for q (which must have an Aggregate).
+// NewAggregator returns an aggregator for q (which must have aggregates).
 func (q *Query) NewAggregator(params map[string]any) *Aggregator {
-	return &Aggregator{q: q, params: params, typed: true}
+	a := &Aggregator{q: q, params: params, states: make([]aggState, len(q.aggs))}
+	for i := range a.states {
+		a.states[i].typed = true
+	}
+	return a
 }
 
 // Add folds one matching document in.
 func (a *Aggregator) Add(doc map[string]any) error {
-	v, err := a.q.aggArg.eval(&env{doc: doc, params: a.params})
-	if err != nil {
-		return err
-	}
-	if _, undef := v.(undefined); undef {
-		return nil
-	}
-	switch a.q.Aggregate {
-	case "COUNT":
-		a.count++
-	case "SUM", "AVG":
-		f, ok := v.(float64)
-		if !ok {
-			a.typed = false
-			return nil
+	e := &env{doc: doc, params: a.params}
+	for i, n := range a.q.aggs {
+		v, err := n.arg.eval(e)
+		if err != nil {
+			return err
 		}
-		a.sum += f
-		a.count++
-	case "MIN", "MAX":
-		if typeRank(v) >= typeRank([]any{}) {
-			return nil
-		}
-		if a.best == nil && a.count == 0 {
-			a.best = v
-		} else if c := compareForSort(v, a.best); (a.q.Aggregate == "MIN" && c < 0) || (a.q.Aggregate == "MAX" && c > 0) {
-			a.best = v
-		}
-		a.count++
+		a.states[i].add(n.fn, v)
 	}
 	return nil
 }
 
-// Result returns the aggregate's value; ok is false when it is undefined (no result row), as
-// for SUM or AVG over non-numbers, or MIN, MAX and AVG over nothing.
-func (a *Aggregator) Result() (v any, ok bool) {
-	switch a.q.Aggregate {
-	case "COUNT":
-		return float64(a.count), true
-	case "SUM":
-		return a.sum, a.typed
-	case "AVG":
-		if !a.typed || a.count == 0 {
-			return nil, false
-		}
-		return a.sum / float64(a.count), true
-	default:
-		return a.best, a.count > 0
+// Result returns the query's one result; ok is false when there is none, as for SELECT VALUE
+// of an undefined aggregate (SUM or AVG over non-numbers, or MIN, MAX and AVG over nothing).
+func (a *Aggregator) Result() (v any, ok bool, err error) {
+	e := &env{params: a.params, aggs: make([]any, len(a.states))}
+	for i, n := range a.q.aggs {
+		e.aggs[i] = a.states[i].result(n.fn)
 	}
+	if a.q.Value {
+		v, err := a.q.fields[0].expr.eval(e)
+		if err != nil {
+			return nil, false, err
+		}
+		if _, undef := v.(undefined); undef {
+			return nil, false, nil
+		}
+		return v, true, nil
+	}
+	out := make(map[string]any, len(a.q.fields))
+	for _, f := range a.q.fields {
+		v, err := f.expr.eval(e)
+		if err != nil {
+			return nil, false, err
+		}
+		if _, undef := v.(undefined); !undef {
+			out[f.name] = v
+		}
+	}
+	return out, true, nil
 }
 
 // Equality returns the value that the WHERE clause requires the property path to equal (c.pk =

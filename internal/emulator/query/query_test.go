@@ -217,7 +217,8 @@ func TestParse_Errors(t *testing.T) {
 		unsupported bool
 		mention     string // the message names what is wrong
 	}{
-		{"SELECT COUNT(1) FROM c", true, "aggregates without SELECT VALUE"},
+		{"SELECT * FROM c WHERE COUNT(1) > 1", true, "aggregate outside the select list"},
+		{"SELECT VALUE COUNT(MAX(c.n)) FROM c", true, "inside another"},
 		{"SELECT VALUE COUNT(1) FROM c ORDER BY c.id", true, "ORDER BY with an aggregate"},
 		{"SELECT DISTINCT * FROM c", true, "DISTINCT"},
 		{"SELECT * FROM c JOIN t IN c.tags", true, "JOIN"},
@@ -232,8 +233,8 @@ func TestParse_Errors(t *testing.T) {
 		{"SELECT * FROM c ORDER BY 1", true, "property path"},
 		{"SELECT * FROM c OFFSET 1 LIMIT 2", true, "OFFSET"},
 		{"SELECT TOP @n * FROM c", true, "TOP"},
-		{"SELECT * FROM c WHERE c.tags = ['x']", true, "array literals"},
-		{"SELECT * FROM c WHERE c.o = {}", true, "object literals"},
+		{"SELECT VALUE {c.id: 1} FROM c", false, "quoted property name"},
+		{"SELECT VALUE [1, 2 FROM c", false, "expected FROM"},
 		{"SELECT * FROM c WHERE c[@p] = 1", true, "parameters"},
 		{"", false, "SELECT"},
 		{"DELETE FROM c", false, "SELECT"},
@@ -382,17 +383,25 @@ func TestProject_ValueFieldsAndAggregates(t *testing.T) {
 				}
 			}
 		}
-		return a.Result()
+		v, ok, err := a.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, ok
 	}
 	for sql, want := range map[string]string{
-		"SELECT VALUE COUNT(1) FROM c":                     "3 true",
-		"SELECT VALUE COUNT(c.n) FROM c":                   "2 true",
-		"SELECT VALUE SUM(c.n) FROM c WHERE c.pk = 'a'":    "8 true",
-		"SELECT VALUE AVG(c.n) FROM c WHERE c.pk = 'a'":    "4 true",
-		"SELECT VALUE MIN(c.n) FROM c":                     "3 true",
-		"SELECT VALUE MAX(c.id) FROM c":                    "3 true",
-		"SELECT VALUE SUM(c.s) FROM c":                     "0 false",
-		"SELECT VALUE MAX(c.n) FROM c WHERE c.pk = 'none'": "<nil> false",
+		"SELECT VALUE COUNT(1) FROM c":                                           "3 true",
+		"SELECT VALUE COUNT(c.n) FROM c":                                         "2 true",
+		"SELECT VALUE SUM(c.n) FROM c WHERE c.pk = 'a'":                          "8 true",
+		"SELECT VALUE AVG(c.n) FROM c WHERE c.pk = 'a'":                          "4 true",
+		"SELECT VALUE MIN(c.n) FROM c":                                           "3 true",
+		"SELECT VALUE MAX(c.id) FROM c":                                          "3 true",
+		"SELECT VALUE SUM(c.s) FROM c":                                           "<nil> false",
+		"SELECT COUNT(1) AS n, MAX(c.n) AS m FROM c":                             "map[m:5 n:3] true",
+		"SELECT MAX(c.n) AS m FROM c WHERE c.pk = 'none'":                        "map[] true",
+		`SELECT VALUE [{"item": COUNT(1)}] FROM c`:                               "[map[item:3]] true",
+		`SELECT VALUE [{"item": {"sum": SUM(c.n), "count": COUNT(c.n)}}] FROM c`: "[map[item:map[count:2 sum:8]]] true",
+		"SELECT VALUE MAX(c.n) FROM c WHERE c.pk = 'none'":                       "<nil> false",
 	} {
 		v, ok := agg(sql)
 		if got := fmt.Sprint(v, " ", ok); got != want {

@@ -1,0 +1,159 @@
+package query
+
+import (
+	"fmt"
+	"strings"
+)
+
+// OrderByFilter is the placeholder of an ORDER BY's rewritten query that clients replace with a
+// filter ("true" on a first page, a resume condition on a continuation).
+const OrderByFilter = "{documentdb-formattableorderbyquery-filter}"
+
+// Plan is the query plan the gateway answers a query-plan request with (the
+// partitionedQueryExecutionInfo of the .NET, Java, JS and Python SDKs): what a client that fans a
+// query out over the partition key ranges must do to merge their results. Every field is
+// written, as the gateway does; the SDKs read them without defaults.
+type Plan struct {
+	Version     int          `json:"partitionedQueryExecutionInfoVersion"`
+	QueryInfo   QueryInfo    `json:"queryInfo"`
+	QueryRanges []QueryRange `json:"queryRanges"`
+}
+
+// QueryInfo is the plan's description of the query.
+type QueryInfo struct {
+	// DistinctType is None, Ordered or Unordered.
+	DistinctType string `json:"distinctType"`
+	// Top is TOP n, applied again by the client over the merged results; nil without TOP.
+	Top *int `json:"top"`
+	// Offset and Limit are OFFSET n LIMIT m; nil without.
+	Offset *int `json:"offset"`
+	Limit  *int `json:"limit"`
+	// OrderBy holds Ascending or Descending per ORDER BY key; OrderByExpressions the keys.
+	OrderBy            []string `json:"orderBy"`
+	OrderByExpressions []string `json:"orderByExpressions"`
+	GroupByExpressions []string `json:"groupByExpressions"`
+	GroupByAliases     []string `json:"groupByAliases"`
+	// Aggregates are the aggregates of SELECT VALUE AGG(...): Count, Sum, Min, Max, Average.
+	Aggregates                  []string          `json:"aggregates"`
+	GroupByAliasToAggregateType map[string]string `json:"groupByAliasToAggregateType"`
+	// RewrittenQuery is what the client sends to each partition key range instead of the query
+	// ("" to send the query itself).
+	RewrittenQuery         string `json:"rewrittenQuery"`
+	HasSelectValue         bool   `json:"hasSelectValue"`
+	DCountInfo             any    `json:"dCountInfo"`
+	HasNonStreamingOrderBy bool   `json:"hasNonStreamingOrderBy"`
+}
+
+// QueryRange is a range of effective partition keys the query must visit.
+type QueryRange struct {
+	Min            string `json:"min"`
+	Max            string `json:"max"`
+	IsMinInclusive bool   `json:"isMinInclusive"`
+	IsMaxInclusive bool   `json:"isMaxInclusive"`
+}
+
+// planAggregates names the aggregates as the plan does.
+var planAggregates = map[string]string{"COUNT": "Count", "SUM": "Sum", "MIN": "Min", "MAX": "Max", "AVG": "Average"}
+
+// Plan returns the query plan of q over the whole key space. A query whose results a client
+// could not merge correctly from a plan the emulator can express gets an error wrapping
+// ErrUnsupported (aggregates other than SELECT VALUE AGG(...)), never a plan that would make
+// the client answer wrong.
+func (q *Query) Plan() (*Plan, error) {
+	p := &Plan{
+		Version: 2,
+		QueryInfo: QueryInfo{
+			DistinctType:                "None",
+			OrderBy:                     []string{},
+			OrderByExpressions:          []string{},
+			GroupByExpressions:          []string{},
+			GroupByAliases:              []string{},
+			Aggregates:                  []string{},
+			GroupByAliasToAggregateType: map[string]string{},
+			HasSelectValue:              q.Value,
+		},
+		QueryRanges: []QueryRange{{Min: "", Max: "FF", IsMinInclusive: true, IsMaxInclusive: false}},
+	}
+	qi := &p.QueryInfo
+	if q.Top >= 0 {
+		top := q.Top
+		qi.Top = &top
+	}
+	switch {
+	case q.IsAggregate():
+		if q.Aggregate == "" {
+			return nil, &UnsupportedError{Pos: -1, What: "aggregates across partitions other than SELECT VALUE COUNT|SUM|MIN|MAX|AVG(...) alone (give the partition key to run the query in one partition)"}
+		}
+		qi.Aggregates = []string{planAggregates[q.Aggregate]}
+		qi.RewrittenQuery = q.rewrite(partialAggregate(q.aggs[0]), false)
+	case q.OrderBy != nil:
+		key := pathNode{alias: q.Alias, segs: stringSegs(q.OrderBy.Path)}.String()
+		dir := "Ascending"
+		if q.OrderBy.Desc {
+			dir = "Descending"
+		}
+		qi.OrderBy, qi.OrderByExpressions = []string{dir}, []string{key}
+		sel := pathNode{alias: q.Alias, segs: stringSegs([]string{"_rid"})}.String() +
+			`, [{"item": ` + key + `}] AS orderByItems, ` + q.payload() + " AS payload"
+		qi.RewrittenQuery = q.rewrite(sel, true)
+	}
+	return p, nil
+}
+
+// partialAggregate is the per-partition select of SELECT VALUE AGG(x), in the form the SDKs
+// merge: [{"item": partial}], where AVG's partial is its sum and count, and MIN and MAX carry
+// item2 {"min"|"max": v, "count": n} for the clients that read it (JS).
+func partialAggregate(a aggNode) string {
+	arg := a.arg.String()
+	switch a.fn {
+	case "AVG":
+		return `VALUE [{"item": {"sum": SUM(` + arg + `), "count": COUNT(` + arg + `)}}]`
+	case "MIN", "MAX":
+		k := strings.ToLower(a.fn)
+		return `VALUE [{"item": ` + a.fn + `(` + arg + `), "item2": {"` + k + `": ` + a.fn + `(` + arg + `), "count": COUNT(` + arg + `)}}]`
+	default:
+		return `VALUE [{"item": ` + a.String() + `}]`
+	}
+}
+
+// payload is the select list of q as one expression: the document, the VALUE expression, or an
+// object of the named expressions.
+func (q *Query) payload() string {
+	switch {
+	case q.fields == nil:
+		return q.Alias
+	case q.Value:
+		return q.fields[0].expr.String()
+	}
+	parts := make([]string, len(q.fields))
+	for i, f := range q.fields {
+		parts[i] = formatValue(f.name) + ": " + f.expr.String()
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// rewrite returns q with sel as its select list (TOP kept), and with the ORDER BY filter
+// placeholder and the ORDER BY itself when orderBy is set.
+func (q *Query) rewrite(sel string, orderBy bool) string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	if q.Top >= 0 {
+		fmt.Fprintf(&b, "TOP %d ", q.Top)
+	}
+	b.WriteString(sel + " FROM " + q.Alias)
+	switch {
+	case orderBy && q.where != nil:
+		b.WriteString(" WHERE (" + q.where.String() + ") AND (" + OrderByFilter + ")")
+	case orderBy:
+		b.WriteString(" WHERE (" + OrderByFilter + ")")
+	case q.where != nil:
+		b.WriteString(" WHERE " + q.where.String())
+	}
+	if orderBy {
+		b.WriteString(" ORDER BY " + pathNode{alias: q.Alias, segs: stringSegs(q.OrderBy.Path)}.String())
+		if q.OrderBy.Desc {
+			b.WriteString(" DESC")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,644 @@
+package emulator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/cfp-dev/cfp/internal/emulator"
+)
+
+// planClient runs cross-partition queries the way the SDKs with a query pipeline do (JS,
+// Python, .NET, gocosmos): fetch the plan, run its rewritten query (or the query) on every
+// partition key range in pages, and merge the pages client-side as the plan says. It
+// checks the plan's content, not only that a plan comes back.
+type planClient struct {
+	t    *testing.T
+	e    *emulator.Emulator
+	coll string // /dbs/db/colls/c
+	page int
+}
+
+// planInfo is the part of the plan the merge reads.
+type planInfo struct {
+	QueryInfo struct {
+		DistinctType   string   `json:"distinctType"`
+		Top            *int     `json:"top"`
+		Offset         *int     `json:"offset"`
+		Limit          *int     `json:"limit"`
+		OrderBy        []string `json:"orderBy"`
+		Aggregates     []string `json:"aggregates"`
+		GroupBy        []string `json:"groupByExpressions"`
+		RewrittenQuery string   `json:"rewrittenQuery"`
+		HasSelectValue bool     `json:"hasSelectValue"`
+	} `json:"queryInfo"`
+	QueryRanges []struct {
+		Min string `json:"min"`
+		Max string `json:"max"`
+	} `json:"queryRanges"`
+}
+
+func queryBody(sql string, params map[string]any) string {
+	type param struct {
+		Name  string `json:"name"`
+		Value any    `json:"value"`
+	}
+	ps := []param{}
+	for k, v := range params {
+		ps = append(ps, param{k, v})
+	}
+	b, _ := json.Marshal(map[string]any{"query": sql, "parameters": ps})
+	return string(b)
+}
+
+// plan fetches the query plan; a refusal comes back as its status and message.
+func (c *planClient) plan(sql string, params map[string]any) (*planInfo, int, string) {
+	resp, body := rawRequest(c.t, c.e, http.MethodPost, c.coll+"/docs", map[string]string{
+		"x-ms-cosmos-is-query-plan-request": "True",
+		"x-ms-documentdb-isquery":           "True",
+		"Content-Type":                      "application/query+json",
+	}, queryBody(sql, params))
+	if resp.StatusCode != http.StatusOK {
+		var eb struct{ Message string }
+		_ = json.Unmarshal(body, &eb)
+		return nil, resp.StatusCode, eb.Message
+	}
+	var p planInfo
+	if err := json.Unmarshal(body, &p); err != nil {
+		c.t.Fatalf("plan of %q: %v: %s", sql, err, body)
+	}
+	return &p, resp.StatusCode, ""
+}
+
+// rangeIDs lists the container's partition key ranges.
+func (c *planClient) rangeIDs() []string {
+	resp, body := rawRequest(c.t, c.e, http.MethodGet, c.coll+"/pkranges", nil, "")
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("read pkranges: %d %s", resp.StatusCode, body)
+	}
+	var out struct {
+		PartitionKeyRanges []struct {
+			ID string `json:"id"`
+		}
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		c.t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range out.PartitionKeyRanges {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// drainRange runs sql on one partition key range, page by page.
+func (c *planClient) drainRange(rangeID, sql string, params map[string]any) []any {
+	var out []any
+	cont := ""
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			c.t.Fatalf("%q on range %s does not end", sql, rangeID)
+		}
+		h := map[string]string{
+			"x-ms-documentdb-isquery":                    "True",
+			"Content-Type":                               "application/query+json",
+			"x-ms-documentdb-partitionkeyrangeid":        rangeID,
+			"x-ms-documentdb-query-enablecrosspartition": "True",
+			"x-ms-max-item-count":                        strconv.Itoa(c.page),
+		}
+		if cont != "" {
+			h["x-ms-continuation"] = cont
+		}
+		resp, body := rawRequest(c.t, c.e, http.MethodPost, c.coll+"/docs", h, queryBody(sql, params))
+		if resp.StatusCode != http.StatusOK {
+			c.t.Fatalf("%q on range %s: %d %s", sql, rangeID, resp.StatusCode, body)
+		}
+		var page struct{ Documents []any }
+		if err := json.Unmarshal(body, &page); err != nil {
+			c.t.Fatal(err)
+		}
+		out = append(out, page.Documents...)
+		if cont = resp.Header.Get("x-ms-continuation"); cont == "" {
+			return out
+		}
+	}
+}
+
+// run answers sql as a plan-driven SDK would, or returns the refusal of the plan request.
+func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
+	p, status, msg := c.plan(sql, params)
+	if p == nil {
+		if status != http.StatusBadRequest || !strings.HasPrefix(msg, "not supported by cfp emulator: ") {
+			c.t.Fatalf("plan of %q: %d %q, want a plan or a 400 refusal", sql, status, msg)
+		}
+		return nil, msg
+	}
+	qi := p.QueryInfo
+	if len(p.QueryRanges) == 0 || qi.DistinctType != "None" || qi.Offset != nil || qi.Limit != nil || len(qi.GroupBy) > 0 {
+		c.t.Fatalf("plan of %q asks for what this client does not merge: %+v", sql, p)
+	}
+	rq := sql
+	if qi.RewrittenQuery != "" {
+		rq = strings.ReplaceAll(qi.RewrittenQuery, "{documentdb-formattableorderbyquery-filter}", "true")
+	}
+	var perRange [][]any
+	for _, id := range c.rangeIDs() {
+		perRange = append(perRange, c.drainRange(id, rq, params))
+	}
+	var out []any
+	switch {
+	case len(qi.OrderBy) > 0:
+		// k-way merge on orderByItems, then the payloads.
+		key := func(r any) any { return r.(map[string]any)["orderByItems"].([]any)[0].(map[string]any)["item"] }
+		desc := qi.OrderBy[0] == "Descending"
+		for {
+			best := -1
+			for i, rs := range perRange {
+				if len(rs) == 0 {
+					continue
+				}
+				if best < 0 {
+					best = i
+					continue
+				}
+				cmp := compareJSON(key(rs[0]), key(perRange[best][0]))
+				if (!desc && cmp < 0) || (desc && cmp > 0) {
+					best = i
+				}
+			}
+			if best < 0 {
+				break
+			}
+			out = append(out, perRange[best][0].(map[string]any)["payload"])
+			perRange[best] = perRange[best][1:]
+		}
+	case len(qi.Aggregates) > 0:
+		if len(qi.Aggregates) != 1 || !qi.HasSelectValue {
+			c.t.Fatalf("plan of %q: aggregates %v, hasSelectValue %v", sql, qi.Aggregates, qi.HasSelectValue)
+		}
+		var acc any
+		sum, count := 0.0, 0.0
+		for _, rs := range perRange {
+			for _, r := range rs {
+				item := r.([]any)[0].(map[string]any)["item"]
+				if item == nil {
+					continue
+				}
+				switch qi.Aggregates[0] {
+				case "Count", "Sum":
+					if acc == nil {
+						acc = 0.0
+					}
+					acc = acc.(float64) + item.(float64)
+				case "Min", "Max":
+					if acc == nil || (qi.Aggregates[0] == "Min" && compareJSON(item, acc) < 0) || (qi.Aggregates[0] == "Max" && compareJSON(item, acc) > 0) {
+						acc = item
+					}
+				case "Average":
+					m := item.(map[string]any)
+					if s, ok := m["sum"].(float64); ok {
+						sum += s
+						count += m["count"].(float64)
+					}
+				default:
+					c.t.Fatalf("plan of %q: aggregate %q", sql, qi.Aggregates[0])
+				}
+			}
+		}
+		if qi.Aggregates[0] == "Average" && count > 0 {
+			acc = sum / count
+		}
+		if acc != nil {
+			out = append(out, acc)
+		}
+	default:
+		for _, rs := range perRange {
+			out = append(out, rs...)
+		}
+	}
+	if qi.Top != nil && len(out) > *qi.Top {
+		out = out[:*qi.Top]
+	}
+	return out, ""
+}
+
+// compareJSON orders decoded JSON values as Cosmos DB sorts them: null, booleans, numbers,
+// strings.
+func compareJSON(a, b any) int {
+	rank := func(v any) int {
+		switch v.(type) {
+		case nil:
+			return 0
+		case bool:
+			return 1
+		case float64:
+			return 2
+		case string:
+			return 3
+		}
+		return 4
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra - rb
+	}
+	switch x := a.(type) {
+	case bool:
+		y := b.(bool)
+		switch {
+		case x == y:
+			return 0
+		case !x:
+			return -1
+		}
+		return 1
+	case float64:
+		y := b.(float64)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+	case string:
+		return strings.Compare(x, b.(string))
+	}
+	return 0
+}
+
+// pdoc is a generated document: v and s are unique (ORDER BY on them has no ties), opt is
+// absent from some documents.
+type pdoc struct {
+	ID  string `json:"id"`
+	PK  string `json:"pk"`
+	V   int    `json:"v"`
+	S   string `json:"s"`
+	Opt *int   `json:"opt,omitempty"`
+}
+
+// qshape is a generated query, with a plain Go evaluation of it.
+type qshape struct {
+	filter  int    // 0 none, 1 c.v < n, 2 STARTSWITH(c.s, x), 3 IS_DEFINED(c.opt), 4 c.v >= n AND c.pk != p
+	n       int    // the filter's bound
+	prefix  string // the STARTSWITH prefix
+	orderBy string // "", "v", "s", "id"
+	desc    bool
+	top     int    // -1 without TOP
+	sel     int    // 0 *, 1 VALUE c.id, 2 c.id, c.v
+	agg     string // "" or COUNT SUM MIN MAX AVG (SELECT VALUE AGG(c.v)); overrides sel and ORDER BY
+}
+
+func (q qshape) sql() string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	if q.top >= 0 {
+		fmt.Fprintf(&b, "TOP %d ", q.top)
+	}
+	switch {
+	case q.agg != "":
+		b.WriteString("VALUE " + q.agg + "(c.v)")
+	case q.sel == 1:
+		b.WriteString("VALUE c.id")
+	case q.sel == 2:
+		b.WriteString("c.id, c.v")
+	default:
+		b.WriteString("*")
+	}
+	b.WriteString(" FROM c")
+	switch q.filter {
+	case 1:
+		fmt.Fprintf(&b, " WHERE c.v < %d", q.n)
+	case 2:
+		fmt.Fprintf(&b, " WHERE STARTSWITH(c.s, '%s')", q.prefix)
+	case 3:
+		b.WriteString(" WHERE IS_DEFINED(c.opt)")
+	case 4:
+		fmt.Fprintf(&b, " WHERE c.v >= %d AND c.pk != 'p1'", q.n)
+	}
+	if q.orderBy != "" && q.agg == "" {
+		b.WriteString(" ORDER BY c." + q.orderBy)
+		if q.desc {
+			b.WriteString(" DESC")
+		}
+	}
+	return b.String()
+}
+
+func (q qshape) match(d pdoc) bool {
+	switch q.filter {
+	case 1:
+		return d.V < q.n
+	case 2:
+		return strings.HasPrefix(d.S, q.prefix)
+	case 3:
+		return d.Opt != nil
+	case 4:
+		return d.V >= q.n && d.PK != "p1"
+	}
+	return true
+}
+
+// eval is the expected answer over docs (in creation order), as JSON values.
+func (q qshape) eval(docs []pdoc) []any {
+	var m []pdoc
+	for _, d := range docs {
+		if q.match(d) {
+			m = append(m, d)
+		}
+	}
+	if q.agg != "" {
+		if len(m) == 0 && q.agg != "COUNT" && q.agg != "SUM" {
+			return nil
+		}
+		sum, best := 0.0, 0.0
+		for i, d := range m {
+			v := float64(d.V)
+			sum += v
+			if i == 0 || (q.agg == "MIN" && v < best) || (q.agg == "MAX" && v > best) {
+				best = v
+			}
+		}
+		res := map[string]float64{"COUNT": float64(len(m)), "SUM": sum, "MIN": best, "MAX": best}
+		if len(m) > 0 {
+			res["AVG"] = sum / float64(len(m))
+		}
+		out := []any{res[q.agg]}
+		if q.top == 0 {
+			return nil
+		}
+		return out
+	}
+	if q.orderBy != "" {
+		key := func(d pdoc) string {
+			switch q.orderBy {
+			case "v":
+				return fmt.Sprintf("%08d", d.V)
+			case "s":
+				return d.S
+			}
+			return d.ID
+		}
+		sort.SliceStable(m, func(i, j int) bool {
+			if q.desc {
+				return key(m[i]) > key(m[j])
+			}
+			return key(m[i]) < key(m[j])
+		})
+	}
+	if q.top >= 0 && len(m) > q.top {
+		m = m[:q.top]
+	}
+	out := make([]any, 0, len(m))
+	for _, d := range m {
+		var v any
+		switch q.sel {
+		case 1:
+			v = d.ID
+		case 2:
+			v = map[string]any{"id": d.ID, "v": float64(d.V)}
+		default:
+			b, _ := json.Marshal(d)
+			_ = json.Unmarshal(b, &v)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// unorderedTop reports whether the answer is any top-n subset of the matches (TOP without ORDER
+// BY: which n is up to the service).
+func (q qshape) unorderedTop() bool { return q.top >= 0 && q.orderBy == "" && q.agg == "" }
+
+func randomShape(r *rand.Rand, ndocs int) qshape {
+	q := qshape{filter: r.IntN(5), n: r.IntN(ndocs), prefix: string(rune('a' + r.IntN(4))), top: -1, sel: r.IntN(3)}
+	if r.IntN(2) == 0 {
+		q.orderBy = []string{"v", "s", "id"}[r.IntN(3)]
+		q.desc = r.IntN(2) == 0
+	}
+	if r.IntN(3) == 0 {
+		q.top = r.IntN(8)
+	}
+	if r.IntN(4) == 0 {
+		q.agg = []string{"COUNT", "SUM", "MIN", "MAX", "AVG"}[r.IntN(5)]
+		q.top = -1
+	}
+	return q
+}
+
+// strip removes the system properties the service adds, so results compare with the documents
+// as written.
+func strip(vs []any) []any {
+	for _, v := range vs {
+		if m, ok := v.(map[string]any); ok {
+			for k := range m {
+				if strings.HasPrefix(k, "_") {
+					delete(m, k)
+				}
+			}
+		}
+	}
+	return vs
+}
+
+func canon(vs []any) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		b, _ := json.Marshal(v)
+		out[i] = string(b)
+	}
+	return out
+}
+
+// sameAnswer compares got with want: in order, or for TOP without ORDER BY as a subset of the
+// matches of the right size.
+func sameAnswer(q qshape, docs []pdoc, got []any) (bool, string) {
+	g := canon(strip(got))
+	if !q.unorderedTop() {
+		w := canon(q.eval(docs))
+		if q.orderBy == "" && q.agg == "" {
+			slices.Sort(g)
+			slices.Sort(w)
+		}
+		return slices.Equal(g, w), strings.Join(w, ",")
+	}
+	all := q
+	all.top = -1
+	w := canon(all.eval(docs))
+	want := min(q.top, len(w))
+	if len(g) != want {
+		return false, fmt.Sprintf("%d of %s", want, strings.Join(w, ","))
+	}
+	seen := map[string]bool{}
+	for _, x := range g {
+		if seen[x] || !slices.Contains(w, x) {
+			return false, fmt.Sprintf("%d distinct of %s", want, strings.Join(w, ","))
+		}
+		seen[x] = true
+	}
+	return true, ""
+}
+
+func seedDocs(t *testing.T, cc *azcosmos.ContainerClient, r *rand.Rand, n int) []pdoc {
+	t.Helper()
+	vs := r.Perm(n)
+	docs := make([]pdoc, n)
+	for i := range docs {
+		d := pdoc{ID: fmt.Sprintf("d%03d", i), PK: fmt.Sprintf("p%d", r.IntN(7)), V: vs[i], S: fmt.Sprintf("%c%03d", 'a'+r.IntN(5), i)}
+		if r.IntN(3) == 0 {
+			o := r.IntN(10)
+			d.Opt = &o
+		}
+		b, _ := json.Marshal(d)
+		if _, err := cc.CreateItem(context.Background(), azcosmos.NewPartitionKeyString(d.PK), b, nil); err != nil {
+			t.Fatal(err)
+		}
+		docs[i] = d
+	}
+	return docs
+}
+
+// TestQueryPlan_PlanDrivenClientsGetTheRightAnswer runs generated queries across 4 physical
+// partitions the way plan-driven SDKs do, in pages of 3, and compares with a plain evaluation:
+// before the plan carried TOP, ORDER BY and the aggregates, the merge returned ORDER BY out of
+// order, one COUNT per partition, and TOP n per partition.
+func TestQueryPlan_PlanDrivenClientsGetTheRightAnswer(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 4})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	r := rand.New(rand.NewPCG(24, 1))
+	docs := seedDocs(t, cc, r, 60)
+	pc := &planClient{t: t, e: e, coll: "/dbs/db/colls/c", page: 3}
+
+	shapes := []qshape{
+		{orderBy: "v", top: -1},
+		{orderBy: "s", desc: true, top: 6, sel: 1},
+		{top: 6},
+		{agg: "COUNT", top: -1},
+		{agg: "AVG", filter: 1, n: 30, top: -1},
+		{agg: "MAX", filter: 2, prefix: "zz", top: -1},
+	}
+	for range 60 {
+		shapes = append(shapes, randomShape(r, len(docs)))
+	}
+	for _, q := range shapes {
+		got, refused := pc.run(q.sql(), nil)
+		if refused != "" {
+			t.Errorf("%s: refused: %s", q.sql(), refused)
+			continue
+		}
+		if ok, want := sameAnswer(q, docs, got); !ok {
+			t.Errorf("%s:\n got %s\nwant %s", q.sql(), strings.Join(canon(got), ","), want)
+		}
+	}
+}
+
+// TestQuery_GeneratedShapesThroughAzcosmos runs the same generated queries through azcosmos in
+// pages of 3: in one logical partition (the emulator serves every shape itself), and across
+// partitions, where azcosmos v1.5.0 has no query pipeline and sends the query as it is: shapes
+// that need a plan (ORDER BY, aggregates) get the gateway's 400/1004 with the plan attached, the
+// others a complete answer.
+func TestQuery_GeneratedShapesThroughAzcosmos(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 4})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	r := rand.New(rand.NewPCG(24, 2))
+	docs := seedDocs(t, cc, r, 50)
+	inPK := map[string][]pdoc{}
+	for _, d := range docs {
+		inPK[d.PK] = append(inPK[d.PK], d)
+	}
+	run := func(sql string, pk azcosmos.PartitionKey) ([]any, error) {
+		pager := cc.NewQueryItemsPager(sql, pk, &azcosmos.QueryOptions{PageSizeHint: 3})
+		var out []any
+		for pager.More() {
+			page, err := pager.NextPage(context.Background())
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range page.Items {
+				var v any
+				if err := json.Unmarshal(it, &v); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}
+	for range 80 {
+		q := randomShape(r, len(docs))
+		pk := fmt.Sprintf("p%d", r.IntN(7))
+		got, err := run(q.sql(), azcosmos.NewPartitionKeyString(pk))
+		if err != nil {
+			t.Errorf("%s in %s: %v", q.sql(), pk, err)
+		} else if ok, want := sameAnswer(q, inPK[pk], got); !ok {
+			t.Errorf("%s in %s:\n got %s\nwant %s", q.sql(), pk, strings.Join(canon(got), ","), want)
+		}
+
+		got, err = run(q.sql(), azcosmos.NewPartitionKey())
+		if q.orderBy != "" || q.agg != "" {
+			var re *azcore.ResponseError
+			if !asResponseError(err, &re) || re.StatusCode != 400 || re.RawResponse.Header.Get("x-ms-substatus") != "1004" ||
+				!strings.Contains(err.Error(), "additionalErrorInfo") || !strings.Contains(err.Error(), "partitionedQueryExecutionInfoVersion") {
+				t.Errorf("%s across partitions: %v, want 400/1004 with the plan as additionalErrorInfo", q.sql(), err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s across partitions: %v", q.sql(), err)
+		} else if ok, want := sameAnswer(q, docs, got); !ok {
+			t.Errorf("%s across partitions:\n got %s\nwant %s", q.sql(), strings.Join(canon(got), ","), want)
+		}
+	}
+}
+
+// Every query shape the emulator cannot answer right is refused with a 400 whose message starts
+// "not supported by cfp emulator: ", on the plan request and on the query itself (in one
+// partition or across them), instead of an answer a client would merge wrong.
+func TestQueryPlan_UnsupportedShapesAreRefused(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 4})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	sampleItems(t, cc)
+	pc := &planClient{t: t, e: e, coll: "/dbs/db/colls/c", page: 3}
+	for _, tc := range []struct {
+		sql       string
+		inOnePK   bool // the emulator serves it within one partition key
+		mentioned string
+	}{
+		{"SELECT DISTINCT c.pk FROM c", false, "DISTINCT"},
+		{"SELECT DISTINCT VALUE c.pk FROM c ORDER BY c.pk", false, "DISTINCT"},
+		{"SELECT * FROM c OFFSET 1 LIMIT 2", false, "OFFSET LIMIT"},
+		{"SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk", false, "GROUP BY"},
+		{"SELECT * FROM c ORDER BY c.pk, c.id", false, "several properties"},
+		{"SELECT TOP @n * FROM c", false, "TOP with a parameter"},
+		{"SELECT COUNT(1) AS n FROM c", true, "SELECT VALUE"},
+		{"SELECT VALUE [COUNT(1)] FROM c", true, "SELECT VALUE"},
+	} {
+		got, refused := pc.run(tc.sql, map[string]any{"@n": 2})
+		if refused == "" || !strings.Contains(refused, tc.mentioned) {
+			t.Errorf("plan of %s: %v, refusal %q; want a refusal naming %s", tc.sql, got, refused, tc.mentioned)
+		}
+		opts := &azcosmos.QueryOptions{QueryParameters: []azcosmos.QueryParameter{{Name: "@n", Value: 2}}}
+		_, _, err := queryAll(t, cc, tc.sql, azcosmos.NewPartitionKey(), opts)
+		if statusOf(err) != 400 || !strings.Contains(err.Error(), `"not supported by cfp emulator: `) {
+			t.Errorf("%s across partitions: %v, want 400 not supported by cfp emulator", tc.sql, err)
+		}
+		_, _, err = queryAll(t, cc, tc.sql, azcosmos.NewPartitionKeyString("1"), opts)
+		if tc.inOnePK && err != nil {
+			t.Errorf("%s in one partition key: %v", tc.sql, err)
+		}
+		if !tc.inOnePK && (statusOf(err) != 400 || !strings.Contains(err.Error(), `"not supported by cfp emulator: `)) {
+			t.Errorf("%s in one partition key: %v, want 400 not supported by cfp emulator", tc.sql, err)
+		}
+	}
+}
