@@ -2,7 +2,6 @@ package emulator
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,7 +27,14 @@ type patchOp struct {
 // maxPatchOps is the service's limit of operations in one patch.
 const maxPatchOps = 10
 
-// patchItem serves PATCH on an item: read, apply the operations, replace if unchanged since.
+// patchRequest is a parsed PATCH body.
+type patchRequest struct {
+	ops  []patchOp
+	cond *query.Query // nil without a condition
+}
+
+// patchItem serves PATCH on an item: read, apply the operations and write back, in one storage
+// transaction (so concurrent patches apply one after the other, as on the service).
 func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
 	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
 	if !ok {
@@ -47,68 +53,94 @@ func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, i
 	e.writeItemResponse(w, r, st, http.StatusOK, res, charge)
 }
 
-// patch applies a patch body to item id and writes it back with If-Match on the version read,
-// so a concurrent write between the read and the write is not lost (it is retried).
+// patch applies the patch body to item id in one storage transaction (patchTx).
 func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body []byte, ifMatch string) (writeResult, float64, error) {
+	spec, err := parsePatch(body)
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	var res writeResult
+	var charge float64
+	err = e.store.updateItems(db, coll, func(t *itemTx) error {
+		var err error
+		res, charge, err = patchTx(t, st, id, comps, spec, ifMatch)
+		return err
+	})
+	return res, charge, err
+}
+
+// parsePatch parses a patch body: {"condition", "operations"} or, from some SDKs, the bare
+// operations array.
+func parsePatch(body []byte) (patchRequest, error) {
 	var spec patchSpec
-	// The body is {"condition", "operations"} or, from some SDKs, the bare operations array.
 	if trimmed := strings.TrimSpace(string(body)); strings.HasPrefix(trimmed, "[") {
 		if err := json.Unmarshal(body, &spec.Operations); err != nil {
-			return writeResult{}, 0, badRequest("invalid patch body: %v", err)
+			return patchRequest{}, badRequest("invalid patch body: %v", err)
 		}
 	} else if err := json.Unmarshal(body, &spec); err != nil {
-		return writeResult{}, 0, badRequest("invalid patch body: %v", err)
+		return patchRequest{}, badRequest("invalid patch body: %v", err)
 	}
 	if len(spec.Operations) == 0 || len(spec.Operations) > maxPatchOps {
-		return writeResult{}, 0, badRequest("a patch needs 1 to %d operations, got %d", maxPatchOps, len(spec.Operations))
+		return patchRequest{}, badRequest("a patch needs 1 to %d operations, got %d", maxPatchOps, len(spec.Operations))
 	}
-	var cond *query.Query
+	p := patchRequest{ops: spec.Operations}
 	if spec.Condition != "" {
 		q, err := query.Parse("SELECT * " + spec.Condition)
 		if err != nil {
-			return writeResult{}, 0, badRequest("invalid patch condition: %v", err)
+			return patchRequest{}, badRequest("invalid patch condition: %v", err)
 		}
-		cond = q
+		p.cond = q
 	}
-	for range 5 {
-		it, _, err := e.store.readItem(db, coll, epk.Canonical(comps), id)
-		if err != nil {
-			return writeResult{}, 0, err
-		}
-		if !ifMatchHolds(ifMatch, it.Etag) {
+	return p, nil
+}
+
+// patchTx applies a patch to item id in the transaction t: it reads the item, checks ifMatch
+// and the condition, applies the operations and replaces the item.
+func patchTx(t *itemTx, st *collState, id string, comps []any, p patchRequest, ifMatch string) (writeResult, float64, error) {
+	it, _, err := t.read(epk.Canonical(comps), id)
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	if !ifMatchHolds(ifMatch, it.Etag) {
+		return writeResult{}, 0, errPrecondition
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(it.Body, &doc); err != nil {
+		return writeResult{}, 0, err
+	}
+	if p.cond != nil {
+		if ok, err := p.cond.Match(doc, nil); err != nil || !ok {
 			return writeResult{}, 0, errPrecondition
 		}
-		var doc map[string]any
-		if err := json.Unmarshal(it.Body, &doc); err != nil {
-			return writeResult{}, 0, err
-		}
-		if cond != nil {
-			if ok, err := cond.Match(doc, nil); err != nil || !ok {
-				return writeResult{}, 0, errPrecondition
-			}
-		}
-		for _, op := range spec.Operations {
-			if err := applyPatchOp(doc, op); err != nil {
-				return writeResult{}, 0, err
-			}
-		}
-		if newComps := epk.FromDocument(doc, st.Paths); !epk.Equal(newComps, comps) {
-			return writeResult{}, 0, badRequest("a patch cannot change the partition key")
-		}
-		if doc["id"] != id {
-			return writeResult{}, 0, badRequest("a patch cannot change the id")
-		}
-		b, err := marshalInOrder(doc, keyOrder(it.Body))
-		if err != nil {
-			return writeResult{}, 0, err
-		}
-		_, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: opReplace, ID: id, Body: b, PK: comps, HasPK: true, IfMatch: it.Etag})
-		if errors.Is(err, errPrecondition) && (ifMatch == "" || ifMatch == "*") {
-			continue // written since the read: patch the newer version
-		}
-		return res, charge, err
 	}
-	return writeResult{}, 0, errPrecondition
+	for _, op := range p.ops {
+		if err := applyPatchOp(doc, op); err != nil {
+			return writeResult{}, 0, err
+		}
+	}
+	if newComps := epk.FromDocument(doc, st.Paths); !epk.Equal(newComps, comps) {
+		return writeResult{}, 0, badRequest("a patch cannot change the partition key")
+	}
+	if doc["id"] != id {
+		return writeResult{}, 0, badRequest("a patch cannot change the id")
+	}
+	b, err := marshalInOrder(doc, keyOrder(it.Body))
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	wr, newDoc, err := prepareWrite(st, itemOpRequest{Op: opReplace, ID: id, Body: b, PK: comps, HasPK: true, IfMatch: it.Etag})
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	res, opErr, err := t.write(wr)
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	if opErr != nil {
+		return writeResult{}, 0, opErr
+	}
+	_, charge := writeOutcome(st, opReplace, res, newDoc)
+	return res, charge, nil
 }
 
 // applyPatchOp applies one operation to doc: add, set, replace, remove, incr or move, with the
