@@ -81,7 +81,7 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 	// domain errors through opErr and returns only storage errors.
 	err := s.commits.do(func(tx *bolt.Tx) error {
 		res, opErr = writeResult{}, nil
-		t, err := s.openItemTx(tx, db, coll)
+		t, err := s.openItemTx(tx, db, coll, false)
 		if err != nil {
 			if errors.Is(err, errNotFound) {
 				opErr = err
@@ -98,16 +98,18 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 	return res, opErr
 }
 
-// updateItems runs fn on container db/coll in one write transaction: a write that reads first
-// (a PATCH) sees no other write between its read and its write. fn's writes commit all together,
-// or, when fn returns an error, not at all.
+// updateItems runs fn on container db/coll in one write transaction, as one change: fn's writes
+// share one LSN (the service gives the operations of a transactional batch one LSN, and a
+// change-feed page never ends between changes with the same LSN), and they commit all together,
+// or, when fn returns an error, not at all. Readers (point reads, queries, both change-feed
+// modes) see every write of fn or none of them, and a kill -9 leaves all of them or none.
 //
 // fn can run more than once (see committer), so it must reset its own results on entry. Its
 // error, a domain error (errNotFound, errConflict, errPrecondition, *badRequestError) or a
 // storage error, is returned as is.
 func (s *store) updateItems(db, coll string, fn func(t *itemTx) error) error {
 	return s.commits.do(func(tx *bolt.Tx) error {
-		t, err := s.openItemTx(tx, db, coll)
+		t, err := s.openItemTx(tx, db, coll, true)
 		if err != nil {
 			return err
 		}
@@ -120,14 +122,20 @@ type itemTx struct {
 	st  *collState
 	cb  *bolt.Bucket
 	now time.Time
+	// oneChange gives every write the same LSN (updateItems): lsn, taken on range lsnRange by
+	// the first write, and logged is the number of op-log records already written at it.
+	oneChange bool
+	lsn       uint64
+	lsnRange  uint32
+	logged    uint32
 }
 
-func (s *store) openItemTx(tx *bolt.Tx, db, coll string) (*itemTx, error) {
+func (s *store) openItemTx(tx *bolt.Tx, db, coll string, oneChange bool) (*itemTx, error) {
 	st, cb, err := loadColl(tx, db, coll)
 	if err != nil {
 		return nil, err
 	}
-	return &itemTx{st: st, cb: cb, now: s.now()}, nil
+	return &itemTx{st: st, cb: cb, now: s.now(), oneChange: oneChange}, nil
 }
 
 // read returns the live (not expired) item id of the logical partition pk, or errNotFound,
@@ -149,6 +157,37 @@ func (t *itemTx) read(pk, id string) (item, string, error) {
 		rangeID = r.idString()
 	}
 	return it, rangeID, nil
+}
+
+// nextLSN returns the LSN of a write to range r: a new one, or the change's (oneChange).
+func (t *itemTx) nextLSN(r rangeRecord) (uint64, error) {
+	if t.oneChange && t.lsn != 0 && t.lsnRange == r.ID {
+		return t.lsn, nil
+	}
+	lsn, err := nextLSN(t.cb, r.ID)
+	if err != nil {
+		return 0, err
+	}
+	t.lsn, t.lsnRange, t.logged = lsn, r.ID, 0
+	return lsn, nil
+}
+
+// putLog writes the op-log record rec of a write at lsn on range rangeID: at <range><lsn>, or
+// for the second and later records of one change (oneChange) at <range><lsn><u32 n>, which sort
+// after it in the order written.
+func (t *itemTx) putLog(rangeID uint32, lsn uint64, rec logRecord) error {
+	lv, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	k := rangeLSNKey(rangeID, lsn)
+	if t.oneChange && t.lsn == lsn && t.lsnRange == rangeID {
+		if t.logged > 0 {
+			k = binary.BigEndian.AppendUint32(k, t.logged)
+		}
+		t.logged++
+	}
+	return t.cb.Bucket(bucketLog).Put(k, lv)
 }
 
 // write applies w. It returns domain errors (the write's precondition, a bad body) as opErr,
@@ -196,7 +235,7 @@ func (t *itemTx) write(w itemWrite) (res writeResult, opErr, err error) {
 	}
 	res.Created = op == opCreate
 
-	lsn, err := nextLSN(cb, r.ID)
+	lsn, err := t.nextLSN(r)
 	if err != nil {
 		return writeResult{}, nil, err
 	}
@@ -240,17 +279,19 @@ func (t *itemTx) write(w itemWrite) (res writeResult, opErr, err error) {
 		if err := items.Put(key, it.encode()); err != nil {
 			return writeResult{}, nil, err
 		}
-		if err := latest.Put(rangeLSNKey(r.ID, lsn), key); err != nil {
+		// Writes of one change share its LSN: the second and later get the key of a merged
+		// duplicate LSN (see deleteLatest).
+		lk := rangeLSNKey(r.ID, lsn)
+		if latest.Get(lk) != nil {
+			lk = append(lk, key...)
+		}
+		if err := latest.Put(lk, key); err != nil {
 			return writeResult{}, nil, err
 		}
 		rec.Body = body
 		res.Item = it
 	}
-	lv, err := json.Marshal(rec)
-	if err != nil {
-		return writeResult{}, nil, err
-	}
-	return res, nil, cb.Bucket(bucketLog).Put(rangeLSNKey(r.ID, lsn), lv)
+	return res, nil, t.putLog(r.ID, lsn, rec)
 }
 
 // deleteLatest removes the latest-index entry of the item stored at key, written at lsn in
