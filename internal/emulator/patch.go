@@ -1,7 +1,10 @@
 package emulator
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -95,7 +98,9 @@ func parsePatch(body []byte) (patchRequest, error) {
 }
 
 // patchTx applies a patch to item id in the transaction t: it reads the item, checks ifMatch
-// and the condition, applies the operations and replaces the item.
+// and the condition, applies the operations and replaces the item. The document is decoded with
+// its numbers as written (json.Number), so the values the patch does not touch are written back
+// as they were (an integer beyond 2^53 stays exact).
 func patchTx(t *itemTx, st *collState, id string, comps []any, p patchRequest, ifMatch string) (writeResult, float64, error) {
 	it, _, err := t.read(epk.Canonical(comps), id)
 	if err != nil {
@@ -105,7 +110,7 @@ func patchTx(t *itemTx, st *collState, id string, comps []any, p patchRequest, i
 		return writeResult{}, 0, errPrecondition
 	}
 	var doc map[string]any
-	if err := json.Unmarshal(it.Body, &doc); err != nil {
+	if err := decodeExact(it.Body, &doc); err != nil {
 		return writeResult{}, 0, err
 	}
 	if p.cond != nil {
@@ -143,15 +148,30 @@ func patchTx(t *itemTx, st *collState, id string, comps []any, p patchRequest, i
 	return res, charge, nil
 }
 
+// decodeExact decodes the JSON value b into v with its numbers as json.Number, which encode back
+// to the literal they were read from.
+func decodeExact(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("invalid character after top-level value")
+	}
+	return nil
+}
+
 // applyPatchOp applies one operation to doc: add, set, replace, remove, incr or move, with the
-// service's rules (replace and remove need the property; the parent must exist).
+// service's rules (replace and remove need the property; the parent must exist). Numbers are
+// json.Number (decodeExact).
 func applyPatchOp(doc map[string]any, op patchOp) error {
 	var value any
 	if op.Op != "remove" && op.Op != "move" {
 		if len(op.Value) == 0 {
 			return badRequest("patch %s %s needs a value", op.Op, op.Path)
 		}
-		if err := json.Unmarshal(op.Value, &value); err != nil {
+		if err := decodeExact(op.Value, &value); err != nil {
 			return badRequest("invalid value of patch %s %s", op.Op, op.Path)
 		}
 	}
@@ -169,7 +189,7 @@ func applyPatchOp(doc map[string]any, op patchOp) error {
 		_, err := patchRemove(doc, op.Path)
 		return err
 	case "incr":
-		inc, ok := value.(float64)
+		inc, ok := value.(json.Number)
 		if !ok {
 			return badRequest("patch incr %s needs a number", op.Path)
 		}
@@ -181,13 +201,38 @@ func applyPatchOp(doc map[string]any, op patchOp) error {
 		if !exists {
 			return patchSet(doc, op.Path, inc, "set")
 		}
-		n, ok := cur.(float64)
+		n, ok := cur.(json.Number)
 		if !ok {
 			return badRequest("patch incr %s: the property is not a number", op.Path)
 		}
-		return patchSet(doc, op.Path, n+inc, "set")
+		sum, err := addNumbers(n, inc)
+		if err != nil {
+			return badRequest("patch incr %s: %v", op.Path, err)
+		}
+		return patchSet(doc, op.Path, sum, "set")
 	}
 	return badRequest("unknown patch operation %q", op.Op)
+}
+
+// addNumbers adds two JSON numbers as the service's incr does: two integers add as 64-bit
+// integers (exactly, beyond 2^53), anything else, or a sum that overflows, as float64.
+func addNumbers(a, b json.Number) (any, error) {
+	x, errX := a.Int64()
+	y, errY := b.Int64()
+	if errX == nil && errY == nil {
+		if s := x + y; (s > x) == (y > 0) {
+			return json.Number(strconv.FormatInt(s, 10)), nil
+		}
+	}
+	f, err := a.Float64()
+	if err != nil {
+		return nil, err
+	}
+	g, err := b.Float64()
+	if err != nil {
+		return nil, err
+	}
+	return f + g, nil
 }
 
 // patchParent resolves the container of the last segment of a JSON pointer path.

@@ -161,3 +161,53 @@ func TestPatchItem_ConcurrentUnconditionalPatchesAllApply(t *testing.T) {
 		t.Errorf("count after %v acknowledged increments: %v", want, got)
 	}
 }
+
+// TestPatchItem_KeepsNumbersExact checks that a patch writes back the values it does not touch
+// as they were (an integer beyond 2^53 used to go through float64: 9007199254740993 became
+// 9007199254740992), and that incr adds integers as integers, exactly.
+func TestPatchItem_KeepsNumbersExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	pk := azcosmos.NewPartitionKeyString("a")
+	if _, err := cc.CreateItem(ctx, pk, []byte(`{"id":"1","pk":"a","big":9007199254740993,"neg":-9007199254740993,"f":0.1,"exp":1E+3,"nested":{"big":9007199254740993,"arr":[9007199254740993,1.25]},"n":9007199254740993,"i":3,"x":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	ops := azcosmos.PatchOperations{}
+	ops.AppendSet("/s", "patched")
+	ops.AppendIncrement("/n", 2)
+	ops.AppendIncrement("/i", 1)
+	ops.AppendSet("/setbig", json.RawMessage(`18014398509481985`))
+	if _, err := cc.PatchItem(ctx, pk, "1", ops, nil); err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	if resp, body := rawRequest(t, e, http.MethodPatch, "/dbs/db/colls/c/docs/1", map[string]string{"x-ms-documentdb-partitionkey": `["a"]`},
+		`{"operations":[{"op":"incr","path":"/x","value":0.5}]}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("patch incr by 0.5: %d %s", resp.StatusCode, body)
+	}
+	resp, err := cc.ReadItem(ctx, pk, "1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(resp.Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"big":    `9007199254740993`,
+		"neg":    `-9007199254740993`,
+		"f":      `0.1`,
+		"exp":    `1E+3`,
+		"nested": `{"arr":[9007199254740993,1.25],"big":9007199254740993}`,
+		"n":      `9007199254740995`, // 9007199254740993 + 2, not rounded to 9007199254740996
+		"i":      `4`,
+		"x":      `2.5`,
+		"setbig": `18014398509481985`,
+		"s":      `"patched"`,
+	} {
+		if string(got[k]) != want {
+			t.Errorf("%s after the patch: %s, want %s", k, got[k], want)
+		}
+	}
+}
