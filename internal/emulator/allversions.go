@@ -43,6 +43,7 @@ type avItem struct {
 // avEntry is an op-log record in the scope of a read.
 type avEntry struct {
 	lsn uint64
+	key []byte // the op-log key
 	rec logRecord
 }
 
@@ -100,14 +101,20 @@ func (s *store) changeFeedAll(db, coll string, req feedRequest) (feedPage, error
 			}
 			return true, nil
 		}
-		// Each source contributes at most a page (plus nothing more: its LSNs are distinct), so
-		// the first req.Max entries of all sources merged are among those collected.
+		// Each source contributes at most a page, plus the operations that share the LSN of its
+		// last one (those of one transactional batch), so the first req.Max entries of all
+		// sources merged, and every operation sharing the last one's LSN, are among those
+		// collected.
 		var entries []avEntry
 		for _, src := range sources {
-			n := 0
+			n, last := 0, uint64(0)
 			c := log.Cursor()
 			prefix := u32(src)
-			for k, v := c.Seek(rangeLSNKey(src, since+1)); k != nil && bytes.HasPrefix(k, prefix) && n < req.Max; k, v = c.Next() {
+			for k, v := c.Seek(rangeLSNKey(src, since+1)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				lsn := binary.BigEndian.Uint64(k[4:12])
+				if n >= req.Max && lsn != last {
+					break
+				}
 				var rec logRecord
 				if err := json.Unmarshal(v, &rec); err != nil {
 					return fmt.Errorf("corrupt op log record: %w", err)
@@ -117,8 +124,8 @@ func (s *store) changeFeedAll(db, coll string, req feedRequest) (feedPage, error
 					return err
 				}
 				if ok {
-					entries = append(entries, avEntry{lsn: binary.BigEndian.Uint64(k[4:12]), rec: rec})
-					n++
+					entries = append(entries, avEntry{lsn: lsn, key: bytes.Clone(k), rec: rec})
+					n, last = n+1, lsn
 				}
 			}
 		}
@@ -159,7 +166,7 @@ func avDocument(log *bolt.Bucket, sources []uint32, paths []string, en avEntry) 
 		},
 	}
 	if rec.PrevLSN != 0 {
-		prev, err := previousImage(log, sources, rec)
+		prev, err := previousImage(log, sources, rec, en.key)
 		if err != nil {
 			return nil, err
 		}
@@ -187,18 +194,29 @@ func avDocument(log *bolt.Bucket, sources []uint32, paths []string, en avEntry) 
 
 // previousImage is the body the item at rec.Key had at rec.PrevLSN, found in the op log of the
 // range that wrote it (the read range or one of its ancestors); nil when the log lacks it.
-func previousImage(log *bolt.Bucket, sources []uint32, rec logRecord) (json.RawMessage, error) {
+// Several records can share an LSN (the operations of one transactional batch): the previous
+// image is the last record of the item at that LSN, before logKey (the op-log key of rec, nil
+// when unknown) when rec is one of them.
+func previousImage(log *bolt.Bucket, sources []uint32, rec logRecord, logKey []byte) (json.RawMessage, error) {
 	for _, src := range sources {
-		v := log.Get(rangeLSNKey(src, rec.PrevLSN))
-		if v == nil {
-			continue
+		var found json.RawMessage
+		at := rangeLSNKey(src, rec.PrevLSN)
+		bounded := bytes.HasPrefix(logKey, at) // rec shares the LSN it was written after
+		c := log.Cursor()
+		for k, v := c.Seek(at); k != nil && bytes.HasPrefix(k, at); k, v = c.Next() {
+			if bounded && bytes.Compare(k, logKey) >= 0 {
+				break
+			}
+			var prev logRecord
+			if err := json.Unmarshal(v, &prev); err != nil {
+				return nil, fmt.Errorf("corrupt op log record: %w", err)
+			}
+			if bytes.Equal(prev.Key, rec.Key) {
+				found = prev.Body
+			}
 		}
-		var prev logRecord
-		if err := json.Unmarshal(v, &prev); err != nil {
-			return nil, fmt.Errorf("corrupt op log record: %w", err)
-		}
-		if bytes.Equal(prev.Key, rec.Key) && prev.Body != nil {
-			return prev.Body, nil
+		if found != nil {
+			return found, nil
 		}
 	}
 	return nil, nil
@@ -210,7 +228,7 @@ func legacyEPK(log *bolt.Bucket, sources []uint32, coll *collRecord, rec *logRec
 	body := rec.Body
 	if body == nil && rec.PrevLSN != 0 {
 		var err error
-		if body, err = previousImage(log, sources, *rec); err != nil {
+		if body, err = previousImage(log, sources, *rec, nil); err != nil {
 			return "", err
 		}
 	}

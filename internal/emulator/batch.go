@@ -29,15 +29,14 @@ type batchResult struct {
 	ResourceBody  json.RawMessage `json:"resourceBody,omitempty"`
 }
 
-// undoStep restores one item as it was before a batch operation wrote it.
-type undoStep struct {
-	id   string
-	prev *item // nil: the item did not exist
-}
+// errBatchFailed rolls back a transactional batch one of whose operations failed.
+var errBatchFailed = errors.New("a transactional batch operation failed")
 
 // executeBatch serves a transactional batch: every operation on one logical partition, all
-// applied or none. Operations run in order; when one fails, the ones before it are undone and
-// the answer is 207 with the failed operation's status and 424 for every other.
+// applied or none. The operations run in order in one storage transaction (store.updateItems),
+// as one change with one LSN: readers and both change-feed modes see all of them or none, and a
+// kill -9 leaves all of them or none. When one fails, the transaction is rolled back and the
+// answer is 207 with the failed operation's status and 424 for every other.
 func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll string) {
 	st, comps, ok := e.keyedContainer(w, r, db, coll, "a transactional batch needs the %s header")
 	if !ok {
@@ -58,61 +57,45 @@ func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll
 		return
 	}
 	minimal := strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal")
-	pk := epk.Canonical(comps)
 
-	e.batchMu.Lock()
-	defer e.batchMu.Unlock()
-	results := make([]batchResult, len(ops))
-	var undo []undoStep
+	var results []batchResult
 	failed := -1
-	for i, op := range ops {
-		id := op.ID
-		if id == "" && len(op.ResourceBody) > 0 {
-			var d struct {
-				ID string `json:"id"`
+	err = e.store.updateItems(db, coll, func(t *itemTx) error {
+		results, failed = make([]batchResult, len(ops)), -1
+		for i, op := range ops {
+			res, err := batchOne(t, st, comps, op)
+			if err != nil {
+				status := statusOfErr(err)
+				if status == http.StatusInternalServerError {
+					return err // a storage error: the whole request fails
+				}
+				res = batchResult{StatusCode: status, RequestCharge: chargeMeta}
+				var bre *badRequestError
+				if errors.As(err, &bre) {
+					res.SubStatusCode = bre.substatus
+				}
+				results[i], failed = res, i
+				return errBatchFailed
 			}
-			_ = json.Unmarshal(op.ResourceBody, &d)
-			id = d.ID
-		}
-		var prev *item
-		if it, _, err := e.store.readItem(db, coll, pk, id); err == nil {
-			prev = &it
-		} else if !errors.Is(err, errNotFound) {
-			e.fail(w, err)
-			return
-		}
-		res, err := e.batchOne(st, db, coll, comps, op, id, prev)
-		if err != nil {
-			res = batchResult{StatusCode: statusOfErr(err), RequestCharge: chargeMeta}
-			var bre *badRequestError
-			if errors.As(err, &bre) {
-				res.SubStatusCode = bre.substatus
-			}
-			results[i], failed = res, i
-			break
-		}
-		if op.OperationType != "Read" {
-			undo = append(undo, undoStep{id: id, prev: prev})
-			if minimal {
+			if op.OperationType != "Read" && minimal {
 				res.ResourceBody = nil
 			}
+			results[i] = res
 		}
-		results[i] = res
-	}
+		return nil
+	})
 	status := http.StatusOK
-	if failed >= 0 {
-		for j := len(undo) - 1; j >= 0; j-- {
-			if err := e.undo(st, db, coll, comps, undo[j]); err != nil {
-				e.fail(w, err)
-				return
-			}
-		}
+	switch {
+	case errors.Is(err, errBatchFailed):
 		for j := range results {
 			if j != failed {
 				results[j] = batchResult{StatusCode: http.StatusFailedDependency, RequestCharge: chargeMeta}
 			}
 		}
 		status = http.StatusMultiStatus
+	case err != nil:
+		e.fail(w, err)
+		return
 	}
 	b, _ := json.Marshal(results)
 	charge := 0.0
@@ -122,17 +105,30 @@ func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll
 	writeJSON(w, status, charge, b)
 }
 
-// batchOne runs one batch operation on item id (prev: its current version, nil if absent).
-func (e *Emulator) batchOne(st *collState, db, coll string, comps []any, op batchOp, id string, prev *item) (batchResult, error) {
+// batchOne runs one batch operation in the batch's transaction t.
+func batchOne(t *itemTx, st *collState, comps []any, op batchOp) (batchResult, error) {
+	id := op.ID
+	if id == "" && len(op.ResourceBody) > 0 {
+		var d struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(op.ResourceBody, &d)
+		id = d.ID
+	}
 	var kind opKind
 	switch op.OperationType {
 	case "Read":
-		if prev == nil {
-			return batchResult{}, errNotFound
+		it, _, err := t.read(epk.Canonical(comps), id)
+		if err != nil {
+			return batchResult{}, err
 		}
-		return batchResult{StatusCode: http.StatusOK, RequestCharge: ChargeRead(len(prev.Body)), ETag: prev.Etag, ResourceBody: withoutLSN(prev.Body)}, nil
+		return batchResult{StatusCode: http.StatusOK, RequestCharge: ChargeRead(len(it.Body)), ETag: it.Etag, ResourceBody: withoutLSN(it.Body)}, nil
 	case "Patch":
-		res, charge, err := e.patch(st, db, coll, id, comps, op.ResourceBody, op.IfMatch)
+		spec, err := parsePatch(op.ResourceBody)
+		if err != nil {
+			return batchResult{}, err
+		}
+		res, charge, err := patchTx(t, st, id, comps, spec, op.IfMatch)
 		if err != nil {
 			return batchResult{}, err
 		}
@@ -148,29 +144,23 @@ func (e *Emulator) batchOne(st *collState, db, coll string, comps []any, op batc
 	default:
 		return batchResult{}, badRequest("unknown batch operation type %q", op.OperationType)
 	}
-	status, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: kind, ID: id, Body: op.ResourceBody, PK: comps, HasPK: true, IfMatch: op.IfMatch})
+	wr, doc, err := prepareWrite(st, itemOpRequest{Op: kind, ID: id, Body: op.ResourceBody, PK: comps, HasPK: true, IfMatch: op.IfMatch})
 	if err != nil {
 		return batchResult{}, err
 	}
+	res, opErr, err := t.write(wr)
+	if err != nil {
+		return batchResult{}, err
+	}
+	if opErr != nil {
+		return batchResult{}, opErr
+	}
+	status, charge := writeOutcome(st, kind, res, doc)
 	out := batchResult{StatusCode: status, RequestCharge: charge, ETag: res.Item.Etag}
 	if kind != opDelete {
 		out.ResourceBody = withoutLSN(res.Item.Body)
 	}
 	return out, nil
-}
-
-// undo puts an item back as it was before a batch operation (a new version of it, to the change
-// feed: the emulator's batches are atomic for readers of items, not for the feed).
-func (e *Emulator) undo(st *collState, db, coll string, comps []any, u undoStep) error {
-	if u.prev == nil {
-		_, _, _, err := e.itemOp(st, db, coll, itemOpRequest{Op: opDelete, ID: u.id, PK: comps, HasPK: true})
-		if errors.Is(err, errNotFound) {
-			return nil
-		}
-		return err
-	}
-	_, _, _, err := e.itemOp(st, db, coll, itemOpRequest{Op: opUpsert, ID: u.id, Body: u.prev.Body, PK: comps, HasPK: true})
-	return err
 }
 
 // statusOfErr is the HTTP status Emulator.fail answers for err.

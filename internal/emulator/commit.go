@@ -12,8 +12,10 @@ import (
 // after the transaction holding it committed. Unlike bolt.DB.Batch it never waits for a timer.
 //
 // Functions may run more than once (when a shared transaction fails they are retried alone), so
-// they must reset their own results on entry and report domain errors through their closure,
-// returning only storage errors.
+// they must reset their own results on entry. A function's error rolls back its writes: it fails
+// the shared transaction, whose functions are then retried each alone. Single writes therefore
+// report domain errors through their closure and return only storage errors; a PATCH or a
+// transactional batch returns its domain error to be rolled back (store.updateItems).
 type committer struct {
 	db  *bolt.DB
 	dir string // the data directory, for errors

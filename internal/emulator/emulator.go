@@ -208,8 +208,6 @@ type Emulator struct {
 	addr   string
 	closed bool
 
-	batchMu sync.Mutex // serialises transactional batches (so that an undo restores what it read)
-
 	certMu sync.Mutex
 	cert   *tls.Certificate // the TLS certificate, loaded on first use
 

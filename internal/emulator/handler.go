@@ -805,46 +805,63 @@ type itemOpRequest struct {
 // itemOp validates and applies one item write and returns the status to answer and the
 // write's request charge.
 func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (int, writeResult, float64, error) {
+	wr, doc, err := prepareWrite(st, req)
+	if err != nil {
+		return 0, writeResult{}, 0, err
+	}
+	res, err := e.store.writeItem(db, coll, wr)
+	if err != nil {
+		return 0, res, 0, err
+	}
+	status, charge := writeOutcome(st, req.Op, res, doc)
+	return status, res, charge, nil
+}
+
+// prepareWrite validates an item write and returns it as a store write, with the document (nil
+// for a delete) for the write's charge.
+func prepareWrite(st *collState, req itemOpRequest) (itemWrite, map[string]any, error) {
 	wr := itemWrite{IfMatch: req.IfMatch, Op: req.Op}
 	var comps []any
 	var doc map[string]any
 	if req.Op == opDelete {
 		if !req.HasPK {
-			return 0, writeResult{}, 0, badRequest("the %s header is required", hdrPartitionKey)
+			return itemWrite{}, nil, badRequest("the %s header is required", hdrPartitionKey)
 		}
 		wr.ID, comps = req.ID, req.PK
 		wr.PKObject = partitionKeyObject(st.Paths, req.PK)
 	} else {
 		var raw map[string]json.RawMessage
 		if json.Unmarshal(req.Body, &raw) != nil || json.Unmarshal(req.Body, &doc) != nil || raw == nil {
-			return 0, writeResult{}, 0, badRequest("the request body is not a JSON object")
+			return itemWrite{}, nil, badRequest("the request body is not a JSON object")
 		}
 		docID, _ := doc["id"].(string)
 		if err := validItemID(docID); err != nil {
-			return 0, writeResult{}, 0, err
+			return itemWrite{}, nil, err
 		}
 		comps = epk.FromDocument(doc, st.Paths)
 		if req.HasPK && !epk.Equal(req.PK, comps) {
-			return 0, writeResult{}, 0, &badRequestError{msg: "PartitionKey extracted from document doesn't match the one specified in the header.", substatus: 1001}
+			return itemWrite{}, nil, &badRequestError{msg: "PartitionKey extracted from document doesn't match the one specified in the header.", substatus: 1001}
 		}
 		if req.Op == opReplace && docID != req.ID {
-			return 0, writeResult{}, 0, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
+			return itemWrite{}, nil, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
 		}
 		wr.Body, wr.ID, wr.Order = raw, docID, keyOrder(req.Body)
 	}
 	wr.PK, wr.EPK = epk.Canonical(comps), st.hashPK(comps)
-	res, err := e.store.writeItem(db, coll, wr)
-	if err != nil {
-		return 0, res, 0, err
-	}
+	return wr, doc, nil
+}
+
+// writeOutcome returns the status to answer for a write of kind op done with result res, and its
+// request charge (doc: the document written, from prepareWrite).
+func writeOutcome(st *collState, op opKind, res writeResult, doc map[string]any) (int, float64) {
 	switch {
-	case req.Op == opDelete:
+	case op == opDelete:
 		// The deleted version is not at hand: charged as a 1 KB document of the reference shape.
-		return http.StatusNoContent, res, ChargeWrite(1024, RefIndexedTerms, false), nil
+		return http.StatusNoContent, ChargeWrite(1024, RefIndexedTerms, false)
 	case res.Created:
-		return http.StatusCreated, res, ChargeWrite(len(res.Item.Body), policyOf(st.Props).indexedTerms(doc), false), nil
+		return http.StatusCreated, ChargeWrite(len(res.Item.Body), policyOf(st.Props).indexedTerms(doc), false)
 	}
-	return http.StatusOK, res, ChargeWrite(len(res.Item.Body), policyOf(st.Props).indexedTerms(doc), true), nil
+	return http.StatusOK, ChargeWrite(len(res.Item.Body), policyOf(st.Props).indexedTerms(doc), true)
 }
 
 func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {

@@ -1,8 +1,10 @@
 package emulator
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,7 +30,14 @@ type patchOp struct {
 // maxPatchOps is the service's limit of operations in one patch.
 const maxPatchOps = 10
 
-// patchItem serves PATCH on an item: read, apply the operations, replace if unchanged since.
+// patchRequest is a parsed PATCH body.
+type patchRequest struct {
+	ops  []patchOp
+	cond *query.Query // nil without a condition
+}
+
+// patchItem serves PATCH on an item: read, apply the operations and write back, in one storage
+// transaction (so concurrent patches apply one after the other, as on the service).
 func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
 	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
 	if !ok {
@@ -47,79 +56,122 @@ func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, i
 	e.writeItemResponse(w, r, st, http.StatusOK, res, charge)
 }
 
-// patch applies a patch body to item id and writes it back with If-Match on the version read,
-// so a concurrent write between the read and the write is not lost (it is retried).
+// patch applies the patch body to item id in one storage transaction (patchTx).
 func (e *Emulator) patch(st *collState, db, coll, id string, comps []any, body []byte, ifMatch string) (writeResult, float64, error) {
+	spec, err := parsePatch(body)
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	var res writeResult
+	var charge float64
+	err = e.store.updateItems(db, coll, func(t *itemTx) error {
+		var err error
+		res, charge, err = patchTx(t, st, id, comps, spec, ifMatch)
+		return err
+	})
+	return res, charge, err
+}
+
+// parsePatch parses a patch body: {"condition", "operations"} or, from some SDKs, the bare
+// operations array.
+func parsePatch(body []byte) (patchRequest, error) {
 	var spec patchSpec
-	// The body is {"condition", "operations"} or, from some SDKs, the bare operations array.
 	if trimmed := strings.TrimSpace(string(body)); strings.HasPrefix(trimmed, "[") {
 		if err := json.Unmarshal(body, &spec.Operations); err != nil {
-			return writeResult{}, 0, badRequest("invalid patch body: %v", err)
+			return patchRequest{}, badRequest("invalid patch body: %v", err)
 		}
 	} else if err := json.Unmarshal(body, &spec); err != nil {
-		return writeResult{}, 0, badRequest("invalid patch body: %v", err)
+		return patchRequest{}, badRequest("invalid patch body: %v", err)
 	}
 	if len(spec.Operations) == 0 || len(spec.Operations) > maxPatchOps {
-		return writeResult{}, 0, badRequest("a patch needs 1 to %d operations, got %d", maxPatchOps, len(spec.Operations))
+		return patchRequest{}, badRequest("a patch needs 1 to %d operations, got %d", maxPatchOps, len(spec.Operations))
 	}
-	var cond *query.Query
+	p := patchRequest{ops: spec.Operations}
 	if spec.Condition != "" {
 		q, err := query.Parse("SELECT * " + spec.Condition)
 		if err != nil {
-			return writeResult{}, 0, badRequest("invalid patch condition: %v", err)
+			return patchRequest{}, badRequest("invalid patch condition: %v", err)
 		}
-		cond = q
+		p.cond = q
 	}
-	for range 5 {
-		it, _, err := e.store.readItem(db, coll, epk.Canonical(comps), id)
-		if err != nil {
-			return writeResult{}, 0, err
-		}
-		if !ifMatchHolds(ifMatch, it.Etag) {
+	return p, nil
+}
+
+// patchTx applies a patch to item id in the transaction t: it reads the item, checks ifMatch
+// and the condition, applies the operations and replaces the item. The document is decoded with
+// its numbers as written (json.Number), so the values the patch does not touch are written back
+// as they were (an integer beyond 2^53 stays exact).
+func patchTx(t *itemTx, st *collState, id string, comps []any, p patchRequest, ifMatch string) (writeResult, float64, error) {
+	it, _, err := t.read(epk.Canonical(comps), id)
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	if !ifMatchHolds(ifMatch, it.Etag) {
+		return writeResult{}, 0, errPrecondition
+	}
+	var doc map[string]any
+	if err := decodeExact(it.Body, &doc); err != nil {
+		return writeResult{}, 0, err
+	}
+	if p.cond != nil {
+		if ok, err := p.cond.Match(doc, nil); err != nil || !ok {
 			return writeResult{}, 0, errPrecondition
 		}
-		var doc map[string]any
-		if err := json.Unmarshal(it.Body, &doc); err != nil {
-			return writeResult{}, 0, err
-		}
-		if cond != nil {
-			if ok, err := cond.Match(doc, nil); err != nil || !ok {
-				return writeResult{}, 0, errPrecondition
-			}
-		}
-		for _, op := range spec.Operations {
-			if err := applyPatchOp(doc, op); err != nil {
-				return writeResult{}, 0, err
-			}
-		}
-		if newComps := epk.FromDocument(doc, st.Paths); !epk.Equal(newComps, comps) {
-			return writeResult{}, 0, badRequest("a patch cannot change the partition key")
-		}
-		if doc["id"] != id {
-			return writeResult{}, 0, badRequest("a patch cannot change the id")
-		}
-		b, err := marshalInOrder(doc, keyOrder(it.Body))
-		if err != nil {
-			return writeResult{}, 0, err
-		}
-		_, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: opReplace, ID: id, Body: b, PK: comps, HasPK: true, IfMatch: it.Etag})
-		if errors.Is(err, errPrecondition) && (ifMatch == "" || ifMatch == "*") {
-			continue // written since the read: patch the newer version
-		}
-		return res, charge, err
 	}
-	return writeResult{}, 0, errPrecondition
+	for _, op := range p.ops {
+		if err := applyPatchOp(doc, op); err != nil {
+			return writeResult{}, 0, err
+		}
+	}
+	if newComps := epk.FromDocument(doc, st.Paths); !epk.Equal(newComps, comps) {
+		return writeResult{}, 0, badRequest("a patch cannot change the partition key")
+	}
+	if doc["id"] != id {
+		return writeResult{}, 0, badRequest("a patch cannot change the id")
+	}
+	b, err := marshalInOrder(doc, keyOrder(it.Body))
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	wr, newDoc, err := prepareWrite(st, itemOpRequest{Op: opReplace, ID: id, Body: b, PK: comps, HasPK: true, IfMatch: it.Etag})
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	res, opErr, err := t.write(wr)
+	if err != nil {
+		return writeResult{}, 0, err
+	}
+	if opErr != nil {
+		return writeResult{}, 0, opErr
+	}
+	_, charge := writeOutcome(st, opReplace, res, newDoc)
+	return res, charge, nil
+}
+
+// decodeExact decodes the JSON value b into v with its numbers as json.Number, which encode back
+// to the literal they were read from.
+func decodeExact(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("invalid character after top-level value")
+	}
+	return nil
 }
 
 // applyPatchOp applies one operation to doc: add, set, replace, remove, incr or move, with the
-// service's rules (replace and remove need the property; the parent must exist).
+// service's rules (replace and remove need the property; the parent must exist). Numbers are
+// json.Number (decodeExact).
 func applyPatchOp(doc map[string]any, op patchOp) error {
 	var value any
 	if op.Op != "remove" && op.Op != "move" {
 		if len(op.Value) == 0 {
 			return badRequest("patch %s %s needs a value", op.Op, op.Path)
 		}
-		if err := json.Unmarshal(op.Value, &value); err != nil {
+		if err := decodeExact(op.Value, &value); err != nil {
 			return badRequest("invalid value of patch %s %s", op.Op, op.Path)
 		}
 	}
@@ -137,7 +189,7 @@ func applyPatchOp(doc map[string]any, op patchOp) error {
 		_, err := patchRemove(doc, op.Path)
 		return err
 	case "incr":
-		inc, ok := value.(float64)
+		inc, ok := value.(json.Number)
 		if !ok {
 			return badRequest("patch incr %s needs a number", op.Path)
 		}
@@ -149,13 +201,38 @@ func applyPatchOp(doc map[string]any, op patchOp) error {
 		if !exists {
 			return patchSet(doc, op.Path, inc, "set")
 		}
-		n, ok := cur.(float64)
+		n, ok := cur.(json.Number)
 		if !ok {
 			return badRequest("patch incr %s: the property is not a number", op.Path)
 		}
-		return patchSet(doc, op.Path, n+inc, "set")
+		sum, err := addNumbers(n, inc)
+		if err != nil {
+			return badRequest("patch incr %s: %v", op.Path, err)
+		}
+		return patchSet(doc, op.Path, sum, "set")
 	}
 	return badRequest("unknown patch operation %q", op.Op)
+}
+
+// addNumbers adds two JSON numbers as the service's incr does: two integers add as 64-bit
+// integers (exactly, beyond 2^53), anything else, or a sum that overflows, as float64.
+func addNumbers(a, b json.Number) (any, error) {
+	x, errX := a.Int64()
+	y, errY := b.Int64()
+	if errX == nil && errY == nil {
+		if s := x + y; (s > x) == (y > 0) {
+			return json.Number(strconv.FormatInt(s, 10)), nil
+		}
+	}
+	f, err := a.Float64()
+	if err != nil {
+		return nil, err
+	}
+	g, err := b.Float64()
+	if err != nil {
+		return nil, err
+	}
+	return f + g, nil
 }
 
 // patchParent resolves the container of the last segment of a JSON pointer path.

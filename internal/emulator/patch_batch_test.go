@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -118,5 +120,94 @@ func TestTransactionalBatch_AllOrNothing(t *testing.T) {
 	}
 	if _, err := cc.ReadItem(ctx, pk, "n2", nil); statusOf(err) != http.StatusNotFound {
 		t.Errorf("n2 after the failed batch: %v, want 404 (the upsert undone)", err)
+	}
+}
+
+// TestPatchItem_ConcurrentUnconditionalPatchesAllApply runs concurrent increments without
+// If-Match: the service applies them one after the other, so every one succeeds and the count
+// ends at their number (before, a patch that lost five read-modify-write races answered 412).
+func TestPatchItem_ConcurrentUnconditionalPatchesAllApply(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	pk := azcosmos.NewPartitionKeyString("a")
+	if _, err := cc.CreateItem(ctx, pk, []byte(`{"id":"n","pk":"a","count":0}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 32, 25
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				ops := azcosmos.PatchOperations{}
+				ops.AppendIncrement("/count", 1)
+				if _, err := cc.PatchItem(ctx, pk, "n", ops, nil); err != nil {
+					if failed.Add(1) <= 3 {
+						t.Errorf("patch: %v", err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d unconditional patches failed", n, workers*each)
+	}
+	if got, want := readDoc(t, cc, "a", "n")["count"], float64(workers*each-failed.Load()); got != want {
+		t.Errorf("count after %v acknowledged increments: %v", want, got)
+	}
+}
+
+// TestPatchItem_KeepsNumbersExact checks that a patch writes back the values it does not touch
+// as they were (an integer beyond 2^53 used to go through float64: 9007199254740993 became
+// 9007199254740992), and that incr adds integers as integers, exactly.
+func TestPatchItem_KeepsNumbersExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	pk := azcosmos.NewPartitionKeyString("a")
+	if _, err := cc.CreateItem(ctx, pk, []byte(`{"id":"1","pk":"a","big":9007199254740993,"neg":-9007199254740993,"f":0.1,"exp":1E+3,"nested":{"big":9007199254740993,"arr":[9007199254740993,1.25]},"n":9007199254740993,"i":3,"x":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	ops := azcosmos.PatchOperations{}
+	ops.AppendSet("/s", "patched")
+	ops.AppendIncrement("/n", 2)
+	ops.AppendIncrement("/i", 1)
+	ops.AppendSet("/setbig", json.RawMessage(`18014398509481985`))
+	if _, err := cc.PatchItem(ctx, pk, "1", ops, nil); err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	if resp, body := rawRequest(t, e, http.MethodPatch, "/dbs/db/colls/c/docs/1", map[string]string{"x-ms-documentdb-partitionkey": `["a"]`},
+		`{"operations":[{"op":"incr","path":"/x","value":0.5}]}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("patch incr by 0.5: %d %s", resp.StatusCode, body)
+	}
+	resp, err := cc.ReadItem(ctx, pk, "1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(resp.Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"big":    `9007199254740993`,
+		"neg":    `-9007199254740993`,
+		"f":      `0.1`,
+		"exp":    `1E+3`,
+		"nested": `{"arr":[9007199254740993,1.25],"big":9007199254740993}`,
+		"n":      `9007199254740995`, // 9007199254740993 + 2, not rounded to 9007199254740996
+		"i":      `4`,
+		"x":      `2.5`,
+		"setbig": `18014398509481985`,
+		"s":      `"patched"`,
+	} {
+		if string(got[k]) != want {
+			t.Errorf("%s after the patch: %s, want %s", k, got[k], want)
+		}
 	}
 }

@@ -47,6 +47,10 @@ import (
 // two items with the same LSN (one from each merged partition): the second one's latest key is
 // <range id u32><lsn u64><item key>, which sorts next to the first and is found by
 // deleteLatest. A change-feed page never ends between two items with the same LSN.
+//
+// The operations of a transactional batch share one LSN too (store.updateItems): their items'
+// latest keys are those of merged duplicates, and their op-log records after the first are keyed
+// <range id u32><lsn u64><u32 n>, n counting from 1 in the batch's order.
 var (
 	bucketMeta   = []byte("meta")
 	bucketDBs    = []byte("dbs")

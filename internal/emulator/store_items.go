@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -74,16 +75,13 @@ func ifMatchHolds(ifMatch, etag string) bool {
 var systemProps = []string{"_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"}
 
 func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
-	if len(w.PK) > maxPartitionKeyLen {
-		return writeResult{}, badRequest("the partition key is longer than %d bytes", maxPartitionKeyLen)
-	}
 	var res writeResult
 	var opErr error
 	// Concurrent writers share one commit. The function can run more than once, so it reports
 	// domain errors through opErr and returns only storage errors.
 	err := s.commits.do(func(tx *bolt.Tx) error {
 		res, opErr = writeResult{}, nil
-		st, cb, err := loadColl(tx, db, coll)
+		t, err := s.openItemTx(tx, db, coll, false)
 		if err != nil {
 			if errors.Is(err, errNotFound) {
 				opErr = err
@@ -91,106 +89,209 @@ func (s *store) writeItem(db, coll string, w itemWrite) (writeResult, error) {
 			}
 			return err
 		}
-		r, ok := st.rangeForEPK(w.EPK)
-		if !ok {
-			return fmt.Errorf("no live range holds EPK %s", w.EPK)
-		}
-		res.RangeID = r.idString()
-		key := itemKey(w.PK, w.ID)
-		items := cb.Bucket(bucketItems)
-		var old *item
-		now := s.now()
-		if v := items.Get(key); v != nil {
-			o, err := decodeItem(v, true)
-			if err != nil {
-				return err
-			}
-			old = &o
-			if expired(st.DefaultTTL, o.Ts, o.Body, now) {
-				// The sweeper has not deleted it yet: delete it first, as it would have.
-				if _, err := expireTx(cb, st, key, o, now.Unix()); err != nil {
-					return err
-				}
-				old = nil
-			}
-		}
-		if st.DefaultTTL != nil && w.Op != opDelete {
-			if err := checkItemTTL(w.Body); err != nil {
-				opErr = err
-				return nil
-			}
-		}
-		var oldEtag string
-		if old != nil {
-			oldEtag = old.Etag
-		}
-		op, err := writePrecondition(w.Op, old != nil, oldEtag, w.IfMatch)
-		if err != nil {
-			opErr = err
-			return nil
-		}
-		res.Created = op == opCreate
-
-		lsn, err := nextLSN(cb, r.ID)
-		if err != nil {
-			return err
-		}
-		latest := cb.Bucket(bucketLatest)
-		var prevLSN uint64
-		if old != nil {
-			prevLSN = old.LSN
-			if err := deleteLatest(latest, r.ID, old.LSN, key); err != nil {
-				return err
-			}
-		}
-		rec := logRecord{Op: op.String(), Key: key, PrevLSN: prevLSN, Ts: now.Unix(), EPK: w.EPK}
-		if op == opDelete {
-			rec.PK = w.PKObject
-			if err := items.Delete(key); err != nil {
-				return err
-			}
-			res.Item = item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK}
-		} else {
-			it := item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK, Etag: newEtag()}
-			if old != nil {
-				it.RID = old.RID
-			} else {
-				seq := cb.Bucket(bucketSeq)
-				n := uint64(1)
-				if v := seq.Get([]byte("doc")); len(v) == 8 {
-					n = binary.BigEndian.Uint64(v) + 1
-				}
-				if err := seq.Put([]byte("doc"), binary.BigEndian.AppendUint64(nil, n)); err != nil {
-					return err
-				}
-				collRID, _ := decodeRID(st.RID)
-				ridB := binary.LittleEndian.AppendUint64(bytes.Clone(collRID), n&(1<<60-1))
-				it.RID = encodeRID(ridB)
-			}
-			body, err := buildBody(w.Body, w.Order, st, it)
-			if err != nil {
-				return err
-			}
-			it.Body = body
-			if err := items.Put(key, it.encode()); err != nil {
-				return err
-			}
-			if err := latest.Put(rangeLSNKey(r.ID, lsn), key); err != nil {
-				return err
-			}
-			rec.Body = body
-			res.Item = it
-		}
-		lv, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		return cb.Bucket(bucketLog).Put(rangeLSNKey(r.ID, lsn), lv)
+		res, opErr, err = t.write(w)
+		return err
 	})
 	if err != nil {
 		return writeResult{}, err
 	}
 	return res, opErr
+}
+
+// updateItems runs fn on container db/coll in one write transaction, as one change: fn's writes
+// share one LSN (the service gives the operations of a transactional batch one LSN, and a
+// change-feed page never ends between changes with the same LSN), and they commit all together,
+// or, when fn returns an error, not at all. Readers (point reads, queries, both change-feed
+// modes) see every write of fn or none of them, and a kill -9 leaves all of them or none.
+//
+// fn can run more than once (see committer), so it must reset its own results on entry. Its
+// error, a domain error (errNotFound, errConflict, errPrecondition, *badRequestError) or a
+// storage error, is returned as is.
+func (s *store) updateItems(db, coll string, fn func(t *itemTx) error) error {
+	return s.commits.do(func(tx *bolt.Tx) error {
+		t, err := s.openItemTx(tx, db, coll, true)
+		if err != nil {
+			return err
+		}
+		return fn(t)
+	})
+}
+
+// itemTx is one container in a write transaction: its reads see the transaction's own writes.
+type itemTx struct {
+	st  *collState
+	cb  *bolt.Bucket
+	now time.Time
+	// oneChange gives every write the same LSN (updateItems): lsn, taken on range lsnRange by
+	// the first write, and logged is the number of op-log records already written at it.
+	oneChange bool
+	lsn       uint64
+	lsnRange  uint32
+	logged    uint32
+}
+
+func (s *store) openItemTx(tx *bolt.Tx, db, coll string, oneChange bool) (*itemTx, error) {
+	st, cb, err := loadColl(tx, db, coll)
+	if err != nil {
+		return nil, err
+	}
+	return &itemTx{st: st, cb: cb, now: s.now(), oneChange: oneChange}, nil
+}
+
+// read returns the live (not expired) item id of the logical partition pk, or errNotFound,
+// and the id of the range that holds it.
+func (t *itemTx) read(pk, id string) (item, string, error) {
+	v := t.cb.Bucket(bucketItems).Get(itemKey(pk, id))
+	if v == nil {
+		return item{}, "", errNotFound
+	}
+	it, err := decodeItem(v, true)
+	if err != nil {
+		return item{}, "", err
+	}
+	if expired(t.st.DefaultTTL, it.Ts, it.Body, t.now) {
+		return item{}, "", errNotFound
+	}
+	var rangeID string
+	if r, ok := t.st.rangeForEPK(it.EPK); ok {
+		rangeID = r.idString()
+	}
+	return it, rangeID, nil
+}
+
+// nextLSN returns the LSN of a write to range r: a new one, or the change's (oneChange).
+func (t *itemTx) nextLSN(r rangeRecord) (uint64, error) {
+	if t.oneChange && t.lsn != 0 && t.lsnRange == r.ID {
+		return t.lsn, nil
+	}
+	lsn, err := nextLSN(t.cb, r.ID)
+	if err != nil {
+		return 0, err
+	}
+	t.lsn, t.lsnRange, t.logged = lsn, r.ID, 0
+	return lsn, nil
+}
+
+// putLog writes the op-log record rec of a write at lsn on range rangeID: at <range><lsn>, or
+// for the second and later records of one change (oneChange) at <range><lsn><u32 n>, which sort
+// after it in the order written.
+func (t *itemTx) putLog(rangeID uint32, lsn uint64, rec logRecord) error {
+	lv, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	k := rangeLSNKey(rangeID, lsn)
+	if t.oneChange && t.lsn == lsn && t.lsnRange == rangeID {
+		if t.logged > 0 {
+			k = binary.BigEndian.AppendUint32(k, t.logged)
+		}
+		t.logged++
+	}
+	return t.cb.Bucket(bucketLog).Put(k, lv)
+}
+
+// write applies w. It returns domain errors (the write's precondition, a bad body) as opErr,
+// having written nothing for w, and storage errors as err.
+func (t *itemTx) write(w itemWrite) (res writeResult, opErr, err error) {
+	if len(w.PK) > maxPartitionKeyLen {
+		return writeResult{}, badRequest("the partition key is longer than %d bytes", maxPartitionKeyLen), nil
+	}
+	st, cb := t.st, t.cb
+	r, ok := st.rangeForEPK(w.EPK)
+	if !ok {
+		return writeResult{}, nil, fmt.Errorf("no live range holds EPK %s", w.EPK)
+	}
+	res.RangeID = r.idString()
+	key := itemKey(w.PK, w.ID)
+	items := cb.Bucket(bucketItems)
+	var old *item
+	now := t.now
+	if v := items.Get(key); v != nil {
+		o, err := decodeItem(v, true)
+		if err != nil {
+			return writeResult{}, nil, err
+		}
+		old = &o
+		if expired(st.DefaultTTL, o.Ts, o.Body, now) {
+			// The sweeper has not deleted it yet: delete it first, as it would have.
+			if _, err := expireTx(cb, st, key, o, now.Unix()); err != nil {
+				return writeResult{}, nil, err
+			}
+			old = nil
+		}
+	}
+	if st.DefaultTTL != nil && w.Op != opDelete {
+		if err := checkItemTTL(w.Body); err != nil {
+			return writeResult{}, err, nil
+		}
+	}
+	var oldEtag string
+	if old != nil {
+		oldEtag = old.Etag
+	}
+	op, err := writePrecondition(w.Op, old != nil, oldEtag, w.IfMatch)
+	if err != nil {
+		return writeResult{}, err, nil
+	}
+	res.Created = op == opCreate
+
+	lsn, err := t.nextLSN(r)
+	if err != nil {
+		return writeResult{}, nil, err
+	}
+	latest := cb.Bucket(bucketLatest)
+	var prevLSN uint64
+	if old != nil {
+		prevLSN = old.LSN
+		if err := deleteLatest(latest, r.ID, old.LSN, key); err != nil {
+			return writeResult{}, nil, err
+		}
+	}
+	rec := logRecord{Op: op.String(), Key: key, PrevLSN: prevLSN, Ts: now.Unix(), EPK: w.EPK}
+	if op == opDelete {
+		rec.PK = w.PKObject
+		if err := items.Delete(key); err != nil {
+			return writeResult{}, nil, err
+		}
+		res.Item = item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK}
+	} else {
+		it := item{LSN: lsn, Ts: now.Unix(), EPK: w.EPK, Etag: newEtag()}
+		if old != nil {
+			it.RID = old.RID
+		} else {
+			seq := cb.Bucket(bucketSeq)
+			n := uint64(1)
+			if v := seq.Get([]byte("doc")); len(v) == 8 {
+				n = binary.BigEndian.Uint64(v) + 1
+			}
+			if err := seq.Put([]byte("doc"), binary.BigEndian.AppendUint64(nil, n)); err != nil {
+				return writeResult{}, nil, err
+			}
+			collRID, _ := decodeRID(st.RID)
+			ridB := binary.LittleEndian.AppendUint64(bytes.Clone(collRID), n&(1<<60-1))
+			it.RID = encodeRID(ridB)
+		}
+		body, err := buildBody(w.Body, w.Order, st, it)
+		if err != nil {
+			return writeResult{}, nil, err
+		}
+		it.Body = body
+		if err := items.Put(key, it.encode()); err != nil {
+			return writeResult{}, nil, err
+		}
+		// Writes of one change share its LSN: the second and later get the key of a merged
+		// duplicate LSN (see deleteLatest).
+		lk := rangeLSNKey(r.ID, lsn)
+		if latest.Get(lk) != nil {
+			lk = append(lk, key...)
+		}
+		if err := latest.Put(lk, key); err != nil {
+			return writeResult{}, nil, err
+		}
+		rec.Body = body
+		res.Item = it
+	}
+	return res, nil, t.putLog(r.ID, lsn, rec)
 }
 
 // deleteLatest removes the latest-index entry of the item stored at key, written at lsn in
