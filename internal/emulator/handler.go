@@ -103,6 +103,9 @@ func (w *statusWriter) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -112,6 +115,7 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 
 func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	e.bodyPhase(rw, r)
 	w := &statusWriter{ResponseWriter: rw}
 	activity := r.Header.Get(hdrActivityID)
 	if activity == "" {
@@ -153,12 +157,14 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	// An unauthenticated client gets its answer and loses its connection.
 	if err := e.verify(r); err != nil {
+		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
 		return
 	}
 	var de *auth.DateError
 	if err := auth.CheckDate(r.Header.Get("x-ms-date"), time.Now()); errors.As(err, &de) {
+		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		if de.Malformed {
 			writeError(w, http.StatusUnauthorized, "Unauthorized", de.ServiceMessage(), 0)
@@ -167,6 +173,7 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	e.verdict(rw, r, true)
 	if err := echoPriority(r, h); err != nil {
 		e.fail(w, err)
 		return

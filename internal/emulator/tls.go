@@ -120,17 +120,24 @@ func newSelfSignedCert(now time.Time) (certPEM, keyPEM []byte, err error) {
 
 // NewTLSOrPlainListener wraps ln so that each accepted connection is served as TLS (with cfg)
 // when its first byte is a TLS handshake record (0x16), and as plain HTTP otherwise: one port
-// answers both https:// and http://. The protocol is chosen on the connection's first Read, inside
-// the server's own read deadlines, so a silent client is handled (and counted, and timed out) like
-// any other new connection and holds no one else up. Serve tells the handler which connections
+// answers both https:// and http://. The protocol is chosen on the connection's first Read, in
+// the connection's own goroutine and never in Accept, within at most SniffTimeout (and the
+// server's own read deadline) for the first byte and the TLS handshake; closing a connection
+// never waits for its decision. A silent client is handled (and counted, and timed out) like any
+// other new connection and holds no one else up. Serve tells the handler which connections
 // speak TLS (the account's endpoints are then https).
 func NewTLSOrPlainListener(ln net.Listener, cfg *tls.Config) net.Listener {
-	return &sniffListener{Listener: ln, cfg: cfg}
+	return &sniffListener{Listener: ln, cfg: cfg, timeout: SniffTimeout}
 }
+
+// SniffTimeout bounds the wait for a connection's first byte and its TLS handshake
+// (NewTLSOrPlainListener).
+const SniffTimeout = 5 * time.Second
 
 type sniffListener struct {
 	net.Listener
-	cfg *tls.Config
+	cfg     *tls.Config
+	timeout time.Duration
 }
 
 // Accept returns the next connection, its protocol still to be told by its first byte.
@@ -139,38 +146,86 @@ func (l *sniffListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sniffConn{Conn: c, cfg: l.cfg}, nil
+	return &sniffConn{Conn: c, cfg: l.cfg, timeout: l.timeout}, nil
 }
 
 // sniffConn is an accepted connection that becomes TLS or stays plain on its first Read. Reads
-// and writes may then run concurrently, as on a *tls.Conn.
+// and writes may then run concurrently, as on a *tls.Conn. Close and Abort never wait for the
+// decision: they close the socket, which ends a Read blocked on it.
 type sniffConn struct {
 	net.Conn
-	cfg *tls.Config
+	cfg     *tls.Config
+	timeout time.Duration
 
-	mu      sync.Mutex // guards the decision; held only while it is made
-	decided bool
-	rw      net.Conn // the TLS conn or the peeked plain conn, once decided
-	isTLS   bool
+	deciding sync.Mutex // serialises decide; held while the first byte and handshake are awaited
+
+	mu           sync.Mutex // guards the fields below; never held while blocking
+	decided      bool
+	rw           net.Conn // the TLS conn or the peeked plain conn, once decided
+	isTLS        bool
+	readDeadline time.Time // the last deadline the server set, restored after the sniff
 }
 
-// decide reads the first byte (blocking, under the caller's deadline) and picks the protocol.
-func (c *sniffConn) decide() (net.Conn, error) {
+// SetReadDeadline sets the socket's read deadline and remembers it, for decide to restore.
+func (c *sniffConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.decided {
-		return c.rw, nil
+	c.readDeadline = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline sets both deadlines (see SetReadDeadline).
+func (c *sniffConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.readDeadline = t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+// decide reads the first byte and picks the protocol, completing a TLS handshake, within
+// c.timeout (and the caller's deadline, when sooner).
+func (c *sniffConn) decide() (net.Conn, error) {
+	c.deciding.Lock()
+	defer c.deciding.Unlock()
+	c.mu.Lock()
+	rw, decided, outer := c.rw, c.decided, c.readDeadline
+	c.mu.Unlock()
+	if decided {
+		return rw, nil
+	}
+	limit := time.Now().Add(c.timeout)
+	if !outer.IsZero() && outer.Before(limit) {
+		limit = outer
+	}
+	if err := c.Conn.SetDeadline(limit); err != nil {
+		return nil, err
 	}
 	br := bufio.NewReaderSize(c.Conn, 16)
 	first, err := br.Peek(1)
 	if err != nil {
 		return nil, err
 	}
-	var rw net.Conn = &peekedConn{Conn: c.Conn, r: br}
-	if first[0] == 0x16 {
-		rw, c.isTLS = tls.Server(rw, c.cfg), true
+	rw = &peekedConn{Conn: c.Conn, r: br}
+	isTLS := first[0] == 0x16
+	if isTLS {
+		tc := tls.Server(rw, c.cfg)
+		if err := tc.Handshake(); err != nil {
+			_ = c.Conn.Close()
+			return nil, err
+		}
+		rw = tc
 	}
-	c.rw, c.decided = rw, true
+	// Back to the server's deadlines: none for writes, its own for reads.
+	if err := c.Conn.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if err := c.Conn.SetReadDeadline(c.readDeadline); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.rw, c.isTLS, c.decided = rw, isTLS, true
+	c.mu.Unlock()
 	return rw, nil
 }
 
@@ -193,6 +248,7 @@ func (c *sniffConn) Write(p []byte) (int, error) {
 	return rw.Write(p)
 }
 
+// Close closes the connection (with a TLS close_notify once TLS was decided).
 func (c *sniffConn) Close() error {
 	c.mu.Lock()
 	rw := c.rw
@@ -202,6 +258,10 @@ func (c *sniffConn) Close() error {
 	}
 	return c.Conn.Close()
 }
+
+// Abort closes the socket at once, without a TLS close_notify that a client not reading could
+// hold up.
+func (c *sniffConn) Abort() error { return c.Conn.Close() }
 
 // IsTLS reports whether the connection turned out to speak TLS.
 func (c *sniffConn) IsTLS() bool {
