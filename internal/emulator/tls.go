@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,7 +22,10 @@ import (
 )
 
 // File names of the emulator's TLS certificate inside a data directory. CertFileName is the one
-// clients trust (the official emulator serves the same file as /_explorer/emulator.pem).
+// clients trust (the official emulator serves the same file as /_explorer/emulator.pem): a CA
+// certificate constrained to loopback names, whose private key was discarded once it had signed
+// the served certificate. keyFileName holds the served certificate chain and its private key,
+// readable by its owner only.
 const (
 	CertFileName = "emulator.pem"
 	keyFileName  = "emulator-key.pem"
@@ -34,32 +38,73 @@ const certValidity = 10 * 365 * 24 * time.Hour
 func CertPath(dir string) string { return filepath.Join(dir, CertFileName) }
 
 // LoadOrCreateCert returns the TLS certificate kept in the data directory dir, generating it on
-// first use: a self-signed ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1, written as
-// CertFileName (the certificate, PEM) and a private key file readable only by its owner. The
-// directory need not be held: `cfp emulator cert` calls it beside a running emulator.
-func LoadOrCreateCert(dir string) (tls.Certificate, error) {
+// first use, and reports whether it replaced an earlier one. What is generated: a CA certificate
+// constrained (x509 name constraints, critical) to localhost and its subdomains, 127.0.0.0/8 and
+// ::1, written as CertFileName for clients to trust, and an ECDSA P-256 certificate it signs for
+// localhost, 127.0.0.1 and ::1, which the emulator serves; the CA's private key is never written,
+// so nobody who reads the data directory can make clients trust another certificate. The
+// certificate of an older cfp, a self-signed CA without constraints whose key sat in the data
+// directory, is replaced (the caller tells the user: clients must trust the new emulator.pem).
+// The directory need not be held: `cfp emulator cert` calls it beside a running emulator.
+func LoadOrCreateCert(dir string) (cert tls.Certificate, replaced bool, err error) {
 	certPath, keyPath := CertPath(dir), filepath.Join(dir, keyFileName)
-	if c, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil {
-		return c, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return tls.Certificate{}, fmt.Errorf("load emulator certificate %s: %w", certPath, err)
+	keyPEM, kerr := os.ReadFile(keyPath)
+	certPEM, cerr := os.ReadFile(certPath)
+	switch {
+	case kerr == nil && cerr == nil:
+		if c, ok := currentCert(keyPEM, certPEM); ok {
+			if fi, err := os.Stat(keyPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
+				_ = os.Chmod(keyPath, 0o600)
+			}
+			return c, false, nil
+		}
+		replaced = true
+	case kerr != nil && !errors.Is(kerr, os.ErrNotExist):
+		return tls.Certificate{}, false, fmt.Errorf("load emulator certificate key %s: %w", keyPath, kerr)
+	case cerr != nil && !errors.Is(cerr, os.ErrNotExist):
+		return tls.Certificate{}, false, fmt.Errorf("load emulator certificate %s: %w", certPath, cerr)
+	case kerr == nil || cerr == nil:
+		replaced = true // half of a pair: replaced whole
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return tls.Certificate{}, fmt.Errorf("create data directory: %w", err)
+		return tls.Certificate{}, false, fmt.Errorf("create data directory: %w", err)
 	}
-	certPEM, keyPEM, err := newSelfSignedCert(time.Now())
+	caPEM, servedPEM, err := newLoopbackCert(time.Now())
 	if err != nil {
-		return tls.Certificate{}, err
+		return tls.Certificate{}, false, err
 	}
-	// The key goes first and the certificate last, each by rename, so that a reader that finds
-	// the certificate finds its key too.
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
-		return tls.Certificate{}, err
+	// The key file goes first and the certificate last, each by rename, so that a reader that
+	// finds the certificate finds its key too.
+	if err := writeFileAtomic(keyPath, servedPEM, 0o600); err != nil {
+		return tls.Certificate{}, false, err
 	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
-		return tls.Certificate{}, err
+	if err := writeFileAtomic(certPath, caPEM, 0o644); err != nil {
+		return tls.Certificate{}, false, err
 	}
-	return tls.X509KeyPair(certPEM, keyPEM)
+	c, err := tls.X509KeyPair(servedPEM, servedPEM)
+	return c, replaced, err
+}
+
+// currentCert returns the served certificate in keyPEM when it is this cfp's kind: a chain of a
+// certificate without CA rights and the constrained CA that certPEM holds.
+func currentCert(keyPEM, certPEM []byte) (tls.Certificate, bool) {
+	c, err := tls.X509KeyPair(keyPEM, keyPEM)
+	if err != nil || len(c.Certificate) != 2 {
+		return tls.Certificate{}, false
+	}
+	blk, _ := pem.Decode(certPEM)
+	if blk == nil || !bytes.Equal(blk.Bytes, c.Certificate[1]) {
+		return tls.Certificate{}, false
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil || leaf.IsCA {
+		return tls.Certificate{}, false
+	}
+	ca, err := x509.ParseCertificate(c.Certificate[1])
+	if err != nil || !ca.PermittedDNSDomainsCritical || len(ca.PermittedDNSDomains) == 0 {
+		return tls.Certificate{}, false
+	}
+	return c, true
 }
 
 func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
@@ -84,29 +129,70 @@ func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	return nil
 }
 
-// newSelfSignedCert returns a PEM certificate and PEM private key for the loopback names.
-func newSelfSignedCert(now time.Time) (certPEM, keyPEM []byte, err error) {
+// loopbackNames are the names the served certificate covers and the CA may sign for.
+var (
+	loopbackDNS = []string{"localhost"}
+	loopbackIPs = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	loopbackNet = []*net.IPNet{
+		{IP: net.IPv4(127, 0, 0, 0).To4(), Mask: net.CIDRMask(8, 32)},
+		{IP: net.IPv6loopback, Mask: net.CIDRMask(128, 128)},
+	}
+)
+
+// newLoopbackCert returns the PEM of a new CA constrained to loopback names (caPEM) and the PEM
+// of a certificate it signed for the loopback names followed by the CA and the certificate's
+// private key (servedPEM). The CA's key is dropped.
+func newLoopbackCert(now time.Time) (caPEM, servedPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate emulator CA key: %w", err)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate emulator key: %w", err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	serial := func() (*big.Int, error) { return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127)) }
+	caSerial, err := serial()
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate emulator certificate serial: %w", err)
 	}
+	leafSerial, err := serial()
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate emulator certificate serial: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:                caSerial,
+		Subject:                     pkix.Name{CommonName: "cfp emulator loopback CA", Organization: []string{"cfp emulator"}},
+		NotBefore:                   now.Add(-time.Hour),
+		NotAfter:                    now.Add(certValidity),
+		KeyUsage:                    x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid:       true,
+		IsCA:                        true,
+		MaxPathLenZero:              true,
+		PermittedDNSDomainsCritical: true,
+		PermittedDNSDomains:         loopbackDNS,
+		PermittedIPRanges:           loopbackNet,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create emulator CA certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create emulator CA certificate: %w", err)
+	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+		SerialNumber:          leafSerial,
 		Subject:               pkix.Name{CommonName: "localhost", Organization: []string{"cfp emulator"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(certValidity),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:              loopbackDNS,
+		IPAddresses:           loopbackIPs,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create emulator certificate: %w", err)
 	}
@@ -114,8 +200,10 @@ func newSelfSignedCert(now time.Time) (certPEM, keyPEM []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode emulator key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	servedPEM = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caPEM...)
+	servedPEM = append(servedPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})...)
+	return caPEM, servedPEM, nil
 }
 
 // NewTLSOrPlainListener wraps ln so that each accepted connection is served as TLS (with cfg)
@@ -305,9 +393,12 @@ func (e *Emulator) certificate() (tls.Certificate, error) {
 	e.certMu.Lock()
 	defer e.certMu.Unlock()
 	if e.cert == nil {
-		c, err := LoadOrCreateCert(e.opts.Dir)
+		c, replaced, err := LoadOrCreateCert(e.opts.Dir)
 		if err != nil {
 			return tls.Certificate{}, err
+		}
+		if replaced {
+			e.log.Warn("replaced the data directory's TLS certificate by one constrained to loopback names: TLS clients must trust the new one (and should stop trusting the old)", "cert", CertPath(e.opts.Dir))
 		}
 		e.cert = &c
 	}
@@ -315,7 +406,8 @@ func (e *Emulator) certificate() (tls.Certificate, error) {
 }
 
 // serveCertPEM answers GET /_explorer/emulator.pem, unauthenticated as on the official
-// emulator: the certificate clients should trust, PEM encoded.
+// emulator: the certificate clients should trust (CertFileName, the served chain's CA), PEM
+// encoded.
 func (e *Emulator) serveCertPEM(w http.ResponseWriter) {
 	c, err := e.certificate()
 	if err != nil {
@@ -324,5 +416,5 @@ func (e *Emulator) serveCertPEM(w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/x-pem-file")
 	w.Header().Del(hdrCharge)
-	_, _ = w.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}))
+	_, _ = w.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[len(c.Certificate)-1]}))
 }
