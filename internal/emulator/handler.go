@@ -818,6 +818,10 @@ func (e *Emulator) itemOp(st *collState, db, coll string, req itemOpRequest) (in
 		if req.Op == opReplace && docID != req.ID {
 			return 0, writeResult{}, 0, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
 		}
+		if len(req.Body) > maxBodyBytes {
+			// The service's item limit, whichever way the item was made (a patch can grow one).
+			return 0, writeResult{}, 0, badRequest("the item is larger than %d bytes", maxBodyBytes)
+		}
 		wr.Body, wr.ID, wr.Order = raw, docID, keyOrder(req.Body)
 	}
 	wr.PK, wr.EPK = epk.Canonical(comps), st.hashPK(comps)
