@@ -19,9 +19,13 @@ type emulatorCertOptions struct {
 const emulatorCertLong = `Print the TLS certificate of the emulator's data directory (PEM), generating it if the
 directory has none yet, so that clients can trust https://localhost:8081/.
 
-The certificate is self-signed for localhost, 127.0.0.1 and ::1 and kept in DIR/emulator.pem;
-'cfp emulator' serves TLS with it on its port (beside plain HTTP) and at
-/_explorer/emulator.pem, as the official emulator does. It works beside a running emulator.`
+DIR/emulator.pem is a CA certificate that can only vouch for localhost, 127.0.0.1 and ::1
+(x509 name constraints), and whose private key was discarded once it had signed the certificate
+'cfp emulator' serves: reading the data directory lets nobody make clients trust anything else.
+'cfp emulator' serves TLS on its port (beside plain HTTP) and the CA at /_explorer/emulator.pem,
+as the official emulator does. It works beside a running emulator. A data directory of an older
+cfp, whose emulator.pem was an unconstrained CA with its key beside it, gets a new certificate
+(with a warning): trust the new file.`
 
 const emulatorCertExample = `  # Trust the emulator's certificate in a Go or Node.js test run (Linux)
   export SSL_CERT_FILE=$(cfp emulator cert --path)
@@ -55,8 +59,12 @@ func runEmulatorCert(opts *emulatorCertOptions) error {
 	if err != nil {
 		return fmt.Errorf("data directory %s: %w", opts.Data, err)
 	}
-	if _, err := emulator.LoadOrCreateCert(dir); err != nil {
+	_, replaced, err := emulator.LoadOrCreateCert(dir)
+	if err != nil {
 		return err
+	}
+	if replaced {
+		opts.f.warnf("replaced the TLS certificate of %s, an unconstrained CA of an older cfp, by one constrained to loopback names: trust the new %s (and remove the old one from your trust stores); restart a running emulator to serve it", dir, emulator.CertFileName)
 	}
 	path := emulator.CertPath(dir)
 	if opts.Path {

@@ -194,6 +194,7 @@ func (e *Emulator) Status() (Status, error) {
 
 func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []string) {
 	refuse := func(status int, code, msg string) {
+		e.verdict(w, r, false)
 		w.Header().Set("Connection", "close")
 		writeError(w, status, code, msg, 0)
 	}
@@ -216,6 +217,7 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request, segs []str
 		refuse(http.StatusUnauthorized, "Unauthorized", "admin request not authorized: "+err.Error())
 		return
 	}
+	e.verdict(w, r, true)
 	switch path := strings.Join(segs, "/"); {
 	case path == "status" && r.Method == http.MethodGet:
 		st, err := e.Status()

@@ -140,12 +140,18 @@ func (s *store) changeFeedAll(db, coll string, req feedRequest) (feedPage, error
 			page.Etag = last
 		}
 		page.Docs = make([][]byte, 0, len(entries))
-		for _, en := range entries {
+		size := 0
+		for i, en := range entries {
 			doc, err := avDocument(log, sources, st.Paths, en)
 			if err != nil {
 				return err
 			}
+			if i > 0 && en.lsn != entries[i-1].lsn && !fitsPage(len(page.Docs), size, len(doc)) {
+				page.Etag = entries[i-1].lsn // full by bytes: the next page starts after it
+				break
+			}
 			page.Docs = append(page.Docs, doc)
+			size += len(doc)
 		}
 		return nil
 	})

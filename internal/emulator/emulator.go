@@ -27,7 +27,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/cfp-dev/cfp/internal/connlimit"
 	"github.com/cfp-dev/cfp/internal/emulator/auth"
 )
 
@@ -415,26 +414,30 @@ const ShutdownGrace = 5 * time.Second
 
 // Serve serves the gateway on ln until ctx ends, recording ln's address as the serving address
 // (for the data directory's holder file). A connection gets 10 s to send a request's headers,
-// a minute to send the whole request, and two minutes between requests;
-// at most Options.MaxConns are kept open, the longest-waiting silent ones closed first (see
-// connlimit.Limiter). At shutdown it stops accepting, waits for the requests in flight (at most
+// a minute more to send its body, a second to finish sending the body of a refused (401, 403)
+// request, and two minutes between requests; at most Options.MaxConns are kept open, the
+// longest-waiting silent, idle or refused ones closed first, never one serving a signed request
+// (see connLimiter). At shutdown it stops accepting, waits for the requests in flight (at most
 // ShutdownGrace) — not for idle or fresh connections, which http.Server would wait on for up to
 // 5 s — then closes every connection.
 func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
-	lim := connlimit.New(e.opts.MaxConns)
+	lim := newConnLimiter(e.opts.MaxConns)
 	srv := &http.Server{
-		Handler:     e.Handler(),
-		ErrorLog:    slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ConnState:   lim.Track,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+		Handler:           e.Handler(),
+		ReadHeaderTimeout: e.timeouts.readHeader, // the body's deadline is set by bodyPhase
+		IdleTimeout:       e.timeouts.idle,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnState:         lim.track,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(context.WithValue(ctx, connKey{}, c), limiterKey{}, lim)
+		},
 	}
-	e.timeouts.Apply(srv)
 	e.SetServingAddr(ln.Addr().String())
 	defer e.SetServingAddr("")
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lim.Listener(ln)) }()
+	go func() { errc <- srv.Serve(&limitListener{Listener: ln, lim: lim}) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve emulator: %w", err)
@@ -454,12 +457,12 @@ wait:
 		case err = <-done:
 			break wait
 		case <-tick.C:
-			if !lim.Busy() {
+			if !lim.busy() {
 				cancel()
 			}
 		}
 	}
-	if err != nil && lim.Busy() {
+	if err != nil && lim.busy() {
 		e.log.Warn("requests still in flight at shutdown were cut off", "grace", ShutdownGrace)
 	}
 	_ = srv.Close()

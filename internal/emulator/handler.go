@@ -104,6 +104,9 @@ func (w *statusWriter) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -131,6 +134,7 @@ func gatewayHeaderNames(h http.Header) {
 
 func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	e.bodyPhase(rw, r)
 	w := &statusWriter{ResponseWriter: rw}
 	activity := r.Header.Get(hdrActivityID)
 	if activity == "" {
@@ -172,12 +176,14 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	// An unauthenticated client gets its answer and loses its connection.
 	if err := e.verify(r); err != nil {
+		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
 		return
 	}
 	var de *auth.DateError
 	if err := auth.CheckDate(r.Header.Get("x-ms-date"), time.Now()); errors.As(err, &de) {
+		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		if de.Malformed {
 			writeError(w, http.StatusUnauthorized, "Unauthorized", de.ServiceMessage(), 0)
@@ -186,6 +192,7 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	e.verdict(rw, r, true)
 	if err := echoPriority(r, h); err != nil {
 		e.fail(w, err)
 		return
@@ -844,6 +851,10 @@ func prepareWrite(st *collState, req itemOpRequest) (itemWrite, map[string]any, 
 		}
 		if req.Op == opReplace && docID != req.ID {
 			return itemWrite{}, nil, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
+		}
+		if len(req.Body) > maxBodyBytes {
+			// The service's item limit, whichever way the item was made (a patch can grow one).
+			return itemWrite{}, nil, badRequest("the item is larger than %d bytes", maxBodyBytes)
 		}
 		wr.Body, wr.ID, wr.Order = raw, docID, keyOrder(req.Body)
 	}

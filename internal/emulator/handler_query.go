@@ -329,9 +329,16 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		// the service; the page keeps the size smallest sequence numbers after the cursor.
 		h := &seqHeap{}
 		more := false
+		// The page also fits in maxResponseBytes: the heap drops its highest sequence numbers
+		// while it holds more, and nothing from the lowest dropped on is taken after that.
+		heapBytes, ceiling := 0, uint64(math.MaxUint64)
 		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
 			seq := ridSeq(it.RID)
 			if seq <= cont.Seq {
+				return true, nil
+			}
+			if seq >= ceiling {
+				more = true
 				return true, nil
 			}
 			doc, ok, err := match(it)
@@ -348,12 +355,19 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			}
 			if h.Len() < size {
 				heap.Push(h, seqDoc{seq, bytes.Clone(body)})
+				heapBytes += len(body)
 			} else if seq < (*h)[0].seq {
+				heapBytes += len(body) - len((*h)[0].body)
 				(*h)[0] = seqDoc{seq, bytes.Clone(body)}
 				heap.Fix(h, 0)
 				more = true
 			} else {
 				more = true
+			}
+			for h.Len() > 1 && !fitsPage(h.Len()-1, heapBytes-len((*h)[0].body), len((*h)[0].body)) {
+				d := heap.Pop(h).(seqDoc)
+				heapBytes -= len(d.body)
+				ceiling, more = min(ceiling, d.seq), true
 			}
 			return true, nil
 		})
@@ -404,18 +418,23 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		for i := len(all) - 1; i >= 0; i-- {
 			all[i] = heap.Pop(top).(orderDoc)
 		}
-		i := cont.Offset
+		i, pageBytes, full := cont.Offset, 0, false
 		for ; err == nil && i < len(all) && len(docs) < size; i++ {
 			body, ok, perr := project(all[i].doc, all[i].body)
 			if perr != nil {
 				err = perr
 				break
 			}
+			if ok && !fitsPage(len(docs), pageBytes, len(body)) {
+				full = true // by bytes: the next page starts at i
+				break
+			}
 			if ok {
 				docs = append(docs, body)
+				pageBytes += len(body)
 			}
 		}
-		if i < len(all) && len(docs) == size {
+		if i < len(all) && (len(docs) == size || full) {
 			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
 		}
 	}

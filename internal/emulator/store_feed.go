@@ -125,6 +125,7 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 		// A full page still takes the items that share its last LSN (possible only after a
 		// merge): the page's etag is that LSN, so the next read would skip them.
 		full, last := false, uint64(0)
+		prev := uint64(0) // the LSN of the last document taken
 		for k, key := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, key = c.Next() {
 			if full && binary.BigEndian.Uint64(k[4:12]) != last {
 				break
@@ -152,8 +153,15 @@ func (s *store) changeFeed(db, coll string, req feedRequest) (feedPage, error) {
 			if st.DefaultTTL != nil && expired(st.DefaultTTL, ts, body, now) {
 				continue
 			}
+			if lsn != prev && !fitsPage(len(bodies), size, len(body)) {
+				// Full by bytes: the page ends after the last LSN taken (items sharing it are
+				// taken whatever their size, as above).
+				page.Etag = prev
+				break
+			}
 			bodies = append(bodies, body)
 			size += len(body)
+			prev = lsn
 			if len(bodies) == req.Max {
 				full, last = true, lsn
 				page.Etag = lsn
