@@ -116,6 +116,9 @@ func parseQuery(r *http.Request) (*query.Query, map[string]any, error) {
 		}
 		params[p.Name] = v
 	}
+	if q, err = q.Bind(params); err != nil {
+		return nil, nil, badRequest("query %q: %v", spec.Query, err)
+	}
 	return q, params, nil
 }
 
@@ -324,7 +327,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 				docs = append(docs, b)
 			}
 		}
-	case q.OrderBy == nil:
+	case len(q.OrderBy) == 0:
 		// Unordered results come in creation order (_rid order), as from one partition of
 		// the service; the page keeps the size smallest sequence numbers after the cursor.
 		h := &seqHeap{}

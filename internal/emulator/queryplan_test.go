@@ -158,9 +158,23 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 	var out []any
 	switch {
 	case len(qi.OrderBy) > 0:
-		// k-way merge on orderByItems, then the payloads.
-		key := func(r any) any { return r.(map[string]any)["orderByItems"].([]any)[0].(map[string]any)["item"] }
-		desc := qi.OrderBy[0] == "Descending"
+		// k-way merge on orderByItems, key by key in each key's direction, then the payloads.
+		less := func(a, b any) bool {
+			ia, ib := a.(map[string]any)["orderByItems"].([]any), b.(map[string]any)["orderByItems"].([]any)
+			if len(ia) != len(qi.OrderBy) || len(ib) != len(qi.OrderBy) {
+				c.t.Fatalf("%q: orderByItems %v and %v for %d keys", sql, ia, ib, len(qi.OrderBy))
+			}
+			for k, dir := range qi.OrderBy {
+				cmp := compareJSON(ia[k].(map[string]any)["item"], ib[k].(map[string]any)["item"])
+				if dir == "Descending" {
+					cmp = -cmp
+				}
+				if cmp != 0 {
+					return cmp < 0
+				}
+			}
+			return false
+		}
 		for {
 			best := -1
 			for i, rs := range perRange {
@@ -171,8 +185,7 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 					best = i
 					continue
 				}
-				cmp := compareJSON(key(rs[0]), key(perRange[best][0]))
-				if (!desc && cmp < 0) || (desc && cmp > 0) {
+				if less(rs[0], perRange[best][0]) {
 					best = i
 				}
 			}
@@ -275,14 +288,21 @@ func compareJSON(a, b any) int {
 	return 0
 }
 
-// pdoc is a generated document: v and s are unique (ORDER BY on them has no ties), opt is
-// absent from some documents.
+// pdoc is a generated document: v and s are unique (ORDER BY on them has no ties), g has
+// many ties, opt is absent from some documents.
 type pdoc struct {
 	ID  string `json:"id"`
 	PK  string `json:"pk"`
 	V   int    `json:"v"`
 	S   string `json:"s"`
+	G   int    `json:"g"`
 	Opt *int   `json:"opt,omitempty"`
+}
+
+// okey is one ORDER BY key of a generated query.
+type okey struct {
+	prop string // v, s, id or g
+	desc bool
 }
 
 // qshape is a generated query, with a plain Go evaluation of it.
@@ -290,9 +310,9 @@ type qshape struct {
 	filter  int    // 0 none, 1 c.v < n, 2 STARTSWITH(c.s, x), 3 IS_DEFINED(c.opt), 4 c.v >= n AND c.pk != p
 	n       int    // the filter's bound
 	prefix  string // the STARTSWITH prefix
-	orderBy string // "", "v", "s", "id"
-	desc    bool
+	orderBy []okey // ends with a unique key, so the order is total
 	top     int    // -1 without TOP
+	topArg  bool   // TOP @n rather than TOP n
 	sel     int    // 0 *, 1 VALUE c.id, 2 c.id, c.v
 	agg     string // "" or COUNT SUM MIN MAX AVG (SELECT VALUE AGG(c.v)); overrides sel and ORDER BY
 }
@@ -300,7 +320,10 @@ type qshape struct {
 func (q qshape) sql() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if q.top >= 0 {
+	switch {
+	case q.top >= 0 && q.topArg:
+		b.WriteString("TOP @n ")
+	case q.top >= 0:
 		fmt.Fprintf(&b, "TOP %d ", q.top)
 	}
 	switch {
@@ -324,13 +347,27 @@ func (q qshape) sql() string {
 	case 4:
 		fmt.Fprintf(&b, " WHERE c.v >= %d AND c.pk != 'p1'", q.n)
 	}
-	if q.orderBy != "" && q.agg == "" {
-		b.WriteString(" ORDER BY c." + q.orderBy)
-		if q.desc {
-			b.WriteString(" DESC")
+	if len(q.orderBy) > 0 && q.agg == "" {
+		for i, k := range q.orderBy {
+			if i == 0 {
+				b.WriteString(" ORDER BY ")
+			} else {
+				b.WriteString(", ")
+			}
+			b.WriteString("c." + k.prop)
+			if k.desc {
+				b.WriteString(" DESC")
+			}
 		}
 	}
 	return b.String()
+}
+
+func (q qshape) params() map[string]any {
+	if q.topArg {
+		return map[string]any{"@n": q.top}
+	}
+	return nil
 }
 
 func (q qshape) match(d pdoc) bool {
@@ -377,21 +414,26 @@ func (q qshape) eval(docs []pdoc) []any {
 		}
 		return out
 	}
-	if q.orderBy != "" {
-		key := func(d pdoc) string {
-			switch q.orderBy {
+	if len(q.orderBy) > 0 {
+		key := func(d pdoc, prop string) string {
+			switch prop {
 			case "v":
 				return fmt.Sprintf("%08d", d.V)
+			case "g":
+				return fmt.Sprintf("%08d", d.G)
 			case "s":
 				return d.S
 			}
 			return d.ID
 		}
 		sort.SliceStable(m, func(i, j int) bool {
-			if q.desc {
-				return key(m[i]) > key(m[j])
+			for _, k := range q.orderBy {
+				a, b := key(m[i], k.prop), key(m[j], k.prop)
+				if a != b {
+					return (a < b) != k.desc
+				}
 			}
-			return key(m[i]) < key(m[j])
+			return false
 		})
 	}
 	if q.top >= 0 && len(m) > q.top {
@@ -416,16 +458,23 @@ func (q qshape) eval(docs []pdoc) []any {
 
 // unorderedTop reports whether the answer is any top-n subset of the matches (TOP without ORDER
 // BY: which n is up to the service).
-func (q qshape) unorderedTop() bool { return q.top >= 0 && q.orderBy == "" && q.agg == "" }
+func (q qshape) unorderedTop() bool { return q.top >= 0 && len(q.orderBy) == 0 && q.agg == "" }
 
 func randomShape(r *rand.Rand, ndocs int) qshape {
 	q := qshape{filter: r.IntN(5), n: r.IntN(ndocs), prefix: string(rune('a' + r.IntN(4))), top: -1, sel: r.IntN(3)}
 	if r.IntN(2) == 0 {
-		q.orderBy = []string{"v", "s", "id"}[r.IntN(3)]
-		q.desc = r.IntN(2) == 0
+		unique := func() okey { return okey{[]string{"v", "s", "id"}[r.IntN(3)], r.IntN(2) == 0} }
+		switch r.IntN(3) {
+		case 0:
+			q.orderBy = []okey{unique()}
+		case 1:
+			q.orderBy = []okey{{"g", r.IntN(2) == 0}, unique()}
+		default:
+			q.orderBy = []okey{unique(), {"g", r.IntN(2) == 0}}
+		}
 	}
 	if r.IntN(3) == 0 {
-		q.top = r.IntN(8)
+		q.top, q.topArg = r.IntN(8), r.IntN(2) == 0
 	}
 	if r.IntN(4) == 0 {
 		q.agg = []string{"COUNT", "SUM", "MIN", "MAX", "AVG"}[r.IntN(5)]
@@ -464,7 +513,7 @@ func sameAnswer(q qshape, docs []pdoc, got []any) (bool, string) {
 	g := canon(strip(got))
 	if !q.unorderedTop() {
 		w := canon(q.eval(docs))
-		if q.orderBy == "" && q.agg == "" {
+		if len(q.orderBy) == 0 && q.agg == "" {
 			slices.Sort(g)
 			slices.Sort(w)
 		}
@@ -492,7 +541,7 @@ func seedDocs(t *testing.T, cc *azcosmos.ContainerClient, r *rand.Rand, n int) [
 	vs := r.Perm(n)
 	docs := make([]pdoc, n)
 	for i := range docs {
-		d := pdoc{ID: fmt.Sprintf("d%03d", i), PK: fmt.Sprintf("p%d", r.IntN(7)), V: vs[i], S: fmt.Sprintf("%c%03d", 'a'+r.IntN(5), i)}
+		d := pdoc{ID: fmt.Sprintf("d%03d", i), PK: fmt.Sprintf("p%d", r.IntN(7)), V: vs[i], S: fmt.Sprintf("%c%03d", 'a'+r.IntN(5), i), G: r.IntN(4)}
 		if r.IntN(3) == 0 {
 			o := r.IntN(10)
 			d.Opt = &o
@@ -519,9 +568,12 @@ func TestQueryPlan_PlanDrivenClientsGetTheRightAnswer(t *testing.T) {
 	pc := &planClient{t: t, e: e, coll: "/dbs/db/colls/c", page: 3}
 
 	shapes := []qshape{
-		{orderBy: "v", top: -1},
-		{orderBy: "s", desc: true, top: 6, sel: 1},
+		{orderBy: []okey{{"v", false}}, top: -1},
+		{orderBy: []okey{{"s", true}}, top: 6, sel: 1},
+		{orderBy: []okey{{"g", false}, {"v", true}}, top: -1, sel: 2},
+		{orderBy: []okey{{"g", true}, {"id", false}}, top: 5, topArg: true},
 		{top: 6},
+		{top: 4, topArg: true},
 		{agg: "COUNT", top: -1},
 		{agg: "AVG", filter: 1, n: 30, top: -1},
 		{agg: "MAX", filter: 2, prefix: "zz", top: -1},
@@ -530,7 +582,7 @@ func TestQueryPlan_PlanDrivenClientsGetTheRightAnswer(t *testing.T) {
 		shapes = append(shapes, randomShape(r, len(docs)))
 	}
 	for _, q := range shapes {
-		got, refused := pc.run(q.sql(), nil)
+		got, refused := pc.run(q.sql(), q.params())
 		if refused != "" {
 			t.Errorf("%s: refused: %s", q.sql(), refused)
 			continue
@@ -556,8 +608,12 @@ func TestQuery_GeneratedShapesThroughAzcosmos(t *testing.T) {
 	for _, d := range docs {
 		inPK[d.PK] = append(inPK[d.PK], d)
 	}
-	run := func(sql string, pk azcosmos.PartitionKey) ([]any, error) {
-		pager := cc.NewQueryItemsPager(sql, pk, &azcosmos.QueryOptions{PageSizeHint: 3})
+	run := func(q qshape, pk azcosmos.PartitionKey) ([]any, error) {
+		opts := &azcosmos.QueryOptions{PageSizeHint: 3}
+		for k, v := range q.params() {
+			opts.QueryParameters = append(opts.QueryParameters, azcosmos.QueryParameter{Name: k, Value: v})
+		}
+		pager := cc.NewQueryItemsPager(q.sql(), pk, opts)
 		var out []any
 		for pager.More() {
 			page, err := pager.NextPage(context.Background())
@@ -577,15 +633,15 @@ func TestQuery_GeneratedShapesThroughAzcosmos(t *testing.T) {
 	for range 80 {
 		q := randomShape(r, len(docs))
 		pk := fmt.Sprintf("p%d", r.IntN(7))
-		got, err := run(q.sql(), azcosmos.NewPartitionKeyString(pk))
+		got, err := run(q, azcosmos.NewPartitionKeyString(pk))
 		if err != nil {
 			t.Errorf("%s in %s: %v", q.sql(), pk, err)
 		} else if ok, want := sameAnswer(q, inPK[pk], got); !ok {
 			t.Errorf("%s in %s:\n got %s\nwant %s", q.sql(), pk, strings.Join(canon(got), ","), want)
 		}
 
-		got, err = run(q.sql(), azcosmos.NewPartitionKey())
-		if q.orderBy != "" || q.agg != "" {
+		got, err = run(q, azcosmos.NewPartitionKey())
+		if len(q.orderBy) > 0 || q.agg != "" {
 			var re *azcore.ResponseError
 			if !asResponseError(err, &re) || re.StatusCode != 400 || re.RawResponse.Header.Get("x-ms-substatus") != "1004" ||
 				!strings.Contains(err.Error(), "additionalErrorInfo") || !strings.Contains(err.Error(), "partitionedQueryExecutionInfoVersion") {
@@ -619,8 +675,7 @@ func TestQueryPlan_UnsupportedShapesAreRefused(t *testing.T) {
 		{"SELECT DISTINCT VALUE c.pk FROM c ORDER BY c.pk", false, "DISTINCT"},
 		{"SELECT * FROM c OFFSET 1 LIMIT 2", false, "OFFSET LIMIT"},
 		{"SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk", false, "GROUP BY"},
-		{"SELECT * FROM c ORDER BY c.pk, c.id", false, "several properties"},
-		{"SELECT TOP @n * FROM c", false, "TOP with a parameter"},
+		{"SELECT * FROM c ORDER BY LOWER(c.id)", false, "LOWER"},
 		{"SELECT COUNT(1) AS n FROM c", true, "SELECT VALUE"},
 		{"SELECT VALUE [COUNT(1)] FROM c", true, "SELECT VALUE"},
 	} {

@@ -55,11 +55,14 @@ type QueryRange struct {
 // planAggregates names the aggregates as the plan does.
 var planAggregates = map[string]string{"COUNT": "Count", "SUM": "Sum", "MIN": "Min", "MAX": "Max", "AVG": "Average"}
 
-// Plan returns the query plan of q over the whole key space. A query whose results a client
+// Plan returns the query plan of q (bound: see Bind) over the whole key space. A query whose results a client
 // could not merge correctly from a plan the emulator can express gets an error wrapping
 // ErrUnsupported (aggregates other than SELECT VALUE AGG(...)), never a plan that would make
 // the client answer wrong.
 func (q *Query) Plan() (*Plan, error) {
+	if q.topParam != "" {
+		return nil, fmt.Errorf("plan of a query with TOP %s before Bind", q.topParam)
+	}
 	p := &Plan{
 		Version: 2,
 		QueryInfo: QueryInfo{
@@ -86,15 +89,19 @@ func (q *Query) Plan() (*Plan, error) {
 		}
 		qi.Aggregates = []string{planAggregates[q.Aggregate]}
 		qi.RewrittenQuery = q.rewrite(partialAggregate(q.aggs[0]), false)
-	case q.OrderBy != nil:
-		key := pathNode{alias: q.Alias, segs: stringSegs(q.OrderBy.Path)}.String()
-		dir := "Ascending"
-		if q.OrderBy.Desc {
-			dir = "Descending"
+	case len(q.OrderBy) > 0:
+		items := make([]string, len(q.OrderBy))
+		for i, k := range q.OrderBy {
+			dir := "Ascending"
+			if k.Desc {
+				dir = "Descending"
+			}
+			qi.OrderBy = append(qi.OrderBy, dir)
+			qi.OrderByExpressions = append(qi.OrderByExpressions, q.orderKey(k))
+			items[i] = `{"item": ` + q.orderKey(k) + `}`
 		}
-		qi.OrderBy, qi.OrderByExpressions = []string{dir}, []string{key}
 		sel := pathNode{alias: q.Alias, segs: stringSegs([]string{"_rid"})}.String() +
-			`, [{"item": ` + key + `}] AS orderByItems, ` + q.payload() + " AS payload"
+			", [" + strings.Join(items, ", ") + "] AS orderByItems, " + q.payload() + " AS payload"
 		qi.RewrittenQuery = q.rewrite(sel, true)
 	}
 	return p, nil
@@ -150,10 +157,7 @@ func (q *Query) rewrite(sel string, orderBy bool) string {
 		b.WriteString(" WHERE " + q.where.String())
 	}
 	if orderBy {
-		b.WriteString(" ORDER BY " + pathNode{alias: q.Alias, segs: stringSegs(q.OrderBy.Path)}.String())
-		if q.OrderBy.Desc {
-			b.WriteString(" DESC")
-		}
+		b.WriteString(" ORDER BY " + q.orderByList(false))
 	}
 	return b.String()
 }

@@ -34,10 +34,10 @@ type Query struct {
 	// Alias is the name the query gives the container's items ("c" in
 	// SELECT * FROM c).
 	Alias string
-	// Top is the TOP n limit, or -1 when the query has none.
+	// Top is the TOP n limit, or -1 when the query has none (or TOP @n before Bind).
 	Top int
-	// OrderBy is the ORDER BY clause, or nil when the query has none.
-	OrderBy *OrderBy
+	// OrderBy holds the keys of the ORDER BY clause in order, none without one.
+	OrderBy []OrderBy
 
 	// Value is true for SELECT VALUE: each result is the value of the one expression, not an
 	// object.
@@ -49,6 +49,27 @@ type Query struct {
 	where  node         // nil without WHERE
 	fields []projection // nil for SELECT *
 	aggs   []aggNode    // the aggregates of the select list; with any, the query yields one result
+
+	topParam string // the parameter of TOP @n, until Bind
+}
+
+// Bind returns q with what it takes from its parameters resolved (TOP @n): q itself when there
+// is nothing to resolve, else a copy. A parameter that is missing, or not a count, is an error.
+func (q *Query) Bind(params map[string]any) (*Query, error) {
+	if q.topParam == "" {
+		return q, nil
+	}
+	v, ok := params[q.topParam]
+	if !ok {
+		return nil, fmt.Errorf("parameter %s of TOP is not defined", q.topParam)
+	}
+	f, isNum := normalize(v).(float64)
+	if !isNum || f != float64(int(f)) || f < 0 || f > 1<<31 {
+		return nil, fmt.Errorf("parameter %s of TOP must be a non-negative integer, got %v", q.topParam, v)
+	}
+	b := *q
+	b.Top, b.topParam = int(f), ""
+	return &b, nil
 }
 
 // projection is one expression of a select list, with its output name.
@@ -57,7 +78,7 @@ type projection struct {
 	expr node
 }
 
-// OrderBy is a single-property ORDER BY clause.
+// OrderBy is one key of an ORDER BY clause.
 type OrderBy struct {
 	// Path is the property path below the alias: ["_ts"] for c._ts,
 	// ["a", "b"] for c.a.b.
@@ -100,7 +121,10 @@ func (q *Query) Match(doc map[string]any, params map[string]any) (bool, error) {
 func (q *Query) String() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if q.Top >= 0 {
+	switch {
+	case q.topParam != "":
+		b.WriteString("TOP " + q.topParam + " ")
+	case q.Top >= 0:
 		fmt.Fprintf(&b, "TOP %d ", q.Top)
 	}
 	switch {
@@ -125,33 +149,48 @@ func (q *Query) String() string {
 		b.WriteString(" WHERE ")
 		b.WriteString(q.where.String())
 	}
-	if q.OrderBy != nil {
-		b.WriteString(" ORDER BY ")
-		b.WriteString(pathNode{alias: q.Alias, segs: stringSegs(q.OrderBy.Path)}.String())
-		if q.OrderBy.Desc {
-			b.WriteString(" DESC")
-		} else {
-			b.WriteString(" ASC")
-		}
+	if len(q.OrderBy) > 0 {
+		b.WriteString(" ORDER BY " + q.orderByList(true))
 	}
 	return b.String()
 }
 
-// Compare orders two documents by the ORDER BY clause, direction included: it
-// returns a negative number when a comes first, positive when b does, 0 when
-// they tie (use a stable sort). Values order by type first, as Cosmos DB
-// does: undefined, null, false, true, numbers, strings, then arrays and
-// objects (which tie). Compare returns 0 when the query has no ORDER BY.
+// orderByList is the ORDER BY keys as written after ORDER BY; explicit spells ASC out.
+func (q *Query) orderByList(explicit bool) string {
+	parts := make([]string, len(q.OrderBy))
+	for i, k := range q.OrderBy {
+		parts[i] = q.orderKey(k)
+		if k.Desc {
+			parts[i] += " DESC"
+		} else if explicit {
+			parts[i] += " ASC"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// orderKey is the expression of an ORDER BY key.
+func (q *Query) orderKey(k OrderBy) string {
+	return pathNode{alias: q.Alias, segs: stringSegs(k.Path)}.String()
+}
+
+// Compare orders two documents by the ORDER BY clause, key by key, directions
+// included: it returns a negative number when a comes first, positive when b
+// does, 0 when they tie (use a stable sort). Values order by type first, as
+// Cosmos DB does: undefined, null, false, true, numbers, strings, then arrays
+// and objects (which tie). Compare returns 0 when the query has no ORDER BY.
 func (q *Query) Compare(a, b map[string]any) int {
-	if q.OrderBy == nil {
-		return 0
+	for _, k := range q.OrderBy {
+		segs := stringSegs(k.Path)
+		c := compareForSort(resolve(a, segs), resolve(b, segs))
+		if k.Desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
 	}
-	segs := stringSegs(q.OrderBy.Path)
-	c := compareForSort(resolve(a, segs), resolve(b, segs))
-	if q.OrderBy.Desc {
-		return -c
-	}
-	return c
+	return 0
 }
 
 func stringSegs(path []string) []seg {
@@ -239,13 +278,14 @@ func (p *parser) query() (*Query, error) {
 	}
 	if p.accept("TOP") {
 		t := p.next()
-		if t.kind != tokNumber || t.num != float64(int(t.num)) || t.num < 0 || t.num > 1<<31 {
-			if t.kind == tokParam {
-				return nil, unsupported(t, "TOP with a parameter")
-			}
+		switch {
+		case t.kind == tokParam:
+			q.topParam = t.text
+		case t.kind != tokNumber || t.num != float64(int(t.num)) || t.num < 0 || t.num > 1<<31:
 			return nil, fmt.Errorf("offset %d: TOP needs a non-negative integer, found %s", t.pos, t)
+		default:
+			q.Top = int(t.num)
 		}
-		q.Top = int(t.num)
 	}
 	// The select list refers to the alias, which FROM names later: read FROM first, then parse
 	// the list with the alias known.
@@ -292,33 +332,35 @@ func (p *parser) query() (*Query, error) {
 		if err := p.expect("BY"); err != nil {
 			return nil, err
 		}
-		start := p.peek()
-		n, err := p.operand()
-		if err != nil {
-			return nil, err
-		}
-		path, ok := n.(pathNode)
-		if !ok || len(path.segs) == 0 {
-			return nil, unsupported(start, "ORDER BY over anything but a property path")
-		}
-		ob := &OrderBy{}
-		for _, s := range path.segs {
-			if s.index >= 0 {
-				return nil, unsupported(start, "ORDER BY over an array element")
+		for {
+			start := p.peek()
+			n, err := p.operand()
+			if err != nil {
+				return nil, err
 			}
-			ob.Path = append(ob.Path, s.name)
+			path, ok := n.(pathNode)
+			if !ok || len(path.segs) == 0 {
+				return nil, unsupported(start, "ORDER BY over anything but a property path")
+			}
+			var ob OrderBy
+			for _, s := range path.segs {
+				if s.index >= 0 {
+					return nil, unsupported(start, "ORDER BY over an array element")
+				}
+				ob.Path = append(ob.Path, s.name)
+			}
+			if p.accept("DESC") {
+				ob.Desc = true
+			} else {
+				p.accept("ASC")
+			}
+			q.OrderBy = append(q.OrderBy, ob)
+			if !p.accept(",") {
+				break
+			}
 		}
-		if p.accept("DESC") {
-			ob.Desc = true
-		} else {
-			p.accept("ASC")
-		}
-		if t := p.peek(); t.is(",") {
-			return nil, unsupported(t, "ORDER BY over several properties")
-		}
-		q.OrderBy = ob
 	}
-	if len(q.aggs) > 0 && q.OrderBy != nil {
+	if len(q.aggs) > 0 && len(q.OrderBy) > 0 {
 		return nil, unsupported(p.peek(), "ORDER BY with an aggregate")
 	}
 	if t := p.peek(); t.is("OFFSET") {
@@ -664,7 +706,7 @@ func (p *parser) selectList(q *Query) error {
 
 // NeedsQueryPlan reports whether the query must be run by the client over every partition (ORDER
 // BY, an aggregate): the service's gateway serves it only within one partition key.
-func (q *Query) NeedsQueryPlan() bool { return q.OrderBy != nil || len(q.aggs) > 0 }
+func (q *Query) NeedsQueryPlan() bool { return len(q.OrderBy) > 0 || len(q.aggs) > 0 }
 
 // IsAggregate reports whether the select list has aggregates: the query yields one result,
 // folded over every match (Aggregator).
