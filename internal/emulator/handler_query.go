@@ -268,8 +268,12 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			}
 		}
 	}
-	if q.Top >= 0 {
-		size = min(size, q.Top-cont.Returned)
+	if r.Header.Get(hdrContinuation) == "" && q.Offset > 0 {
+		// OFFSET n skips n results on the first page; later pages resume after them.
+		cont.Offset = q.Offset
+	}
+	if n := q.RowLimit(); n >= 0 {
+		size = min(size, n-cont.Returned)
 	}
 
 	var docs [][]byte
@@ -329,7 +333,14 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		}
 	case len(q.OrderBy) == 0:
 		// Unordered results come in creation order (_rid order), as from one partition of
-		// the service; the page keeps the size smallest sequence numbers after the cursor.
+		// the service; the page keeps the size smallest sequence numbers after the cursor
+		// (after skipping OFFSET's on the first page).
+		skip := cont.Offset
+		keep := max(size, 0) + skip
+		if size > 0 && keep > e.opts.MaxOrderByItems {
+			err = badRequest("not supported by cfp emulator: an OFFSET page beyond the first %d results (this page needs %d); filter the query, or raise cfp emulator --max-order-by", e.opts.MaxOrderByItems, keep)
+			break
+		}
 		h := &seqHeap{}
 		more := false
 		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
@@ -349,7 +360,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 				more = true
 				return true, nil
 			}
-			if h.Len() < size {
+			if h.Len() < keep {
 				heap.Push(h, seqDoc{seq, bytes.Clone(body)})
 			} else if seq < (*h)[0].seq {
 				(*h)[0] = seqDoc{seq, bytes.Clone(body)}
@@ -364,7 +375,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		for i := len(res) - 1; i >= 0; i-- {
 			res[i] = heap.Pop(h).(seqDoc)
 		}
-		for _, d := range res {
+		for _, d := range res[min(skip, len(res)):] {
 			docs = append(docs, d.body)
 		}
 		// A continuation only when another result follows: a full last page with one would
@@ -431,7 +442,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		e.fail(w, err)
 		return
 	}
-	if next != nil && q.Top >= 0 && next.Returned >= q.Top {
+	if n := q.RowLimit(); next != nil && n >= 0 && next.Returned >= n {
 		next = nil
 	}
 	h := w.Header()
@@ -558,8 +569,11 @@ func (e *Emulator) writeMetaQuery(w http.ResponseWriter, q *query.Query, params 
 		}
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return q.Compare(docs[i], docs[j]) < 0 })
-	if q.Top >= 0 && len(docs) > q.Top {
-		docs = docs[:q.Top]
+	if q.Offset > 0 {
+		docs = docs[min(q.Offset, len(docs)):]
+	}
+	if n := q.RowLimit(); n >= 0 && len(docs) > n {
+		docs = docs[:n]
 	}
 	out := make([][]byte, len(docs))
 	for i, d := range docs {

@@ -144,7 +144,7 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 		return nil, msg
 	}
 	qi := p.QueryInfo
-	if len(p.QueryRanges) == 0 || qi.DistinctType != "None" || qi.Offset != nil || qi.Limit != nil || len(qi.GroupBy) > 0 {
+	if len(p.QueryRanges) == 0 || qi.DistinctType != "None" || (qi.Offset == nil) != (qi.Limit == nil) || len(qi.GroupBy) > 0 {
 		c.t.Fatalf("plan of %q asks for what this client does not merge: %+v", sql, p)
 	}
 	rq := sql
@@ -242,6 +242,10 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 	if qi.Top != nil && len(out) > *qi.Top {
 		out = out[:*qi.Top]
 	}
+	if qi.Offset != nil {
+		out = out[min(*qi.Offset, len(out)):]
+		out = out[:min(*qi.Limit, len(out))]
+	}
 	return out, ""
 }
 
@@ -313,6 +317,9 @@ type qshape struct {
 	orderBy []okey // ends with a unique key, so the order is total
 	top     int    // -1 without TOP
 	topArg  bool   // TOP @n rather than TOP n
+	offset  int    // OFFSET offset LIMIT limit; offset -1 without
+	limit   int
+	offArg  bool   // OFFSET @o LIMIT @l
 	sel     int    // 0 *, 1 VALUE c.id, 2 c.id, c.v
 	agg     string // "" or COUNT SUM MIN MAX AVG (SELECT VALUE AGG(c.v)); overrides sel and ORDER BY
 }
@@ -360,12 +367,21 @@ func (q qshape) sql() string {
 			}
 		}
 	}
+	switch {
+	case q.offset >= 0 && q.offArg:
+		b.WriteString(" OFFSET @o LIMIT @l")
+	case q.offset >= 0:
+		fmt.Fprintf(&b, " OFFSET %d LIMIT %d", q.offset, q.limit)
+	}
 	return b.String()
 }
 
 func (q qshape) params() map[string]any {
-	if q.topArg {
+	switch {
+	case q.topArg:
 		return map[string]any{"@n": q.top}
+	case q.offArg:
+		return map[string]any{"@o": q.offset, "@l": q.limit}
 	}
 	return nil
 }
@@ -439,6 +455,10 @@ func (q qshape) eval(docs []pdoc) []any {
 	if q.top >= 0 && len(m) > q.top {
 		m = m[:q.top]
 	}
+	if q.offset >= 0 {
+		m = m[min(q.offset, len(m)):]
+		m = m[:min(q.limit, len(m))]
+	}
 	out := make([]any, 0, len(m))
 	for _, d := range m {
 		var v any
@@ -456,12 +476,14 @@ func (q qshape) eval(docs []pdoc) []any {
 	return out
 }
 
-// unorderedTop reports whether the answer is any top-n subset of the matches (TOP without ORDER
-// BY: which n is up to the service).
-func (q qshape) unorderedTop() bool { return q.top >= 0 && len(q.orderBy) == 0 && q.agg == "" }
+// unorderedTop reports whether the answer is any subset of the matches of a given size (TOP or
+// OFFSET LIMIT without ORDER BY: which ones is up to the service).
+func (q qshape) unorderedTop() bool {
+	return (q.top >= 0 || q.offset >= 0) && len(q.orderBy) == 0 && q.agg == ""
+}
 
 func randomShape(r *rand.Rand, ndocs int) qshape {
-	q := qshape{filter: r.IntN(5), n: r.IntN(ndocs), prefix: string(rune('a' + r.IntN(4))), top: -1, sel: r.IntN(3)}
+	q := qshape{filter: r.IntN(5), n: r.IntN(ndocs), prefix: string(rune('a' + r.IntN(4))), top: -1, offset: -1, sel: r.IntN(3)}
 	if r.IntN(2) == 0 {
 		unique := func() okey { return okey{[]string{"v", "s", "id"}[r.IntN(3)], r.IntN(2) == 0} }
 		switch r.IntN(3) {
@@ -473,12 +495,15 @@ func randomShape(r *rand.Rand, ndocs int) qshape {
 			q.orderBy = []okey{unique(), {"g", r.IntN(2) == 0}}
 		}
 	}
-	if r.IntN(3) == 0 {
+	switch r.IntN(6) {
+	case 0, 1:
 		q.top, q.topArg = r.IntN(8), r.IntN(2) == 0
+	case 2:
+		q.offset, q.limit, q.offArg = r.IntN(12), r.IntN(8), r.IntN(2) == 0
 	}
 	if r.IntN(4) == 0 {
 		q.agg = []string{"COUNT", "SUM", "MIN", "MAX", "AVG"}[r.IntN(5)]
-		q.top = -1
+		q.top, q.offset = -1, -1
 	}
 	return q
 }
@@ -520,9 +545,12 @@ func sameAnswer(q qshape, docs []pdoc, got []any) (bool, string) {
 		return slices.Equal(g, w), strings.Join(w, ",")
 	}
 	all := q
-	all.top = -1
+	all.top, all.offset = -1, -1
 	w := canon(all.eval(docs))
 	want := min(q.top, len(w))
+	if q.offset >= 0 {
+		want = min(q.limit, max(0, len(w)-q.offset))
+	}
 	if len(g) != want {
 		return false, fmt.Sprintf("%d of %s", want, strings.Join(w, ","))
 	}
@@ -568,15 +596,18 @@ func TestQueryPlan_PlanDrivenClientsGetTheRightAnswer(t *testing.T) {
 	pc := &planClient{t: t, e: e, coll: "/dbs/db/colls/c", page: 3}
 
 	shapes := []qshape{
-		{orderBy: []okey{{"v", false}}, top: -1},
-		{orderBy: []okey{{"s", true}}, top: 6, sel: 1},
-		{orderBy: []okey{{"g", false}, {"v", true}}, top: -1, sel: 2},
-		{orderBy: []okey{{"g", true}, {"id", false}}, top: 5, topArg: true},
-		{top: 6},
-		{top: 4, topArg: true},
-		{agg: "COUNT", top: -1},
-		{agg: "AVG", filter: 1, n: 30, top: -1},
-		{agg: "MAX", filter: 2, prefix: "zz", top: -1},
+		{orderBy: []okey{{"v", false}}, top: -1, offset: -1},
+		{orderBy: []okey{{"s", true}}, top: 6, offset: -1, sel: 1},
+		{orderBy: []okey{{"g", false}, {"v", true}}, top: -1, offset: -1, sel: 2},
+		{orderBy: []okey{{"g", true}, {"id", false}}, top: 5, topArg: true, offset: -1},
+		{top: 6, offset: -1},
+		{top: 4, topArg: true, offset: -1},
+		{orderBy: []okey{{"v", true}}, top: -1, offset: 5, limit: 7},
+		{orderBy: []okey{{"id", false}}, top: -1, offset: 58, limit: 7, offArg: true},
+		{top: -1, offset: 3, limit: 4},
+		{agg: "COUNT", top: -1, offset: -1},
+		{agg: "AVG", filter: 1, n: 30, top: -1, offset: -1},
+		{agg: "MAX", filter: 2, prefix: "zz", top: -1, offset: -1},
 	}
 	for range 60 {
 		shapes = append(shapes, randomShape(r, len(docs)))
@@ -641,7 +672,7 @@ func TestQuery_GeneratedShapesThroughAzcosmos(t *testing.T) {
 		}
 
 		got, err = run(q, azcosmos.NewPartitionKey())
-		if len(q.orderBy) > 0 || q.agg != "" {
+		if len(q.orderBy) > 0 || q.agg != "" || q.offset >= 0 {
 			var re *azcore.ResponseError
 			if !asResponseError(err, &re) || re.StatusCode != 400 || re.RawResponse.Header.Get("x-ms-substatus") != "1004" ||
 				!strings.Contains(err.Error(), "additionalErrorInfo") || !strings.Contains(err.Error(), "partitionedQueryExecutionInfoVersion") {
@@ -673,7 +704,7 @@ func TestQueryPlan_UnsupportedShapesAreRefused(t *testing.T) {
 	}{
 		{"SELECT DISTINCT c.pk FROM c", false, "DISTINCT"},
 		{"SELECT DISTINCT VALUE c.pk FROM c ORDER BY c.pk", false, "DISTINCT"},
-		{"SELECT * FROM c OFFSET 1 LIMIT 2", false, "OFFSET LIMIT"},
+		{"SELECT VALUE COUNT(1) FROM c OFFSET 0 LIMIT 1", false, "OFFSET LIMIT with an aggregate"},
 		{"SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk", false, "GROUP BY"},
 		{"SELECT * FROM c ORDER BY LOWER(c.id)", false, "LOWER"},
 		{"SELECT COUNT(1) AS n FROM c", true, "SELECT VALUE"},

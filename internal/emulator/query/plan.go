@@ -60,8 +60,8 @@ var planAggregates = map[string]string{"COUNT": "Count", "SUM": "Sum", "MIN": "M
 // ErrUnsupported (aggregates other than SELECT VALUE AGG(...)), never a plan that would make
 // the client answer wrong.
 func (q *Query) Plan() (*Plan, error) {
-	if q.topParam != "" {
-		return nil, fmt.Errorf("plan of a query with TOP %s before Bind", q.topParam)
+	if q.topParam != "" || q.offsetParam != "" || q.limitParam != "" {
+		return nil, fmt.Errorf("plan of a query with parameters in TOP or OFFSET LIMIT before Bind")
 	}
 	p := &Plan{
 		Version: 2,
@@ -81,6 +81,12 @@ func (q *Query) Plan() (*Plan, error) {
 	if q.Top >= 0 {
 		top := q.Top
 		qi.Top = &top
+	}
+	if q.Offset >= 0 {
+		offset, limit := q.Offset, q.Limit
+		qi.Offset, qi.Limit = &offset, &limit
+		// Each range returns its first offset+limit results; the client skips and limits.
+		qi.RewrittenQuery = q.rewrite(q.selectList(), false)
 	}
 	switch {
 	case q.IsAggregate():
@@ -139,12 +145,16 @@ func (q *Query) payload() string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// rewrite returns q with sel as its select list (TOP kept), and with the ORDER BY filter
-// placeholder and the ORDER BY itself when orderBy is set.
+// rewrite returns the per-range query of q with sel as its select list, TOP n kept and OFFSET n
+// LIMIT m made TOP n+m, and with the ORDER BY filter placeholder and the ORDER BY itself when
+// orderBy is set.
 func (q *Query) rewrite(sel string, orderBy bool) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if q.Top >= 0 {
+	switch {
+	case q.Offset >= 0:
+		fmt.Fprintf(&b, "TOP %d ", q.Offset+q.Limit)
+	case q.Top >= 0:
 		fmt.Fprintf(&b, "TOP %d ", q.Top)
 	}
 	b.WriteString(sel + " FROM " + q.Alias)

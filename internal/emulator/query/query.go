@@ -24,8 +24,7 @@ import (
 )
 
 // ErrUnsupported is wrapped by Parse errors for valid Cosmos DB SQL that the
-// emulator does not implement (DISTINCT, JOIN, GROUP BY, OFFSET LIMIT, other
-// functions).
+// emulator does not implement (DISTINCT, JOIN, GROUP BY, other functions).
 // Other Parse errors are syntax errors. Both deserve a 400.
 var ErrUnsupported = errors.New("unsupported")
 
@@ -50,26 +49,78 @@ type Query struct {
 	fields []projection // nil for SELECT *
 	aggs   []aggNode    // the aggregates of the select list; with any, the query yields one result
 
-	topParam string // the parameter of TOP @n, until Bind
+	// Offset and Limit are OFFSET n LIMIT m, both -1 when the query has none (or before Bind,
+	// for parameters).
+	Offset, Limit int
+
+	topParam, offsetParam, limitParam string // parameters of TOP, OFFSET and LIMIT, until Bind
+}
+
+// counts are the parameters Bind resolves, with where each goes.
+func (q *Query) counts() []struct {
+	what  string
+	param *string
+	dst   *int
+} {
+	return []struct {
+		what  string
+		param *string
+		dst   *int
+	}{{"TOP", &q.topParam, &q.Top}, {"OFFSET", &q.offsetParam, &q.Offset}, {"LIMIT", &q.limitParam, &q.Limit}}
+}
+
+// RowLimit is the most results the query yields: TOP n or LIMIT m, -1 without either.
+func (q *Query) RowLimit() int {
+	if q.Offset >= 0 {
+		return q.Limit
+	}
+	return q.Top
 }
 
 // Bind returns q with what it takes from its parameters resolved (TOP @n): q itself when there
 // is nothing to resolve, else a copy. A parameter that is missing, or not a count, is an error.
 func (q *Query) Bind(params map[string]any) (*Query, error) {
-	if q.topParam == "" {
+	if q.topParam == "" && q.offsetParam == "" && q.limitParam == "" {
 		return q, nil
 	}
-	v, ok := params[q.topParam]
-	if !ok {
-		return nil, fmt.Errorf("parameter %s of TOP is not defined", q.topParam)
-	}
-	f, isNum := normalize(v).(float64)
-	if !isNum || f != float64(int(f)) || f < 0 || f > 1<<31 {
-		return nil, fmt.Errorf("parameter %s of TOP must be a non-negative integer, got %v", q.topParam, v)
-	}
 	b := *q
-	b.Top, b.topParam = int(f), ""
+	for _, c := range b.counts() {
+		if *c.param == "" {
+			continue
+		}
+		v, ok := params[*c.param]
+		if !ok {
+			return nil, fmt.Errorf("parameter %s of %s is not defined", *c.param, c.what)
+		}
+		f, isNum := normalize(v).(float64)
+		if !isNum || f != float64(int(f)) || f < 0 || f > 1<<31 {
+			return nil, fmt.Errorf("parameter %s of %s must be a non-negative integer, got %v", *c.param, c.what, v)
+		}
+		*c.dst, *c.param = int(f), ""
+	}
 	return &b, nil
+}
+
+// count parses the count after TOP, OFFSET or LIMIT: a non-negative integer or a parameter.
+func (p *parser) count(what string, dst *int, param *string) error {
+	t := p.next()
+	switch {
+	case t.kind == tokParam:
+		*param = t.text
+	case t.kind != tokNumber || t.num != float64(int(t.num)) || t.num < 0 || t.num > 1<<31:
+		return fmt.Errorf("offset %d: %s needs a non-negative integer, found %s", t.pos, what, t)
+	default:
+		*dst = int(t.num)
+	}
+	return nil
+}
+
+// countString is a count as written: its parameter, or its number.
+func countString(n int, param string) string {
+	if param != "" {
+		return param
+	}
+	return strconv.Itoa(n)
 }
 
 // projection is one expression of a select list, with its output name.
@@ -121,28 +172,10 @@ func (q *Query) Match(doc map[string]any, params map[string]any) (bool, error) {
 func (q *Query) String() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	switch {
-	case q.topParam != "":
-		b.WriteString("TOP " + q.topParam + " ")
-	case q.Top >= 0:
-		fmt.Fprintf(&b, "TOP %d ", q.Top)
+	if q.Top >= 0 || q.topParam != "" {
+		b.WriteString("TOP " + countString(q.Top, q.topParam) + " ")
 	}
-	switch {
-	case q.Value:
-		b.WriteString("VALUE " + q.fields[0].expr.String())
-	case q.fields != nil:
-		for i, f := range q.fields {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(f.expr.String())
-			if !strings.HasPrefix(f.name, "$") {
-				b.WriteString(" AS " + f.name)
-			}
-		}
-	default:
-		b.WriteString("*")
-	}
+	b.WriteString(q.selectList())
 	b.WriteString(" FROM ")
 	b.WriteString(q.Alias)
 	if q.where != nil {
@@ -151,6 +184,30 @@ func (q *Query) String() string {
 	}
 	if len(q.OrderBy) > 0 {
 		b.WriteString(" ORDER BY " + q.orderByList(true))
+	}
+	if q.Offset >= 0 || q.offsetParam != "" {
+		b.WriteString(" OFFSET " + countString(q.Offset, q.offsetParam) + " LIMIT " + countString(q.Limit, q.limitParam))
+	}
+	return b.String()
+}
+
+// selectList is the select list as written after SELECT [TOP n].
+func (q *Query) selectList() string {
+	switch {
+	case q.Value:
+		return "VALUE " + q.fields[0].expr.String()
+	case q.fields == nil:
+		return "*"
+	}
+	var b strings.Builder
+	for i, f := range q.fields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.expr.String())
+		if !strings.HasPrefix(f.name, "$") {
+			b.WriteString(" AS " + f.name)
+		}
 	}
 	return b.String()
 }
@@ -271,20 +328,14 @@ func isKeyword(t token) bool {
 }
 
 func (p *parser) query() (*Query, error) {
-	q := &Query{Top: -1}
+	q := &Query{Top: -1, Offset: -1, Limit: -1}
 	p.q = q
 	if err := p.expect("SELECT"); err != nil {
 		return nil, err
 	}
 	if p.accept("TOP") {
-		t := p.next()
-		switch {
-		case t.kind == tokParam:
-			q.topParam = t.text
-		case t.kind != tokNumber || t.num != float64(int(t.num)) || t.num < 0 || t.num > 1<<31:
-			return nil, fmt.Errorf("offset %d: TOP needs a non-negative integer, found %s", t.pos, t)
-		default:
-			q.Top = int(t.num)
+		if err := p.count("TOP", &q.Top, &q.topParam); err != nil {
+			return nil, err
 		}
 	}
 	// The select list refers to the alias, which FROM names later: read FROM first, then parse
@@ -363,8 +414,22 @@ func (p *parser) query() (*Query, error) {
 	if len(q.aggs) > 0 && len(q.OrderBy) > 0 {
 		return nil, unsupported(p.peek(), "ORDER BY with an aggregate")
 	}
-	if t := p.peek(); t.is("OFFSET") {
-		return nil, unsupported(t, "OFFSET LIMIT")
+	if t := p.peek(); p.accept("OFFSET") {
+		if err := p.count("OFFSET", &q.Offset, &q.offsetParam); err != nil {
+			return nil, err
+		}
+		if err := p.expect("LIMIT"); err != nil {
+			return nil, err
+		}
+		if err := p.count("LIMIT", &q.Limit, &q.limitParam); err != nil {
+			return nil, err
+		}
+		switch {
+		case q.Top >= 0 || q.topParam != "":
+			return nil, fmt.Errorf("offset %d: TOP and OFFSET LIMIT cannot be used together", t.pos)
+		case len(q.aggs) > 0:
+			return nil, unsupported(t, "OFFSET LIMIT with an aggregate")
+		}
 	}
 	if t := p.peek(); t.kind != tokEOF {
 		return nil, fmt.Errorf("offset %d: unexpected %s", t.pos, t)
@@ -706,7 +771,9 @@ func (p *parser) selectList(q *Query) error {
 
 // NeedsQueryPlan reports whether the query must be run by the client over every partition (ORDER
 // BY, an aggregate): the service's gateway serves it only within one partition key.
-func (q *Query) NeedsQueryPlan() bool { return len(q.OrderBy) > 0 || len(q.aggs) > 0 }
+func (q *Query) NeedsQueryPlan() bool {
+	return len(q.OrderBy) > 0 || len(q.aggs) > 0 || q.Offset >= 0
+}
 
 // IsAggregate reports whether the select list has aggregates: the query yields one result,
 // folded over every match (Aggregator).

@@ -226,6 +226,20 @@ func TestBind_TopParameter(t *testing.T) {
 			t.Errorf("Bind(%v) succeeded, want an error", params)
 		}
 	}
+	q, err = Parse("SELECT * FROM c ORDER BY c.a OFFSET @o LIMIT @l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.String(); got != "SELECT * FROM c ORDER BY c[\"a\"] ASC OFFSET @o LIMIT @l" {
+		t.Errorf("String() = %s", got)
+	}
+	b, err = q.Bind(map[string]any{"@o": 2, "@l": 5.0})
+	if err != nil || b.Offset != 2 || b.Limit != 5 || b.RowLimit() != 5 || q.Offset != -1 {
+		t.Errorf("Bind(@o=2, @l=5) = %+v, %v; want OFFSET 2 LIMIT 5, q unchanged", b, err)
+	}
+	if _, err := q.Bind(map[string]any{"@o": 2}); err == nil || !strings.Contains(err.Error(), "@l of LIMIT") {
+		t.Errorf("Bind without @l: %v", err)
+	}
 }
 
 func TestParse_Errors(t *testing.T) {
@@ -248,7 +262,10 @@ func TestParse_Errors(t *testing.T) {
 		{"SELECT * FROM c ORDER BY c.a[0]", true, "array element"},
 		{"SELECT * FROM c ORDER BY LOWER(c.a)", true, "LOWER"},
 		{"SELECT * FROM c ORDER BY 1", true, "property path"},
-		{"SELECT * FROM c OFFSET 1 LIMIT 2", true, "OFFSET"},
+		{"SELECT VALUE COUNT(1) FROM c OFFSET 0 LIMIT 1", true, "OFFSET LIMIT with an aggregate"},
+		{"SELECT TOP 1 * FROM c OFFSET 1 LIMIT 2", false, "cannot be used together"},
+		{"SELECT * FROM c OFFSET 1", false, "expected LIMIT"},
+		{"SELECT * FROM c OFFSET -1 LIMIT 2", false, "non-negative integer"},
 		{"SELECT VALUE {c.id: 1} FROM c", false, "quoted property name"},
 		{"SELECT VALUE [1, 2 FROM c", false, "expected FROM"},
 		{"SELECT * FROM c WHERE c[@p] = 1", true, "parameters"},
