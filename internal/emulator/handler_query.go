@@ -331,6 +331,62 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 				docs = append(docs, b)
 			}
 		}
+	case q.Distinct:
+		// Every match is kept (up to MaxOrderByItems), put in ORDER BY order or creation
+		// order, projected, and each result kept at its first place; pages index into that.
+		var all []orderDoc
+		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
+			doc, ok, err := match(it)
+			if err != nil || !ok {
+				return err == nil, err
+			}
+			if len(all) == e.opts.MaxOrderByItems {
+				return false, badRequest("not supported by cfp emulator: a DISTINCT query over more than %d matches; filter the query, or raise cfp emulator --max-order-by", e.opts.MaxOrderByItems)
+			}
+			all = append(all, orderDoc{doc: doc, body: bytes.Clone(it.Body), seq: int(ridSeq(it.RID))})
+			return true, nil
+		})
+		if err != nil {
+			break
+		}
+		sort.SliceStable(all, func(i, j int) bool {
+			if c := q.Compare(all[i].doc, all[j].doc); c != 0 {
+				return c < 0
+			}
+			return all[i].seq < all[j].seq
+		})
+		seen := make(map[string]bool, len(all))
+		var distinct [][]byte
+		for _, d := range all {
+			body, ok, perr := project(d.doc, d.body)
+			if perr != nil {
+				err = perr
+				break
+			}
+			if !ok {
+				continue
+			}
+			// Projections are marshalled by encoding/json (sorted keys): equal values, equal
+			// bytes. Stored documents are re-marshalled the same way.
+			key := string(body)
+			if !q.Projects() {
+				var v any
+				_ = json.Unmarshal(body, &v)
+				b, _ := json.Marshal(v)
+				key = string(b)
+			}
+			if !seen[key] {
+				seen[key] = true
+				distinct = append(distinct, body)
+			}
+		}
+		i := cont.Offset
+		for ; err == nil && i < len(distinct) && len(docs) < size; i++ {
+			docs = append(docs, distinct[i])
+		}
+		if err == nil && i < len(distinct) && len(docs) == size {
+			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
+		}
 	case len(q.OrderBy) == 0:
 		// Unordered results come in creation order (_rid order), as from one partition of
 		// the service; the page keeps the size smallest sequence numbers after the cursor

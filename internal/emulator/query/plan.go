@@ -78,6 +78,18 @@ func (q *Query) Plan() (*Plan, error) {
 		QueryRanges: []QueryRange{{Min: "", Max: "FF", IsMinInclusive: true, IsMaxInclusive: false}},
 	}
 	qi := &p.QueryInfo
+	if q.Distinct {
+		if q.Top >= 0 || q.Offset >= 0 {
+			// The JS SDK applies TOP and OFFSET LIMIT before DISTINCT: it would return fewer.
+			return nil, &UnsupportedError{Pos: -1, What: "DISTINCT with TOP or OFFSET LIMIT across partitions (give the partition key to run the query in one partition)"}
+		}
+		qi.DistinctType = "Unordered"
+		if len(q.OrderBy) == 1 && q.Value && q.fields[0].expr.String() == q.orderKey(q.OrderBy[0]) {
+			// Equal results are adjacent in the merged order: the client compares each with
+			// the previous one.
+			qi.DistinctType = "Ordered"
+		}
+	}
 	if q.Top >= 0 {
 		top := q.Top
 		qi.Top = &top

@@ -24,7 +24,7 @@ import (
 )
 
 // ErrUnsupported is wrapped by Parse errors for valid Cosmos DB SQL that the
-// emulator does not implement (DISTINCT, JOIN, GROUP BY, other functions).
+// emulator does not implement (JOIN, GROUP BY, other functions).
 // Other Parse errors are syntax errors. Both deserve a 400.
 var ErrUnsupported = errors.New("unsupported")
 
@@ -49,6 +49,8 @@ type Query struct {
 	fields []projection // nil for SELECT *
 	aggs   []aggNode    // the aggregates of the select list; with any, the query yields one result
 
+	// Distinct is SELECT DISTINCT: equal results are returned once, at their first place.
+	Distinct bool
 	// Offset and Limit are OFFSET n LIMIT m, both -1 when the query has none (or before Bind,
 	// for parameters).
 	Offset, Limit int
@@ -172,6 +174,9 @@ func (q *Query) Match(doc map[string]any, params map[string]any) (bool, error) {
 func (q *Query) String() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
+	if q.Distinct {
+		b.WriteString("DISTINCT ")
+	}
 	if q.Top >= 0 || q.topParam != "" {
 		b.WriteString("TOP " + countString(q.Top, q.topParam) + " ")
 	}
@@ -333,6 +338,7 @@ func (p *parser) query() (*Query, error) {
 	if err := p.expect("SELECT"); err != nil {
 		return nil, err
 	}
+	q.Distinct = p.accept("DISTINCT")
 	if p.accept("TOP") {
 		if err := p.count("TOP", &q.Top, &q.topParam); err != nil {
 			return nil, err
@@ -410,6 +416,9 @@ func (p *parser) query() (*Query, error) {
 				break
 			}
 		}
+	}
+	if q.Distinct && len(q.aggs) > 0 {
+		return nil, unsupported(p.peek(), "DISTINCT with an aggregate")
 	}
 	if len(q.aggs) > 0 && len(q.OrderBy) > 0 {
 		return nil, unsupported(p.peek(), "ORDER BY with an aggregate")
@@ -722,9 +731,6 @@ func (p *parser) selectList(q *Query) error {
 	if p.accept("*") {
 		return nil
 	}
-	if t := p.peek(); t.is("DISTINCT") {
-		return unsupported(t, "SELECT DISTINCT")
-	}
 	p.inSelect = true
 	defer func() { p.inSelect = false }()
 	if p.accept("VALUE") {
@@ -772,7 +778,7 @@ func (p *parser) selectList(q *Query) error {
 // NeedsQueryPlan reports whether the query must be run by the client over every partition (ORDER
 // BY, an aggregate): the service's gateway serves it only within one partition key.
 func (q *Query) NeedsQueryPlan() bool {
-	return len(q.OrderBy) > 0 || len(q.aggs) > 0 || q.Offset >= 0
+	return len(q.OrderBy) > 0 || len(q.aggs) > 0 || q.Offset >= 0 || q.Distinct
 }
 
 // IsAggregate reports whether the select list has aggregates: the query yields one result,

@@ -252,7 +252,7 @@ func TestParse_Errors(t *testing.T) {
 		{"SELECT * FROM c WHERE COUNT(1) > 1", true, "aggregate outside the select list"},
 		{"SELECT VALUE COUNT(MAX(c.n)) FROM c", true, "inside another"},
 		{"SELECT VALUE COUNT(1) FROM c ORDER BY c.id", true, "ORDER BY with an aggregate"},
-		{"SELECT DISTINCT * FROM c", true, "DISTINCT"},
+		{"SELECT DISTINCT VALUE COUNT(1) FROM c", true, "DISTINCT with an aggregate"},
 		{"SELECT * FROM c JOIN t IN c.tags", true, "JOIN"},
 		{"SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x')", true, "ARRAY_CONTAINS"},
 		{"SELECT * FROM c WHERE LOWER(c.id) = 'x'", true, "LOWER"},
