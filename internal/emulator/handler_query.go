@@ -322,14 +322,21 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			}
 			return true, agg.Add(doc)
 		})
+		var all []any
 		if err == nil {
-			v, ok, rerr := agg.Result()
-			if rerr != nil {
-				err = badRequest("%v", rerr)
-			} else if ok && cont.Returned == 0 && size > 0 {
-				b, _ := json.Marshal(v)
-				docs = append(docs, b)
+			if all, err = agg.Results(); err != nil {
+				err = badRequest("%v", err)
 			}
+		}
+		// One result, or one per group (in the order of their first document); pages index
+		// into them.
+		i := cont.Offset
+		for ; err == nil && i < len(all) && len(docs) < size; i++ {
+			b, _ := json.Marshal(all[i])
+			docs = append(docs, b)
+		}
+		if err == nil && i < len(all) && len(docs) == size {
+			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
 		}
 	case q.Distinct:
 		// Every match is kept (up to MaxOrderByItems), put in ORDER BY order or creation

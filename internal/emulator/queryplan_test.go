@@ -32,15 +32,16 @@ type planClient struct {
 // planInfo is the part of the plan the merge reads.
 type planInfo struct {
 	QueryInfo struct {
-		DistinctType   string   `json:"distinctType"`
-		Top            *int     `json:"top"`
-		Offset         *int     `json:"offset"`
-		Limit          *int     `json:"limit"`
-		OrderBy        []string `json:"orderBy"`
-		Aggregates     []string `json:"aggregates"`
-		GroupBy        []string `json:"groupByExpressions"`
-		RewrittenQuery string   `json:"rewrittenQuery"`
-		HasSelectValue bool     `json:"hasSelectValue"`
+		DistinctType   string             `json:"distinctType"`
+		Top            *int               `json:"top"`
+		Offset         *int               `json:"offset"`
+		Limit          *int               `json:"limit"`
+		OrderBy        []string           `json:"orderBy"`
+		Aggregates     []string           `json:"aggregates"`
+		GroupBy        []string           `json:"groupByExpressions"`
+		AliasTypes     map[string]*string `json:"groupByAliasToAggregateType"`
+		RewrittenQuery string             `json:"rewrittenQuery"`
+		HasSelectValue bool               `json:"hasSelectValue"`
 	} `json:"queryInfo"`
 	QueryRanges []struct {
 		Min string `json:"min"`
@@ -144,7 +145,7 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 		return nil, msg
 	}
 	qi := p.QueryInfo
-	if len(p.QueryRanges) == 0 || (qi.Offset == nil) != (qi.Limit == nil) || len(qi.GroupBy) > 0 {
+	if len(p.QueryRanges) == 0 || (qi.Offset == nil) != (qi.Limit == nil) {
 		c.t.Fatalf("plan of %q asks for what this client does not merge: %+v", sql, p)
 	}
 	rq := sql
@@ -195,44 +196,91 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 			out = append(out, perRange[best][0].(map[string]any)["payload"])
 			perRange[best] = perRange[best][1:]
 		}
+	case len(qi.GroupBy) > 0 || len(qi.AliasTypes) > 0:
+		// Groups by groupByItems; in each, the payload's aggregates fold their partials and
+		// the other values keep the first seen.
+		if len(qi.Aggregates) > 1 || (len(qi.Aggregates) == 1 && !qi.HasSelectValue) {
+			c.t.Fatalf("plan of %q: aggregates %v, hasSelectValue %v", sql, qi.Aggregates, qi.HasSelectValue)
+		}
+		type grp struct {
+			value  *mergeAcc
+			fields map[string]*mergeAcc
+			names  []string
+		}
+		groups := map[string]*grp{}
+		var order []*grp
+		for _, rs := range perRange {
+			for _, r := range rs {
+				row := r.(map[string]any)
+				key := canon([]any{row["groupByItems"]})[0]
+				g := groups[key]
+				if g == nil {
+					g = &grp{fields: map[string]*mergeAcc{}}
+					groups[key] = g
+					order = append(order, g)
+				}
+				if qi.HasSelectValue {
+					if g.value == nil {
+						g.value = &mergeAcc{}
+						if len(qi.Aggregates) == 1 {
+							g.value.typ = qi.Aggregates[0]
+						}
+					}
+					if g.value.typ != "" {
+						g.value.fold(row["payload"].([]any)[0].(map[string]any)["item"])
+					} else {
+						g.value.fold(row["payload"])
+					}
+					continue
+				}
+				for name, v := range row["payload"].(map[string]any) {
+					a := g.fields[name]
+					if a == nil {
+						a = &mergeAcc{}
+						if t := qi.AliasTypes[name]; t != nil {
+							a.typ = *t
+						}
+						g.fields[name] = a
+						g.names = append(g.names, name)
+					}
+					if a.typ != "" {
+						a.fold(v.(map[string]any)["item"])
+					} else {
+						a.fold(v)
+					}
+				}
+			}
+		}
+		if len(order) == 0 && len(qi.GroupBy) == 0 && !qi.HasSelectValue {
+			c.t.Fatalf("plan of %q: no row from any range for an aggregate without GROUP BY", sql)
+		}
+		for _, g := range order {
+			if qi.HasSelectValue {
+				if v, ok := g.value.result(); ok {
+					out = append(out, v)
+				}
+				continue
+			}
+			m := map[string]any{}
+			for _, name := range g.names {
+				if v, ok := g.fields[name].result(); ok {
+					m[name] = v
+				}
+			}
+			out = append(out, m)
+		}
 	case len(qi.Aggregates) > 0:
 		if len(qi.Aggregates) != 1 || !qi.HasSelectValue {
 			c.t.Fatalf("plan of %q: aggregates %v, hasSelectValue %v", sql, qi.Aggregates, qi.HasSelectValue)
 		}
-		var acc any
-		sum, count := 0.0, 0.0
+		acc := &mergeAcc{typ: qi.Aggregates[0]}
 		for _, rs := range perRange {
 			for _, r := range rs {
-				item := r.([]any)[0].(map[string]any)["item"]
-				if item == nil {
-					continue
-				}
-				switch qi.Aggregates[0] {
-				case "Count", "Sum":
-					if acc == nil {
-						acc = 0.0
-					}
-					acc = acc.(float64) + item.(float64)
-				case "Min", "Max":
-					if acc == nil || (qi.Aggregates[0] == "Min" && compareJSON(item, acc) < 0) || (qi.Aggregates[0] == "Max" && compareJSON(item, acc) > 0) {
-						acc = item
-					}
-				case "Average":
-					m := item.(map[string]any)
-					if s, ok := m["sum"].(float64); ok {
-						sum += s
-						count += m["count"].(float64)
-					}
-				default:
-					c.t.Fatalf("plan of %q: aggregate %q", sql, qi.Aggregates[0])
-				}
+				acc.fold(r.([]any)[0].(map[string]any)["item"])
 			}
 		}
-		if qi.Aggregates[0] == "Average" && count > 0 {
-			acc = sum / count
-		}
-		if acc != nil {
-			out = append(out, acc)
+		if v, ok := acc.result(); ok {
+			out = append(out, v)
 		}
 	default:
 		for _, rs := range perRange {
@@ -267,6 +315,58 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 		out = out[:min(*qi.Limit, len(out))]
 	}
 	return out, ""
+}
+
+// mergeAcc merges one aggregate's partials across ranges (typ is the plan's aggregate type), or
+// keeps the first value seen (typ "").
+type mergeAcc struct {
+	typ        string
+	val        any
+	set        bool
+	sum, count float64
+}
+
+func (a *mergeAcc) fold(item any) {
+	switch a.typ {
+	case "":
+		if !a.set {
+			a.val, a.set = item, true
+		}
+	case "Count", "Sum":
+		if f, ok := item.(float64); ok {
+			a.sum += f
+			a.set = true
+		}
+	case "Min", "Max":
+		if item == nil {
+			return
+		}
+		if !a.set || (a.typ == "Min" && compareJSON(item, a.val) < 0) || (a.typ == "Max" && compareJSON(item, a.val) > 0) {
+			a.val, a.set = item, true
+		}
+	case "Average":
+		if m, ok := item.(map[string]any); ok {
+			if s, ok := m["sum"].(float64); ok {
+				a.sum += s
+				a.count += m["count"].(float64)
+			}
+		}
+	default:
+		panic("aggregate type " + a.typ)
+	}
+}
+
+func (a *mergeAcc) result() (any, bool) {
+	switch a.typ {
+	case "Count", "Sum":
+		return a.sum, a.set
+	case "Average":
+		if a.count == 0 {
+			return nil, false
+		}
+		return a.sum / a.count, true
+	}
+	return a.val, a.set && a.val != nil
 }
 
 // compareJSON orders decoded JSON values as Cosmos DB sorts them: null, booleans, numbers,
@@ -343,6 +443,10 @@ type qshape struct {
 	sel      int  // 0 *, 1 VALUE c.id, 2 c.id, c.v, 3 VALUE c.g, 4 c.g, c.pk
 	distinct bool
 	agg      string // "" or COUNT SUM MIN MAX AVG (SELECT VALUE AGG(c.v)); overrides sel and ORDER BY
+	// group is 1 for SELECT c.g, COUNT(1) AS n, AGG(c.v) AS a ... GROUP BY c.g, 2 for SELECT
+	// VALUE AGG(c.v) ... GROUP BY c.g, 3 for SELECT VALUE c.g ... GROUP BY c.g, 4 for SELECT
+	// COUNT(1) AS n, AGG(c.v) AS a (no GROUP BY); 0 otherwise.
+	group int
 }
 
 func (q qshape) sql() string {
@@ -358,6 +462,14 @@ func (q qshape) sql() string {
 		fmt.Fprintf(&b, "TOP %d ", q.top)
 	}
 	switch {
+	case q.group == 1:
+		b.WriteString("c.g, COUNT(1) AS n, " + q.agg + "(c.v) AS a")
+	case q.group == 2:
+		b.WriteString("VALUE " + q.agg + "(c.v)")
+	case q.group == 3:
+		b.WriteString("VALUE c.g")
+	case q.group == 4:
+		b.WriteString("COUNT(1) AS n, " + q.agg + "(c.v) AS a")
 	case q.agg != "":
 		b.WriteString("VALUE " + q.agg + "(c.v)")
 	case q.sel == 1:
@@ -381,6 +493,9 @@ func (q qshape) sql() string {
 		b.WriteString(" WHERE IS_DEFINED(c.opt)")
 	case 4:
 		fmt.Fprintf(&b, " WHERE c.v >= %d AND c.pk != 'p1'", q.n)
+	}
+	if q.group >= 1 && q.group <= 3 {
+		b.WriteString(" GROUP BY c.g")
 	}
 	if len(q.orderBy) > 0 && q.agg == "" {
 		for i, k := range q.orderBy {
@@ -436,27 +551,71 @@ func (q qshape) eval(docs []pdoc) []any {
 			m = append(m, d)
 		}
 	}
-	if q.agg != "" {
-		if len(m) == 0 && q.agg != "COUNT" && q.agg != "SUM" {
-			return nil
+	// fold is AGG(c.v) over ds, ok false when undefined.
+	fold := func(ds []pdoc) (float64, bool) {
+		if len(ds) == 0 && q.agg != "COUNT" && q.agg != "SUM" {
+			return 0, false
 		}
 		sum, best := 0.0, 0.0
-		for i, d := range m {
+		for i, d := range ds {
 			v := float64(d.V)
 			sum += v
 			if i == 0 || (q.agg == "MIN" && v < best) || (q.agg == "MAX" && v > best) {
 				best = v
 			}
 		}
-		res := map[string]float64{"COUNT": float64(len(m)), "SUM": sum, "MIN": best, "MAX": best}
-		if len(m) > 0 {
-			res["AVG"] = sum / float64(len(m))
+		switch q.agg {
+		case "COUNT":
+			return float64(len(ds)), true
+		case "SUM":
+			return sum, true
+		case "AVG":
+			return sum / float64(len(ds)), true
 		}
-		out := []any{res[q.agg]}
-		if q.top == 0 {
-			return nil
+		return best, true
+	}
+	if q.group > 0 {
+		var keys []int
+		byG := map[int][]pdoc{}
+		for _, d := range m {
+			if _, ok := byG[d.G]; !ok {
+				keys = append(keys, d.G)
+			}
+			byG[d.G] = append(byG[d.G], d)
+		}
+		if q.group == 4 {
+			keys, byG = []int{0}, map[int][]pdoc{0: m}
+		}
+		var out []any
+		for _, g := range keys {
+			ds := byG[g]
+			a, ok := fold(ds)
+			switch q.group {
+			case 1, 4:
+				row := map[string]any{"n": float64(len(ds))}
+				if q.group == 1 {
+					row["g"] = float64(g)
+				}
+				if ok {
+					row["a"] = a
+				}
+				out = append(out, row)
+			case 2:
+				if ok {
+					out = append(out, a)
+				}
+			case 3:
+				out = append(out, float64(g))
+			}
 		}
 		return out
+	}
+	if q.agg != "" {
+		a, ok := fold(m)
+		if !ok || q.top == 0 {
+			return nil
+		}
+		return []any{a}
 	}
 	if len(q.orderBy) > 0 {
 		key := func(d pdoc, prop string) string {
@@ -547,6 +706,9 @@ func randomShape(r *rand.Rand, ndocs int) qshape {
 	if r.IntN(4) == 0 {
 		q.agg = []string{"COUNT", "SUM", "MIN", "MAX", "AVG"}[r.IntN(5)]
 		q.top, q.offset, q.distinct = -1, -1, false
+		if r.IntN(2) == 0 {
+			q.group, q.orderBy = 1+r.IntN(4), nil
+		}
 	}
 	return q
 }
@@ -581,7 +743,7 @@ func sameAnswer(q qshape, docs []pdoc, got []any) (bool, string) {
 	g := canon(strip(got))
 	if !q.unorderedTop() {
 		w := canon(q.eval(docs))
-		if len(q.orderBy) == 0 && q.agg == "" {
+		if len(q.orderBy) == 0 && (q.agg == "" || q.group > 0) {
 			slices.Sort(g)
 			slices.Sort(w)
 		}
@@ -655,6 +817,10 @@ func TestQueryPlan_PlanDrivenClientsGetTheRightAnswer(t *testing.T) {
 		{distinct: true, sel: 3, orderBy: []okey{{"g", true}}, top: -1, offset: -1},
 		{distinct: true, sel: 4, orderBy: []okey{{"v", false}}, top: -1, offset: -1},
 		{agg: "COUNT", top: -1, offset: -1},
+		{group: 1, agg: "AVG", top: -1, offset: -1},
+		{group: 2, agg: "MIN", filter: 1, n: 20, top: -1, offset: -1},
+		{group: 3, agg: "MAX", top: -1, offset: -1},
+		{group: 4, agg: "MAX", filter: 2, prefix: "zz", top: -1, offset: -1},
 		{agg: "AVG", filter: 1, n: 30, top: -1, offset: -1},
 		{agg: "MAX", filter: 2, prefix: "zz", top: -1, offset: -1},
 	}
@@ -733,7 +899,7 @@ func TestQuery_GeneratedShapesThroughAzcosmos(t *testing.T) {
 			}
 			continue
 		}
-		if len(q.orderBy) > 0 || q.agg != "" || q.offset >= 0 || q.distinct {
+		if len(q.orderBy) > 0 || q.agg != "" || q.offset >= 0 || q.distinct || q.group > 0 {
 			var re *azcore.ResponseError
 			if !asResponseError(err, &re) || re.StatusCode != 400 || re.RawResponse.Header.Get("x-ms-substatus") != "1004" ||
 				!strings.Contains(err.Error(), "additionalErrorInfo") || !strings.Contains(err.Error(), "partitionedQueryExecutionInfoVersion") {
@@ -766,10 +932,10 @@ func TestQueryPlan_UnsupportedShapesAreRefused(t *testing.T) {
 		{"SELECT DISTINCT TOP 3 c.pk FROM c", true, "DISTINCT with TOP"},
 		{"SELECT DISTINCT VALUE c.pk FROM c ORDER BY c.pk OFFSET 1 LIMIT 1", true, "DISTINCT with TOP or OFFSET LIMIT"},
 		{"SELECT VALUE COUNT(1) FROM c OFFSET 0 LIMIT 1", false, "OFFSET LIMIT with an aggregate"},
-		{"SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk", false, "GROUP BY"},
+		{"SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk ORDER BY c.pk", false, "ORDER BY with GROUP BY"},
 		{"SELECT * FROM c ORDER BY LOWER(c.id)", false, "LOWER"},
-		{"SELECT COUNT(1) AS n FROM c", true, "SELECT VALUE"},
-		{"SELECT VALUE [COUNT(1)] FROM c", true, "SELECT VALUE"},
+		{"SELECT [COUNT(1)] AS n FROM c", true, "an aggregate inside an expression"},
+		{"SELECT VALUE [COUNT(1)] FROM c", true, "an aggregate inside an expression"},
 	} {
 		got, refused := pc.run(tc.sql, map[string]any{"@n": 2})
 		if refused == "" || !strings.Contains(refused, tc.mentioned) {

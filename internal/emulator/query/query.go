@@ -17,6 +17,7 @@
 package query
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,7 +25,7 @@ import (
 )
 
 // ErrUnsupported is wrapped by Parse errors for valid Cosmos DB SQL that the
-// emulator does not implement (JOIN, GROUP BY, other functions).
+// emulator does not implement (JOIN, other functions).
 // Other Parse errors are syntax errors. Both deserve a 400.
 var ErrUnsupported = errors.New("unsupported")
 
@@ -45,9 +46,10 @@ type Query struct {
 	// when the select list is anything else.
 	Aggregate string
 
-	where  node         // nil without WHERE
-	fields []projection // nil for SELECT *
-	aggs   []aggNode    // the aggregates of the select list; with any, the query yields one result
+	where   node         // nil without WHERE
+	fields  []projection // nil for SELECT *
+	aggs    []aggNode    // the aggregates of the select list; with any, the query yields one result
+	groupBy []node       // the GROUP BY expressions: one result per group of equal values
 
 	// Distinct is SELECT DISTINCT: equal results are returned once, at their first place.
 	Distinct bool
@@ -187,6 +189,9 @@ func (q *Query) String() string {
 		b.WriteString(" WHERE ")
 		b.WriteString(q.where.String())
 	}
+	if len(q.groupBy) > 0 {
+		b.WriteString(" GROUP BY " + q.groupByList())
+	}
 	if len(q.OrderBy) > 0 {
 		b.WriteString(" ORDER BY " + q.orderByList(true))
 	}
@@ -215,6 +220,15 @@ func (q *Query) selectList() string {
 		}
 	}
 	return b.String()
+}
+
+// groupByList is the GROUP BY expressions as written after GROUP BY.
+func (q *Query) groupByList() string {
+	parts := make([]string, len(q.groupBy))
+	for i, g := range q.groupBy {
+		parts[i] = g.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 // orderByList is the ORDER BY keys as written after ORDER BY; explicit spells ASC out.
@@ -382,8 +396,23 @@ func (p *parser) query() (*Query, error) {
 		}
 		q.where = w
 	}
-	if t := p.peek(); t.is("GROUP") {
-		return nil, unsupported(t, "GROUP BY")
+	if p.accept("GROUP") {
+		if err := p.expect("BY"); err != nil {
+			return nil, err
+		}
+		for {
+			g, err := p.or()
+			if err != nil {
+				return nil, err
+			}
+			q.groupBy = append(q.groupBy, g)
+			if !p.accept(",") {
+				break
+			}
+		}
+	}
+	if t := p.peek(); len(q.groupBy) > 0 && t.is("ORDER") {
+		return nil, unsupported(t, "ORDER BY with GROUP BY")
 	}
 	if p.accept("ORDER") {
 		if err := p.expect("BY"); err != nil {
@@ -417,8 +446,18 @@ func (p *parser) query() (*Query, error) {
 			}
 		}
 	}
-	if q.Distinct && len(q.aggs) > 0 {
-		return nil, unsupported(p.peek(), "DISTINCT with an aggregate")
+	if q.Distinct && q.IsAggregate() {
+		return nil, unsupported(p.peek(), "DISTINCT with an aggregate or GROUP BY")
+	}
+	if q.IsAggregate() {
+		for _, f := range q.fields {
+			if err := q.grouped(f.expr); err != nil {
+				return nil, err
+			}
+		}
+		if q.fields == nil {
+			return nil, fmt.Errorf("SELECT * is invalid with GROUP BY")
+		}
 	}
 	if len(q.aggs) > 0 && len(q.OrderBy) > 0 {
 		return nil, unsupported(p.peek(), "ORDER BY with an aggregate")
@@ -436,8 +475,8 @@ func (p *parser) query() (*Query, error) {
 		switch {
 		case q.Top >= 0 || q.topParam != "":
 			return nil, fmt.Errorf("offset %d: TOP and OFFSET LIMIT cannot be used together", t.pos)
-		case len(q.aggs) > 0:
-			return nil, unsupported(t, "OFFSET LIMIT with an aggregate")
+		case q.IsAggregate():
+			return nil, unsupported(t, "OFFSET LIMIT with an aggregate or GROUP BY")
 		}
 	}
 	if t := p.peek(); t.kind != tokEOF {
@@ -778,12 +817,75 @@ func (p *parser) selectList(q *Query) error {
 // NeedsQueryPlan reports whether the query must be run by the client over every partition (ORDER
 // BY, an aggregate): the service's gateway serves it only within one partition key.
 func (q *Query) NeedsQueryPlan() bool {
-	return len(q.OrderBy) > 0 || len(q.aggs) > 0 || q.Offset >= 0 || q.Distinct
+	return len(q.OrderBy) > 0 || q.IsAggregate() || q.Offset >= 0 || q.Distinct
 }
 
 // IsAggregate reports whether the select list has aggregates: the query yields one result,
 // folded over every match (Aggregator).
-func (q *Query) IsAggregate() bool { return len(q.aggs) > 0 }
+func (q *Query) IsAggregate() bool { return len(q.aggs) > 0 || len(q.groupBy) > 0 }
+
+// children returns the operands of n.
+func children(n node) []node {
+	switch n := n.(type) {
+	case parenNode:
+		return []node{n.n}
+	case notNode:
+		return []node{n.n}
+	case andNode:
+		return []node{n.left, n.right}
+	case orNode:
+		return []node{n.left, n.right}
+	case cmpNode:
+		return []node{n.left, n.right}
+	case inNode:
+		return append([]node{n.x}, n.list...)
+	case callNode:
+		return n.args
+	case arrayNode:
+		return n.elems
+	case objectNode:
+		return n.vals
+	case aggNode:
+		return []node{n.arg}
+	}
+	return nil
+}
+
+// hasAggregate reports whether n is or contains an aggregate.
+func hasAggregate(n node) bool {
+	if _, ok := n.(aggNode); ok {
+		return true
+	}
+	for _, k := range children(n) {
+		if hasAggregate(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// grouped checks that a select expression of an aggregate query refers to documents only
+// inside aggregates or through a GROUP BY expression, as Cosmos DB requires.
+func (q *Query) grouped(n node) error {
+	for _, g := range q.groupBy {
+		if g.String() == n.String() {
+			return nil
+		}
+	}
+	switch n := n.(type) {
+	case aggNode:
+		return nil
+	case pathNode:
+		return fmt.Errorf("property reference %s is invalid in the select list because it is not contained in either an aggregate function or the GROUP BY clause", n)
+	}
+	kids := children(n)
+	for _, k := range kids {
+		if err := q.grouped(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Projects reports whether results differ from the matched documents (a select list or VALUE).
 func (q *Query) Projects() bool { return q.fields != nil }
@@ -818,41 +920,115 @@ func (q *Query) Project(doc map[string]any, params map[string]any) (v any, ok bo
 	return out, true, nil
 }
 
-// Aggregator folds the matches of an aggregate query into its one result.
+// Aggregator folds the matches of an aggregate query: into one result, or with GROUP BY into one
+// per group of equal GROUP BY values.
 type Aggregator struct {
 	q      *Query
 	params map[string]any
+	groups map[string]*group
+	order  []*group // in the order of their first document
+}
+
+// group is one group of an aggregate query: a document of it (for the GROUP BY expressions in
+// the select list) and its aggregates' states.
+type group struct {
+	doc    map[string]any
 	states []aggState
 }
 
-// NewAggregator returns an aggregator for q (which must have aggregates).
+// NewAggregator returns an aggregator for q (which must be an aggregate query).
 func (q *Query) NewAggregator(params map[string]any) *Aggregator {
-	a := &Aggregator{q: q, params: params, states: make([]aggState, len(q.aggs))}
-	for i := range a.states {
-		a.states[i].typed = true
+	a := &Aggregator{q: q, params: params, groups: map[string]*group{}}
+	if len(q.groupBy) == 0 {
+		// Without GROUP BY there is one group, matches or not.
+		a.group("", nil)
 	}
 	return a
+}
+
+func (a *Aggregator) group(key string, doc map[string]any) *group {
+	g := a.groups[key]
+	if g == nil {
+		g = &group{doc: doc, states: make([]aggState, len(a.q.aggs))}
+		for i := range g.states {
+			g.states[i].typed = true
+		}
+		a.groups[key] = g
+		a.order = append(a.order, g)
+	}
+	return g
+}
+
+// groupKey is the key of doc's group: its GROUP BY values, undefined apart from every JSON value.
+func (a *Aggregator) groupKey(e *env) (string, error) {
+	var b strings.Builder
+	for _, n := range a.q.groupBy {
+		v, err := n.eval(e)
+		if err != nil {
+			return "", err
+		}
+		if _, undef := v.(undefined); undef {
+			b.WriteString("U;")
+			continue
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("J")
+		b.Write(j)
+		b.WriteString(";")
+	}
+	return b.String(), nil
 }
 
 // Add folds one matching document in.
 func (a *Aggregator) Add(doc map[string]any) error {
 	e := &env{doc: doc, params: a.params}
+	key, err := a.groupKey(e)
+	if err != nil {
+		return err
+	}
+	g := a.group(key, doc)
 	for i, n := range a.q.aggs {
 		v, err := n.arg.eval(e)
 		if err != nil {
 			return err
 		}
-		a.states[i].add(n.fn, v)
+		g.states[i].add(n.fn, v)
 	}
 	return nil
 }
 
-// Result returns the query's one result; ok is false when there is none, as for SELECT VALUE
-// of an undefined aggregate (SUM or AVG over non-numbers, or MIN, MAX and AVG over nothing).
+// Result returns the one result of a query without GROUP BY; ok is false when there is none, as
+// for SELECT VALUE of an undefined aggregate (SUM or AVG over non-numbers, or MIN, MAX and AVG
+// over nothing).
 func (a *Aggregator) Result() (v any, ok bool, err error) {
-	e := &env{params: a.params, aggs: make([]any, len(a.states))}
+	if len(a.order) == 0 {
+		return nil, false, nil
+	}
+	return a.result(a.order[0])
+}
+
+// Results returns the results of every group, in the order of their first document.
+func (a *Aggregator) Results() ([]any, error) {
+	var out []any
+	for _, g := range a.order {
+		v, ok, err := a.result(g)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func (a *Aggregator) result(g *group) (v any, ok bool, err error) {
+	e := &env{doc: g.doc, params: a.params, aggs: make([]any, len(g.states))}
 	for i, n := range a.q.aggs {
-		e.aggs[i] = a.states[i].result(n.fn)
+		e.aggs[i] = g.states[i].result(n.fn)
 	}
 	if a.q.Value {
 		v, err := a.q.fields[0].expr.eval(e)

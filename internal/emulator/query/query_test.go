@@ -258,7 +258,11 @@ func TestParse_Errors(t *testing.T) {
 		{"SELECT * FROM c WHERE LOWER(c.id) = 'x'", true, "LOWER"},
 		{"SELECT * FROM c WHERE c.n BETWEEN 1 AND 2", true, "BETWEEN"},
 		{"SELECT * FROM c WHERE c.id LIKE 'a%'", true, "LIKE"},
-		{"SELECT * FROM c GROUP BY c.pk", true, "GROUP BY"},
+		{"SELECT * FROM c GROUP BY c.pk", false, "SELECT * is invalid"},
+		{"SELECT c.id, COUNT(1) AS n FROM c GROUP BY c.pk", false, "not contained in either an aggregate function or the GROUP BY clause"},
+		{"SELECT c.pk FROM c GROUP BY c.pk ORDER BY c.pk", true, "ORDER BY with GROUP BY"},
+		{"SELECT c.pk FROM c GROUP BY c.pk OFFSET 0 LIMIT 1", true, "OFFSET LIMIT with an aggregate or GROUP BY"},
+		{"SELECT DISTINCT c.pk FROM c GROUP BY c.pk", true, "DISTINCT with an aggregate or GROUP BY"},
 		{"SELECT * FROM c ORDER BY c.a[0]", true, "array element"},
 		{"SELECT * FROM c ORDER BY LOWER(c.a)", true, "LOWER"},
 		{"SELECT * FROM c ORDER BY 1", true, "property path"},
@@ -433,12 +437,51 @@ func TestProject_ValueFieldsAndAggregates(t *testing.T) {
 		"SELECT COUNT(1) AS n, MAX(c.n) AS m FROM c":                             "map[m:5 n:3] true",
 		"SELECT MAX(c.n) AS m FROM c WHERE c.pk = 'none'":                        "map[] true",
 		`SELECT VALUE [{"item": COUNT(1)}] FROM c`:                               "[map[item:3]] true",
+		"SELECT VALUE COUNT(1) FROM c GROUP BY c.pk":                             "2 true",
 		`SELECT VALUE [{"item": {"sum": SUM(c.n), "count": COUNT(c.n)}}] FROM c`: "[map[item:map[count:2 sum:8]]] true",
 		"SELECT VALUE MAX(c.n) FROM c WHERE c.pk = 'none'":                       "<nil> false",
 	} {
 		v, ok := agg(sql)
 		if got := fmt.Sprint(v, " ", ok); got != want {
 			t.Errorf("%s = %s, want %s", sql, got, want)
+		}
+	}
+}
+
+func TestAggregator_GroupBy(t *testing.T) {
+	t.Parallel()
+	docs := []map[string]any{
+		{"id": "1", "pk": "a", "n": 3.0},
+		{"id": "2", "pk": "b", "n": 5.0},
+		{"id": "3", "pk": "a", "n": 4.0},
+		{"id": "4"},
+	}
+	for sql, want := range map[string]string{
+		"SELECT c.pk, COUNT(1) AS n, SUM(c.n) AS s FROM c GROUP BY c.pk":                                     "[map[n:2 pk:a s:7] map[n:1 pk:b s:5] map[n:1 s:0]]",
+		"SELECT VALUE c.pk FROM c GROUP BY c.pk":                                                             "[a b]",
+		"SELECT VALUE MAX(c.n) FROM c WHERE IS_DEFINED(c.pk) GROUP BY c.pk":                                  "[4 5]",
+		`SELECT [{"item": c.pk}] AS groupByItems, {"n": {"item": COUNT(1)}} AS payload FROM c GROUP BY c.pk`: "[map[groupByItems:[map[item:a]] payload:map[n:map[item:2]]] map[groupByItems:[map[item:b]] payload:map[n:map[item:1]]] map[groupByItems:[map[]] payload:map[n:map[item:1]]]]",
+		"SELECT COUNT(1) AS n FROM c WHERE c.pk = 'none'":                                                    "[map[n:0]]",
+		"SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'none' GROUP BY c.pk":                                     "[]",
+	} {
+		q, err := Parse(sql)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", sql, err)
+		}
+		a := q.NewAggregator(nil)
+		for _, d := range docs {
+			if ok, _ := q.Match(d, nil); ok {
+				if err := a.Add(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := a.Results()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("%s = %v, want %s", sql, got, want)
 		}
 	}
 }
