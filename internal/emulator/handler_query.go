@@ -116,6 +116,9 @@ func parseQuery(r *http.Request) (*query.Query, map[string]any, error) {
 		}
 		params[p.Name] = v
 	}
+	if q, err = q.Bind(params); err != nil {
+		return nil, nil, badRequest("query %q: %v", spec.Query, err)
+	}
 	return q, params, nil
 }
 
@@ -265,8 +268,12 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			}
 		}
 	}
-	if q.Top >= 0 {
-		size = min(size, q.Top-cont.Returned)
+	if r.Header.Get(hdrContinuation) == "" && q.Offset > 0 {
+		// OFFSET n skips n results on the first page; later pages resume after them.
+		cont.Offset = q.Offset
+	}
+	if n := q.RowLimit(); n >= 0 {
+		size = min(size, n-cont.Returned)
 	}
 
 	var docs [][]byte
@@ -315,18 +322,88 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			}
 			return true, agg.Add(doc)
 		})
+		var all []any
 		if err == nil {
-			v, ok, rerr := agg.Result()
-			if rerr != nil {
-				err = badRequest("%v", rerr)
-			} else if ok && cont.Returned == 0 && size > 0 {
-				b, _ := json.Marshal(v)
-				docs = append(docs, b)
+			if all, err = agg.Results(); err != nil {
+				err = badRequest("%v", err)
 			}
 		}
-	case q.OrderBy == nil:
+		// One result, or one per group (in the order of their first document); pages index
+		// into them.
+		i := cont.Offset
+		for ; err == nil && i < len(all) && len(docs) < size; i++ {
+			b, _ := json.Marshal(all[i])
+			docs = append(docs, b)
+		}
+		if err == nil && i < len(all) && len(docs) == size {
+			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
+		}
+	case q.Distinct:
+		// Every match is kept (up to MaxOrderByItems), put in ORDER BY order or creation
+		// order, projected, and each result kept at its first place; pages index into that.
+		var all []orderDoc
+		rid, err = e.store.scanItems(db, coll, scope, nil, func(_ []byte, it item) (bool, error) {
+			doc, ok, err := match(it)
+			if err != nil || !ok {
+				return err == nil, err
+			}
+			if len(all) == e.opts.MaxOrderByItems {
+				return false, badRequest("not supported by cfp emulator: a DISTINCT query over more than %d matches; filter the query, or raise cfp emulator --max-order-by", e.opts.MaxOrderByItems)
+			}
+			all = append(all, orderDoc{doc: doc, body: bytes.Clone(it.Body), seq: int(ridSeq(it.RID))})
+			return true, nil
+		})
+		if err != nil {
+			break
+		}
+		sort.SliceStable(all, func(i, j int) bool {
+			if c := q.Compare(all[i].doc, all[j].doc); c != 0 {
+				return c < 0
+			}
+			return all[i].seq < all[j].seq
+		})
+		seen := make(map[string]bool, len(all))
+		var distinct [][]byte
+		for _, d := range all {
+			body, ok, perr := project(d.doc, d.body)
+			if perr != nil {
+				err = perr
+				break
+			}
+			if !ok {
+				continue
+			}
+			// Projections are marshalled by encoding/json (sorted keys): equal values, equal
+			// bytes. Stored documents are re-marshalled the same way.
+			key := string(body)
+			if !q.Projects() {
+				var v any
+				_ = json.Unmarshal(body, &v)
+				b, _ := json.Marshal(v)
+				key = string(b)
+			}
+			if !seen[key] {
+				seen[key] = true
+				distinct = append(distinct, body)
+			}
+		}
+		i := cont.Offset
+		for ; err == nil && i < len(distinct) && len(docs) < size; i++ {
+			docs = append(docs, distinct[i])
+		}
+		if err == nil && i < len(distinct) && len(docs) == size {
+			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
+		}
+	case len(q.OrderBy) == 0:
 		// Unordered results come in creation order (_rid order), as from one partition of
-		// the service; the page keeps the size smallest sequence numbers after the cursor.
+		// the service; the page keeps the size smallest sequence numbers after the cursor
+		// (after skipping OFFSET's on the first page).
+		skip := cont.Offset
+		keep := max(size, 0) + skip
+		if size > 0 && keep > e.opts.MaxOrderByItems {
+			err = badRequest("not supported by cfp emulator: an OFFSET page beyond the first %d results (this page needs %d); filter the query, or raise cfp emulator --max-order-by", e.opts.MaxOrderByItems, keep)
+			break
+		}
 		h := &seqHeap{}
 		more := false
 		// The page also fits in maxResponseBytes: the heap drops its highest sequence numbers
@@ -353,7 +430,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 				more = true
 				return true, nil
 			}
-			if h.Len() < size {
+			if h.Len() < keep {
 				heap.Push(h, seqDoc{seq, bytes.Clone(body)})
 				heapBytes += len(body)
 			} else if seq < (*h)[0].seq {
@@ -375,7 +452,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		for i := len(res) - 1; i >= 0; i-- {
 			res[i] = heap.Pop(h).(seqDoc)
 		}
-		for _, d := range res {
+		for _, d := range res[min(skip, len(res)):] {
 			docs = append(docs, d.body)
 		}
 		// A continuation only when another result follows: a full last page with one would
@@ -447,7 +524,7 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		e.fail(w, err)
 		return
 	}
-	if next != nil && q.Top >= 0 && next.Returned >= q.Top {
+	if n := q.RowLimit(); next != nil && n >= 0 && next.Returned >= n {
 		next = nil
 	}
 	h := w.Header()
@@ -574,8 +651,11 @@ func (e *Emulator) writeMetaQuery(w http.ResponseWriter, q *query.Query, params 
 		}
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return q.Compare(docs[i], docs[j]) < 0 })
-	if q.Top >= 0 && len(docs) > q.Top {
-		docs = docs[:q.Top]
+	if q.Offset > 0 {
+		docs = docs[min(q.Offset, len(docs)):]
+	}
+	if n := q.RowLimit(); n >= 0 && len(docs) > n {
+		docs = docs[:n]
 	}
 	out := make([][]byte, len(docs))
 	for i, d := range docs {

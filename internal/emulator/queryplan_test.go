@@ -32,15 +32,16 @@ type planClient struct {
 // planInfo is the part of the plan the merge reads.
 type planInfo struct {
 	QueryInfo struct {
-		DistinctType   string   `json:"distinctType"`
-		Top            *int     `json:"top"`
-		Offset         *int     `json:"offset"`
-		Limit          *int     `json:"limit"`
-		OrderBy        []string `json:"orderBy"`
-		Aggregates     []string `json:"aggregates"`
-		GroupBy        []string `json:"groupByExpressions"`
-		RewrittenQuery string   `json:"rewrittenQuery"`
-		HasSelectValue bool     `json:"hasSelectValue"`
+		DistinctType   string             `json:"distinctType"`
+		Top            *int               `json:"top"`
+		Offset         *int               `json:"offset"`
+		Limit          *int               `json:"limit"`
+		OrderBy        []string           `json:"orderBy"`
+		Aggregates     []string           `json:"aggregates"`
+		GroupBy        []string           `json:"groupByExpressions"`
+		AliasTypes     map[string]*string `json:"groupByAliasToAggregateType"`
+		RewrittenQuery string             `json:"rewrittenQuery"`
+		HasSelectValue bool               `json:"hasSelectValue"`
 	} `json:"queryInfo"`
 	QueryRanges []struct {
 		Min string `json:"min"`
@@ -144,7 +145,7 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 		return nil, msg
 	}
 	qi := p.QueryInfo
-	if len(p.QueryRanges) == 0 || qi.DistinctType != "None" || qi.Offset != nil || qi.Limit != nil || len(qi.GroupBy) > 0 {
+	if len(p.QueryRanges) == 0 || (qi.Offset == nil) != (qi.Limit == nil) {
 		c.t.Fatalf("plan of %q asks for what this client does not merge: %+v", sql, p)
 	}
 	rq := sql
@@ -158,9 +159,23 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 	var out []any
 	switch {
 	case len(qi.OrderBy) > 0:
-		// k-way merge on orderByItems, then the payloads.
-		key := func(r any) any { return r.(map[string]any)["orderByItems"].([]any)[0].(map[string]any)["item"] }
-		desc := qi.OrderBy[0] == "Descending"
+		// k-way merge on orderByItems, key by key in each key's direction, then the payloads.
+		less := func(a, b any) bool {
+			ia, ib := a.(map[string]any)["orderByItems"].([]any), b.(map[string]any)["orderByItems"].([]any)
+			if len(ia) != len(qi.OrderBy) || len(ib) != len(qi.OrderBy) {
+				c.t.Fatalf("%q: orderByItems %v and %v for %d keys", sql, ia, ib, len(qi.OrderBy))
+			}
+			for k, dir := range qi.OrderBy {
+				cmp := compareJSON(ia[k].(map[string]any)["item"], ib[k].(map[string]any)["item"])
+				if dir == "Descending" {
+					cmp = -cmp
+				}
+				if cmp != 0 {
+					return cmp < 0
+				}
+			}
+			return false
+		}
 		for {
 			best := -1
 			for i, rs := range perRange {
@@ -171,8 +186,7 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 					best = i
 					continue
 				}
-				cmp := compareJSON(key(rs[0]), key(perRange[best][0]))
-				if (!desc && cmp < 0) || (desc && cmp > 0) {
+				if less(rs[0], perRange[best][0]) {
 					best = i
 				}
 			}
@@ -182,54 +196,177 @@ func (c *planClient) run(sql string, params map[string]any) ([]any, string) {
 			out = append(out, perRange[best][0].(map[string]any)["payload"])
 			perRange[best] = perRange[best][1:]
 		}
+	case len(qi.GroupBy) > 0 || len(qi.AliasTypes) > 0:
+		// Groups by groupByItems; in each, the payload's aggregates fold their partials and
+		// the other values keep the first seen.
+		if len(qi.Aggregates) > 1 || (len(qi.Aggregates) == 1 && !qi.HasSelectValue) {
+			c.t.Fatalf("plan of %q: aggregates %v, hasSelectValue %v", sql, qi.Aggregates, qi.HasSelectValue)
+		}
+		type grp struct {
+			value  *mergeAcc
+			fields map[string]*mergeAcc
+			names  []string
+		}
+		groups := map[string]*grp{}
+		var order []*grp
+		for _, rs := range perRange {
+			for _, r := range rs {
+				row := r.(map[string]any)
+				key := canon([]any{row["groupByItems"]})[0]
+				g := groups[key]
+				if g == nil {
+					g = &grp{fields: map[string]*mergeAcc{}}
+					groups[key] = g
+					order = append(order, g)
+				}
+				if qi.HasSelectValue {
+					if g.value == nil {
+						g.value = &mergeAcc{}
+						if len(qi.Aggregates) == 1 {
+							g.value.typ = qi.Aggregates[0]
+						}
+					}
+					if g.value.typ != "" {
+						g.value.fold(row["payload"].([]any)[0].(map[string]any)["item"])
+					} else {
+						g.value.fold(row["payload"])
+					}
+					continue
+				}
+				for name, v := range row["payload"].(map[string]any) {
+					a := g.fields[name]
+					if a == nil {
+						a = &mergeAcc{}
+						if t := qi.AliasTypes[name]; t != nil {
+							a.typ = *t
+						}
+						g.fields[name] = a
+						g.names = append(g.names, name)
+					}
+					if a.typ != "" {
+						a.fold(v.(map[string]any)["item"])
+					} else {
+						a.fold(v)
+					}
+				}
+			}
+		}
+		if len(order) == 0 && len(qi.GroupBy) == 0 && !qi.HasSelectValue {
+			c.t.Fatalf("plan of %q: no row from any range for an aggregate without GROUP BY", sql)
+		}
+		for _, g := range order {
+			if qi.HasSelectValue {
+				if v, ok := g.value.result(); ok {
+					out = append(out, v)
+				}
+				continue
+			}
+			m := map[string]any{}
+			for _, name := range g.names {
+				if v, ok := g.fields[name].result(); ok {
+					m[name] = v
+				}
+			}
+			out = append(out, m)
+		}
 	case len(qi.Aggregates) > 0:
 		if len(qi.Aggregates) != 1 || !qi.HasSelectValue {
 			c.t.Fatalf("plan of %q: aggregates %v, hasSelectValue %v", sql, qi.Aggregates, qi.HasSelectValue)
 		}
-		var acc any
-		sum, count := 0.0, 0.0
+		acc := &mergeAcc{typ: qi.Aggregates[0]}
 		for _, rs := range perRange {
 			for _, r := range rs {
-				item := r.([]any)[0].(map[string]any)["item"]
-				if item == nil {
-					continue
-				}
-				switch qi.Aggregates[0] {
-				case "Count", "Sum":
-					if acc == nil {
-						acc = 0.0
-					}
-					acc = acc.(float64) + item.(float64)
-				case "Min", "Max":
-					if acc == nil || (qi.Aggregates[0] == "Min" && compareJSON(item, acc) < 0) || (qi.Aggregates[0] == "Max" && compareJSON(item, acc) > 0) {
-						acc = item
-					}
-				case "Average":
-					m := item.(map[string]any)
-					if s, ok := m["sum"].(float64); ok {
-						sum += s
-						count += m["count"].(float64)
-					}
-				default:
-					c.t.Fatalf("plan of %q: aggregate %q", sql, qi.Aggregates[0])
-				}
+				acc.fold(r.([]any)[0].(map[string]any)["item"])
 			}
 		}
-		if qi.Aggregates[0] == "Average" && count > 0 {
-			acc = sum / count
-		}
-		if acc != nil {
-			out = append(out, acc)
+		if v, ok := acc.result(); ok {
+			out = append(out, v)
 		}
 	default:
 		for _, rs := range perRange {
 			out = append(out, rs...)
 		}
 	}
+	switch qi.DistinctType {
+	case "None":
+	case "Unordered", "Ordered":
+		// Unordered keeps each value's first occurrence; Ordered drops a value equal to the
+		// one before it, which is right only when equal values are adjacent.
+		seen := map[string]bool{}
+		last := ""
+		var d []any
+		for i, v := range out {
+			k := canon([]any{v})[0]
+			if (qi.DistinctType == "Unordered" && seen[k]) || (qi.DistinctType == "Ordered" && i > 0 && k == last) {
+				continue
+			}
+			seen[k], last = true, k
+			d = append(d, v)
+		}
+		out = d
+	default:
+		c.t.Fatalf("plan of %q: distinctType %q", sql, qi.DistinctType)
+	}
 	if qi.Top != nil && len(out) > *qi.Top {
 		out = out[:*qi.Top]
 	}
+	if qi.Offset != nil {
+		out = out[min(*qi.Offset, len(out)):]
+		out = out[:min(*qi.Limit, len(out))]
+	}
 	return out, ""
+}
+
+// mergeAcc merges one aggregate's partials across ranges (typ is the plan's aggregate type), or
+// keeps the first value seen (typ "").
+type mergeAcc struct {
+	typ        string
+	val        any
+	set        bool
+	sum, count float64
+}
+
+func (a *mergeAcc) fold(item any) {
+	switch a.typ {
+	case "":
+		if !a.set {
+			a.val, a.set = item, true
+		}
+	case "Count", "Sum":
+		if f, ok := item.(float64); ok {
+			a.sum += f
+			a.set = true
+		}
+	case "Min", "Max":
+		if item == nil {
+			return
+		}
+		if !a.set || (a.typ == "Min" && compareJSON(item, a.val) < 0) || (a.typ == "Max" && compareJSON(item, a.val) > 0) {
+			a.val, a.set = item, true
+		}
+	case "Average":
+		if m, ok := item.(map[string]any); ok {
+			if s, ok := m["sum"].(float64); ok {
+				a.sum += s
+				a.count += m["count"].(float64)
+			}
+		}
+	default:
+		panic("aggregate type " + a.typ)
+	}
+}
+
+func (a *mergeAcc) result() (any, bool) {
+	switch a.typ {
+	case "Count", "Sum":
+		return a.sum, a.set
+	case "Average":
+		if a.count == 0 {
+			return nil, false
+		}
+		return a.sum / a.count, true
+	}
+	return a.val, a.set && a.val != nil
 }
 
 // compareJSON orders decoded JSON values as Cosmos DB sorts them: null, booleans, numbers,
@@ -275,41 +412,74 @@ func compareJSON(a, b any) int {
 	return 0
 }
 
-// pdoc is a generated document: v and s are unique (ORDER BY on them has no ties), opt is
-// absent from some documents.
+// pdoc is a generated document: v and s are unique (ORDER BY on them has no ties), g has
+// many ties, opt is absent from some documents.
 type pdoc struct {
 	ID  string `json:"id"`
 	PK  string `json:"pk"`
 	V   int    `json:"v"`
 	S   string `json:"s"`
+	G   int    `json:"g"`
 	Opt *int   `json:"opt,omitempty"`
+}
+
+// okey is one ORDER BY key of a generated query.
+type okey struct {
+	prop string // v, s, id or g
+	desc bool
 }
 
 // qshape is a generated query, with a plain Go evaluation of it.
 type qshape struct {
-	filter  int    // 0 none, 1 c.v < n, 2 STARTSWITH(c.s, x), 3 IS_DEFINED(c.opt), 4 c.v >= n AND c.pk != p
-	n       int    // the filter's bound
-	prefix  string // the STARTSWITH prefix
-	orderBy string // "", "v", "s", "id"
-	desc    bool
-	top     int    // -1 without TOP
-	sel     int    // 0 *, 1 VALUE c.id, 2 c.id, c.v
-	agg     string // "" or COUNT SUM MIN MAX AVG (SELECT VALUE AGG(c.v)); overrides sel and ORDER BY
+	filter   int    // 0 none, 1 c.v < n, 2 STARTSWITH(c.s, x), 3 IS_DEFINED(c.opt), 4 c.v >= n AND c.pk != p
+	n        int    // the filter's bound
+	prefix   string // the STARTSWITH prefix
+	orderBy  []okey // ends with a unique key, so the order is total
+	top      int    // -1 without TOP
+	topArg   bool   // TOP @n rather than TOP n
+	offset   int    // OFFSET offset LIMIT limit; offset -1 without
+	limit    int
+	offArg   bool // OFFSET @o LIMIT @l
+	sel      int  // 0 *, 1 VALUE c.id, 2 c.id, c.v, 3 VALUE c.g, 4 c.g, c.pk
+	distinct bool
+	agg      string // "" or COUNT SUM MIN MAX AVG (SELECT VALUE AGG(c.v)); overrides sel and ORDER BY
+	// group is 1 for SELECT c.g, COUNT(1) AS n, AGG(c.v) AS a ... GROUP BY c.g, 2 for SELECT
+	// VALUE AGG(c.v) ... GROUP BY c.g, 3 for SELECT VALUE c.g ... GROUP BY c.g, 4 for SELECT
+	// COUNT(1) AS n, AGG(c.v) AS a (no GROUP BY); 0 otherwise.
+	group int
 }
 
 func (q qshape) sql() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if q.top >= 0 {
+	if q.distinct {
+		b.WriteString("DISTINCT ")
+	}
+	switch {
+	case q.top >= 0 && q.topArg:
+		b.WriteString("TOP @n ")
+	case q.top >= 0:
 		fmt.Fprintf(&b, "TOP %d ", q.top)
 	}
 	switch {
+	case q.group == 1:
+		b.WriteString("c.g, COUNT(1) AS n, " + q.agg + "(c.v) AS a")
+	case q.group == 2:
+		b.WriteString("VALUE " + q.agg + "(c.v)")
+	case q.group == 3:
+		b.WriteString("VALUE c.g")
+	case q.group == 4:
+		b.WriteString("COUNT(1) AS n, " + q.agg + "(c.v) AS a")
 	case q.agg != "":
 		b.WriteString("VALUE " + q.agg + "(c.v)")
 	case q.sel == 1:
 		b.WriteString("VALUE c.id")
 	case q.sel == 2:
 		b.WriteString("c.id, c.v")
+	case q.sel == 3:
+		b.WriteString("VALUE c.g")
+	case q.sel == 4:
+		b.WriteString("c.g, c.pk")
 	default:
 		b.WriteString("*")
 	}
@@ -324,13 +494,39 @@ func (q qshape) sql() string {
 	case 4:
 		fmt.Fprintf(&b, " WHERE c.v >= %d AND c.pk != 'p1'", q.n)
 	}
-	if q.orderBy != "" && q.agg == "" {
-		b.WriteString(" ORDER BY c." + q.orderBy)
-		if q.desc {
-			b.WriteString(" DESC")
+	if q.group >= 1 && q.group <= 3 {
+		b.WriteString(" GROUP BY c.g")
+	}
+	if len(q.orderBy) > 0 && q.agg == "" {
+		for i, k := range q.orderBy {
+			if i == 0 {
+				b.WriteString(" ORDER BY ")
+			} else {
+				b.WriteString(", ")
+			}
+			b.WriteString("c." + k.prop)
+			if k.desc {
+				b.WriteString(" DESC")
+			}
 		}
 	}
+	switch {
+	case q.offset >= 0 && q.offArg:
+		b.WriteString(" OFFSET @o LIMIT @l")
+	case q.offset >= 0:
+		fmt.Fprintf(&b, " OFFSET %d LIMIT %d", q.offset, q.limit)
+	}
 	return b.String()
+}
+
+func (q qshape) params() map[string]any {
+	switch {
+	case q.topArg:
+		return map[string]any{"@n": q.top}
+	case q.offArg:
+		return map[string]any{"@o": q.offset, "@l": q.limit}
+	}
+	return nil
 }
 
 func (q qshape) match(d pdoc) bool {
@@ -355,49 +551,96 @@ func (q qshape) eval(docs []pdoc) []any {
 			m = append(m, d)
 		}
 	}
-	if q.agg != "" {
-		if len(m) == 0 && q.agg != "COUNT" && q.agg != "SUM" {
-			return nil
+	// fold is AGG(c.v) over ds, ok false when undefined.
+	fold := func(ds []pdoc) (float64, bool) {
+		if len(ds) == 0 && q.agg != "COUNT" && q.agg != "SUM" {
+			return 0, false
 		}
 		sum, best := 0.0, 0.0
-		for i, d := range m {
+		for i, d := range ds {
 			v := float64(d.V)
 			sum += v
 			if i == 0 || (q.agg == "MIN" && v < best) || (q.agg == "MAX" && v > best) {
 				best = v
 			}
 		}
-		res := map[string]float64{"COUNT": float64(len(m)), "SUM": sum, "MIN": best, "MAX": best}
-		if len(m) > 0 {
-			res["AVG"] = sum / float64(len(m))
+		switch q.agg {
+		case "COUNT":
+			return float64(len(ds)), true
+		case "SUM":
+			return sum, true
+		case "AVG":
+			return sum / float64(len(ds)), true
 		}
-		out := []any{res[q.agg]}
-		if q.top == 0 {
-			return nil
+		return best, true
+	}
+	if q.group > 0 {
+		var keys []int
+		byG := map[int][]pdoc{}
+		for _, d := range m {
+			if _, ok := byG[d.G]; !ok {
+				keys = append(keys, d.G)
+			}
+			byG[d.G] = append(byG[d.G], d)
+		}
+		if q.group == 4 {
+			keys, byG = []int{0}, map[int][]pdoc{0: m}
+		}
+		var out []any
+		for _, g := range keys {
+			ds := byG[g]
+			a, ok := fold(ds)
+			switch q.group {
+			case 1, 4:
+				row := map[string]any{"n": float64(len(ds))}
+				if q.group == 1 {
+					row["g"] = float64(g)
+				}
+				if ok {
+					row["a"] = a
+				}
+				out = append(out, row)
+			case 2:
+				if ok {
+					out = append(out, a)
+				}
+			case 3:
+				out = append(out, float64(g))
+			}
 		}
 		return out
 	}
-	if q.orderBy != "" {
-		key := func(d pdoc) string {
-			switch q.orderBy {
+	if q.agg != "" {
+		a, ok := fold(m)
+		if !ok || q.top == 0 {
+			return nil
+		}
+		return []any{a}
+	}
+	if len(q.orderBy) > 0 {
+		key := func(d pdoc, prop string) string {
+			switch prop {
 			case "v":
 				return fmt.Sprintf("%08d", d.V)
+			case "g":
+				return fmt.Sprintf("%08d", d.G)
 			case "s":
 				return d.S
 			}
 			return d.ID
 		}
 		sort.SliceStable(m, func(i, j int) bool {
-			if q.desc {
-				return key(m[i]) > key(m[j])
+			for _, k := range q.orderBy {
+				a, b := key(m[i], k.prop), key(m[j], k.prop)
+				if a != b {
+					return (a < b) != k.desc
+				}
 			}
-			return key(m[i]) < key(m[j])
+			return false
 		})
 	}
-	if q.top >= 0 && len(m) > q.top {
-		m = m[:q.top]
-	}
 	out := make([]any, 0, len(m))
+	seen := map[string]bool{}
 	for _, d := range m {
 		var v any
 		switch q.sel {
@@ -405,31 +648,67 @@ func (q qshape) eval(docs []pdoc) []any {
 			v = d.ID
 		case 2:
 			v = map[string]any{"id": d.ID, "v": float64(d.V)}
+		case 3:
+			v = float64(d.G)
+		case 4:
+			v = map[string]any{"g": float64(d.G), "pk": d.PK}
 		default:
 			b, _ := json.Marshal(d)
 			_ = json.Unmarshal(b, &v)
 		}
+		if k := canon([]any{v})[0]; q.distinct {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
 		out = append(out, v)
+	}
+	if q.top >= 0 && len(out) > q.top {
+		out = out[:q.top]
+	}
+	if q.offset >= 0 {
+		out = out[min(q.offset, len(out)):]
+		out = out[:min(q.limit, len(out))]
 	}
 	return out
 }
 
-// unorderedTop reports whether the answer is any top-n subset of the matches (TOP without ORDER
-// BY: which n is up to the service).
-func (q qshape) unorderedTop() bool { return q.top >= 0 && q.orderBy == "" && q.agg == "" }
+// refusedAcross reports whether the plan is refused: DISTINCT with TOP or OFFSET LIMIT (the JS
+// SDK would apply them before DISTINCT).
+func (q qshape) refusedAcross() bool { return q.distinct && (q.top >= 0 || q.offset >= 0) }
+
+// unorderedTop reports whether the answer is any subset of the matches of a given size (TOP or
+// OFFSET LIMIT without ORDER BY: which ones is up to the service).
+func (q qshape) unorderedTop() bool {
+	return (q.top >= 0 || q.offset >= 0) && len(q.orderBy) == 0 && q.agg == ""
+}
 
 func randomShape(r *rand.Rand, ndocs int) qshape {
-	q := qshape{filter: r.IntN(5), n: r.IntN(ndocs), prefix: string(rune('a' + r.IntN(4))), top: -1, sel: r.IntN(3)}
+	q := qshape{filter: r.IntN(5), n: r.IntN(ndocs), prefix: string(rune('a' + r.IntN(4))), top: -1, offset: -1, sel: r.IntN(5), distinct: r.IntN(4) == 0}
 	if r.IntN(2) == 0 {
-		q.orderBy = []string{"v", "s", "id"}[r.IntN(3)]
-		q.desc = r.IntN(2) == 0
+		unique := func() okey { return okey{[]string{"v", "s", "id"}[r.IntN(3)], r.IntN(2) == 0} }
+		switch r.IntN(3) {
+		case 0:
+			q.orderBy = []okey{unique()}
+		case 1:
+			q.orderBy = []okey{{"g", r.IntN(2) == 0}, unique()}
+		default:
+			q.orderBy = []okey{unique(), {"g", r.IntN(2) == 0}}
+		}
 	}
-	if r.IntN(3) == 0 {
-		q.top = r.IntN(8)
+	switch r.IntN(6) {
+	case 0, 1:
+		q.top, q.topArg = r.IntN(8), r.IntN(2) == 0
+	case 2:
+		q.offset, q.limit, q.offArg = r.IntN(12), r.IntN(8), r.IntN(2) == 0
 	}
 	if r.IntN(4) == 0 {
 		q.agg = []string{"COUNT", "SUM", "MIN", "MAX", "AVG"}[r.IntN(5)]
-		q.top = -1
+		q.top, q.offset, q.distinct = -1, -1, false
+		if r.IntN(2) == 0 {
+			q.group, q.orderBy = 1+r.IntN(4), nil
+		}
 	}
 	return q
 }
@@ -464,25 +743,31 @@ func sameAnswer(q qshape, docs []pdoc, got []any) (bool, string) {
 	g := canon(strip(got))
 	if !q.unorderedTop() {
 		w := canon(q.eval(docs))
-		if q.orderBy == "" && q.agg == "" {
+		if len(q.orderBy) == 0 && (q.agg == "" || q.group > 0) {
 			slices.Sort(g)
 			slices.Sort(w)
 		}
 		return slices.Equal(g, w), strings.Join(w, ",")
 	}
 	all := q
-	all.top = -1
+	all.top, all.offset = -1, -1
 	w := canon(all.eval(docs))
 	want := min(q.top, len(w))
+	if q.offset >= 0 {
+		want = min(q.limit, max(0, len(w)-q.offset))
+	}
 	if len(g) != want {
 		return false, fmt.Sprintf("%d of %s", want, strings.Join(w, ","))
 	}
-	seen := map[string]bool{}
+	// A sub-multiset of the matches: no result more often than it matches.
+	left := map[string]int{}
+	for _, x := range w {
+		left[x]++
+	}
 	for _, x := range g {
-		if seen[x] || !slices.Contains(w, x) {
-			return false, fmt.Sprintf("%d distinct of %s", want, strings.Join(w, ","))
+		if left[x]--; left[x] < 0 {
+			return false, fmt.Sprintf("%d of %s", want, strings.Join(w, ","))
 		}
-		seen[x] = true
 	}
 	return true, ""
 }
@@ -492,7 +777,7 @@ func seedDocs(t *testing.T, cc *azcosmos.ContainerClient, r *rand.Rand, n int) [
 	vs := r.Perm(n)
 	docs := make([]pdoc, n)
 	for i := range docs {
-		d := pdoc{ID: fmt.Sprintf("d%03d", i), PK: fmt.Sprintf("p%d", r.IntN(7)), V: vs[i], S: fmt.Sprintf("%c%03d", 'a'+r.IntN(5), i)}
+		d := pdoc{ID: fmt.Sprintf("d%03d", i), PK: fmt.Sprintf("p%d", r.IntN(7)), V: vs[i], S: fmt.Sprintf("%c%03d", 'a'+r.IntN(5), i), G: r.IntN(4)}
 		if r.IntN(3) == 0 {
 			o := r.IntN(10)
 			d.Opt = &o
@@ -519,18 +804,37 @@ func TestQueryPlan_PlanDrivenClientsGetTheRightAnswer(t *testing.T) {
 	pc := &planClient{t: t, e: e, coll: "/dbs/db/colls/c", page: 3}
 
 	shapes := []qshape{
-		{orderBy: "v", top: -1},
-		{orderBy: "s", desc: true, top: 6, sel: 1},
-		{top: 6},
-		{agg: "COUNT", top: -1},
-		{agg: "AVG", filter: 1, n: 30, top: -1},
-		{agg: "MAX", filter: 2, prefix: "zz", top: -1},
+		{orderBy: []okey{{"v", false}}, top: -1, offset: -1},
+		{orderBy: []okey{{"s", true}}, top: 6, offset: -1, sel: 1},
+		{orderBy: []okey{{"g", false}, {"v", true}}, top: -1, offset: -1, sel: 2},
+		{orderBy: []okey{{"g", true}, {"id", false}}, top: 5, topArg: true, offset: -1},
+		{top: 6, offset: -1},
+		{top: 4, topArg: true, offset: -1},
+		{orderBy: []okey{{"v", true}}, top: -1, offset: 5, limit: 7},
+		{orderBy: []okey{{"id", false}}, top: -1, offset: 58, limit: 7, offArg: true},
+		{top: -1, offset: 3, limit: 4},
+		{distinct: true, sel: 3, top: -1, offset: -1},
+		{distinct: true, sel: 3, orderBy: []okey{{"g", true}}, top: -1, offset: -1},
+		{distinct: true, sel: 4, orderBy: []okey{{"v", false}}, top: -1, offset: -1},
+		{agg: "COUNT", top: -1, offset: -1},
+		{group: 1, agg: "AVG", top: -1, offset: -1},
+		{group: 2, agg: "MIN", filter: 1, n: 20, top: -1, offset: -1},
+		{group: 3, agg: "MAX", top: -1, offset: -1},
+		{group: 4, agg: "MAX", filter: 2, prefix: "zz", top: -1, offset: -1},
+		{agg: "AVG", filter: 1, n: 30, top: -1, offset: -1},
+		{agg: "MAX", filter: 2, prefix: "zz", top: -1, offset: -1},
 	}
 	for range 60 {
 		shapes = append(shapes, randomShape(r, len(docs)))
 	}
 	for _, q := range shapes {
-		got, refused := pc.run(q.sql(), nil)
+		got, refused := pc.run(q.sql(), q.params())
+		if q.refusedAcross() {
+			if refused == "" {
+				t.Errorf("%s: answered %s, want a refusal", q.sql(), strings.Join(canon(got), ","))
+			}
+			continue
+		}
 		if refused != "" {
 			t.Errorf("%s: refused: %s", q.sql(), refused)
 			continue
@@ -556,8 +860,12 @@ func TestQuery_GeneratedShapesThroughAzcosmos(t *testing.T) {
 	for _, d := range docs {
 		inPK[d.PK] = append(inPK[d.PK], d)
 	}
-	run := func(sql string, pk azcosmos.PartitionKey) ([]any, error) {
-		pager := cc.NewQueryItemsPager(sql, pk, &azcosmos.QueryOptions{PageSizeHint: 3})
+	run := func(q qshape, pk azcosmos.PartitionKey) ([]any, error) {
+		opts := &azcosmos.QueryOptions{PageSizeHint: 3}
+		for k, v := range q.params() {
+			opts.QueryParameters = append(opts.QueryParameters, azcosmos.QueryParameter{Name: k, Value: v})
+		}
+		pager := cc.NewQueryItemsPager(q.sql(), pk, opts)
 		var out []any
 		for pager.More() {
 			page, err := pager.NextPage(context.Background())
@@ -577,15 +885,21 @@ func TestQuery_GeneratedShapesThroughAzcosmos(t *testing.T) {
 	for range 80 {
 		q := randomShape(r, len(docs))
 		pk := fmt.Sprintf("p%d", r.IntN(7))
-		got, err := run(q.sql(), azcosmos.NewPartitionKeyString(pk))
+		got, err := run(q, azcosmos.NewPartitionKeyString(pk))
 		if err != nil {
 			t.Errorf("%s in %s: %v", q.sql(), pk, err)
 		} else if ok, want := sameAnswer(q, inPK[pk], got); !ok {
 			t.Errorf("%s in %s:\n got %s\nwant %s", q.sql(), pk, strings.Join(canon(got), ","), want)
 		}
 
-		got, err = run(q.sql(), azcosmos.NewPartitionKey())
-		if q.orderBy != "" || q.agg != "" {
+		got, err = run(q, azcosmos.NewPartitionKey())
+		if q.refusedAcross() {
+			if statusOf(err) != 400 || !strings.Contains(err.Error(), "not supported by cfp emulator: ") {
+				t.Errorf("%s across partitions: %v, want a 400 refusal", q.sql(), err)
+			}
+			continue
+		}
+		if len(q.orderBy) > 0 || q.agg != "" || q.offset >= 0 || q.distinct || q.group > 0 {
 			var re *azcore.ResponseError
 			if !asResponseError(err, &re) || re.StatusCode != 400 || re.RawResponse.Header.Get("x-ms-substatus") != "1004" ||
 				!strings.Contains(err.Error(), "additionalErrorInfo") || !strings.Contains(err.Error(), "partitionedQueryExecutionInfoVersion") {
@@ -615,14 +929,13 @@ func TestQueryPlan_UnsupportedShapesAreRefused(t *testing.T) {
 		inOnePK   bool // the emulator serves it within one partition key
 		mentioned string
 	}{
-		{"SELECT DISTINCT c.pk FROM c", false, "DISTINCT"},
-		{"SELECT DISTINCT VALUE c.pk FROM c ORDER BY c.pk", false, "DISTINCT"},
-		{"SELECT * FROM c OFFSET 1 LIMIT 2", false, "OFFSET LIMIT"},
-		{"SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk", false, "GROUP BY"},
-		{"SELECT * FROM c ORDER BY c.pk, c.id", false, "several properties"},
-		{"SELECT TOP @n * FROM c", false, "TOP with a parameter"},
-		{"SELECT COUNT(1) AS n FROM c", true, "SELECT VALUE"},
-		{"SELECT VALUE [COUNT(1)] FROM c", true, "SELECT VALUE"},
+		{"SELECT DISTINCT TOP 3 c.pk FROM c", true, "DISTINCT with TOP"},
+		{"SELECT DISTINCT VALUE c.pk FROM c ORDER BY c.pk OFFSET 1 LIMIT 1", true, "DISTINCT with TOP or OFFSET LIMIT"},
+		{"SELECT VALUE COUNT(1) FROM c OFFSET 0 LIMIT 1", false, "OFFSET LIMIT with an aggregate"},
+		{"SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk ORDER BY c.pk", false, "ORDER BY with GROUP BY"},
+		{"SELECT * FROM c ORDER BY LOWER(c.id)", false, "LOWER"},
+		{"SELECT [COUNT(1)] AS n FROM c", true, "an aggregate inside an expression"},
+		{"SELECT VALUE [COUNT(1)] FROM c", true, "an aggregate inside an expression"},
 	} {
 		got, refused := pc.run(tc.sql, map[string]any{"@n": 2})
 		if refused == "" || !strings.Contains(refused, tc.mentioned) {

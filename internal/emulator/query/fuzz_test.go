@@ -1,12 +1,14 @@
 package query
 
 import (
+	"strings"
 	"testing"
 )
 
 // FuzzParse checks that Parse never panics, that the normalised form of a
-// parsed query parses again to the same normalised form, and that matching
-// never panics.
+// parsed query parses again to the same normalised form, that matching and
+// aggregating never panic, and that the rewritten query of a plan parses (a
+// client sends it to every partition key range).
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"SELECT * FROM c",
@@ -17,11 +19,15 @@ func FuzzParse(f *testing.F) {
 		`SELECT * FROM c WHERE c.s = 'it\'s' OR c.t = "\u00e9\ud83d\ude00"`,
 		"SELECT * FROM c WHERE c.x NOT IN (1, 'a', true, null, undefined)",
 		"SELECT c.id FROM c",
+		"SELECT DISTINCT TOP @n VALUE c.a FROM c ORDER BY c.a DESC, c.id",
+		"SELECT c.pk, COUNT(1) AS n, AVG(c.n) AS m FROM c WHERE c.n > 0 GROUP BY c.pk",
+		`SELECT VALUE [{"item": MAX(c.n)}] FROM c`,
+		"SELECT * FROM c ORDER BY c.id OFFSET @o LIMIT 3",
 	} {
 		f.Add(seed)
 	}
 	doc := map[string]any{"id": "x", "pk": "p", "n": 1.0, "a": map[string]any{"b": []any{1.0, "s"}}, "_ts": 5.0}
-	params := map[string]any{"@prefix": "x", "@param_id0": "x", "@param_id1": 2.0, "@param_pk00": nil}
+	params := map[string]any{"@prefix": "x", "@param_id0": "x", "@param_id1": 2.0, "@param_pk00": nil, "@n": 2.0, "@o": 1.0}
 	f.Fuzz(func(t *testing.T, sql string) {
 		q, err := Parse(sql)
 		if err != nil {
@@ -41,6 +47,24 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("%q and its String %q match differently: %v/%v vs %v/%v", sql, s, m1, err1, m2, err2)
 		}
 		q.Compare(doc, map[string]any{})
+		b, err := q.Bind(params)
+		if err != nil {
+			return
+		}
+		if b.IsAggregate() {
+			a := b.NewAggregator(params)
+			if a.Add(doc) == nil {
+				_, _ = a.Results()
+			}
+		}
+		plan, err := b.Plan()
+		if err != nil || plan.QueryInfo.RewrittenQuery == "" {
+			return
+		}
+		rq := strings.ReplaceAll(plan.QueryInfo.RewrittenQuery, OrderByFilter, "true")
+		if _, err := Parse(rq); err != nil {
+			t.Fatalf("the plan of %q rewrites it as %q, which does not parse: %v", sql, rq, err)
+		}
 	})
 }
 

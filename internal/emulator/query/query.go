@@ -17,6 +17,7 @@
 package query
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,8 +25,7 @@ import (
 )
 
 // ErrUnsupported is wrapped by Parse errors for valid Cosmos DB SQL that the
-// emulator does not implement (DISTINCT, JOIN, GROUP BY, OFFSET LIMIT, other
-// functions).
+// emulator does not implement (JOIN, other functions).
 // Other Parse errors are syntax errors. Both deserve a 400.
 var ErrUnsupported = errors.New("unsupported")
 
@@ -34,10 +34,10 @@ type Query struct {
 	// Alias is the name the query gives the container's items ("c" in
 	// SELECT * FROM c).
 	Alias string
-	// Top is the TOP n limit, or -1 when the query has none.
+	// Top is the TOP n limit, or -1 when the query has none (or TOP @n before Bind).
 	Top int
-	// OrderBy is the ORDER BY clause, or nil when the query has none.
-	OrderBy *OrderBy
+	// OrderBy holds the keys of the ORDER BY clause in order, none without one.
+	OrderBy []OrderBy
 
 	// Value is true for SELECT VALUE: each result is the value of the one expression, not an
 	// object.
@@ -46,9 +46,85 @@ type Query struct {
 	// when the select list is anything else.
 	Aggregate string
 
-	where  node         // nil without WHERE
-	fields []projection // nil for SELECT *
-	aggs   []aggNode    // the aggregates of the select list; with any, the query yields one result
+	where   node         // nil without WHERE
+	fields  []projection // nil for SELECT *
+	aggs    []aggNode    // the aggregates of the select list; with any, the query yields one result
+	groupBy []node       // the GROUP BY expressions: one result per group of equal values
+
+	// Distinct is SELECT DISTINCT: equal results are returned once, at their first place.
+	Distinct bool
+	// Offset and Limit are OFFSET n LIMIT m, both -1 when the query has none (or before Bind,
+	// for parameters).
+	Offset, Limit int
+
+	topParam, offsetParam, limitParam string // parameters of TOP, OFFSET and LIMIT, until Bind
+}
+
+// counts are the parameters Bind resolves, with where each goes.
+func (q *Query) counts() []struct {
+	what  string
+	param *string
+	dst   *int
+} {
+	return []struct {
+		what  string
+		param *string
+		dst   *int
+	}{{"TOP", &q.topParam, &q.Top}, {"OFFSET", &q.offsetParam, &q.Offset}, {"LIMIT", &q.limitParam, &q.Limit}}
+}
+
+// RowLimit is the most results the query yields: TOP n or LIMIT m, -1 without either.
+func (q *Query) RowLimit() int {
+	if q.Offset >= 0 {
+		return q.Limit
+	}
+	return q.Top
+}
+
+// Bind returns q with what it takes from its parameters resolved (TOP @n): q itself when there
+// is nothing to resolve, else a copy. A parameter that is missing, or not a count, is an error.
+func (q *Query) Bind(params map[string]any) (*Query, error) {
+	if q.topParam == "" && q.offsetParam == "" && q.limitParam == "" {
+		return q, nil
+	}
+	b := *q
+	for _, c := range b.counts() {
+		if *c.param == "" {
+			continue
+		}
+		v, ok := params[*c.param]
+		if !ok {
+			return nil, fmt.Errorf("parameter %s of %s is not defined", *c.param, c.what)
+		}
+		f, isNum := normalize(v).(float64)
+		if !isNum || f != float64(int(f)) || f < 0 || f > 1<<31 {
+			return nil, fmt.Errorf("parameter %s of %s must be a non-negative integer, got %v", *c.param, c.what, v)
+		}
+		*c.dst, *c.param = int(f), ""
+	}
+	return &b, nil
+}
+
+// count parses the count after TOP, OFFSET or LIMIT: a non-negative integer or a parameter.
+func (p *parser) count(what string, dst *int, param *string) error {
+	t := p.next()
+	switch {
+	case t.kind == tokParam:
+		*param = t.text
+	case t.kind != tokNumber || t.num != float64(int(t.num)) || t.num < 0 || t.num > 1<<31:
+		return fmt.Errorf("offset %d: %s needs a non-negative integer, found %s", t.pos, what, t)
+	default:
+		*dst = int(t.num)
+	}
+	return nil
+}
+
+// countString is a count as written: its parameter, or its number.
+func countString(n int, param string) string {
+	if param != "" {
+		return param
+	}
+	return strconv.Itoa(n)
 }
 
 // projection is one expression of a select list, with its output name.
@@ -57,7 +133,7 @@ type projection struct {
 	expr node
 }
 
-// OrderBy is a single-property ORDER BY clause.
+// OrderBy is one key of an ORDER BY clause.
 type OrderBy struct {
 	// Path is the property path below the alias: ["_ts"] for c._ts,
 	// ["a", "b"] for c.a.b.
@@ -100,58 +176,97 @@ func (q *Query) Match(doc map[string]any, params map[string]any) (bool, error) {
 func (q *Query) String() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if q.Top >= 0 {
-		fmt.Fprintf(&b, "TOP %d ", q.Top)
+	if q.Distinct {
+		b.WriteString("DISTINCT ")
 	}
-	switch {
-	case q.Value:
-		b.WriteString("VALUE " + q.fields[0].expr.String())
-	case q.fields != nil:
-		for i, f := range q.fields {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(f.expr.String())
-			if !strings.HasPrefix(f.name, "$") {
-				b.WriteString(" AS " + f.name)
-			}
-		}
-	default:
-		b.WriteString("*")
+	if q.Top >= 0 || q.topParam != "" {
+		b.WriteString("TOP " + countString(q.Top, q.topParam) + " ")
 	}
+	b.WriteString(q.selectList())
 	b.WriteString(" FROM ")
 	b.WriteString(q.Alias)
 	if q.where != nil {
 		b.WriteString(" WHERE ")
 		b.WriteString(q.where.String())
 	}
-	if q.OrderBy != nil {
-		b.WriteString(" ORDER BY ")
-		b.WriteString(pathNode{alias: q.Alias, segs: stringSegs(q.OrderBy.Path)}.String())
-		if q.OrderBy.Desc {
-			b.WriteString(" DESC")
-		} else {
-			b.WriteString(" ASC")
+	if len(q.groupBy) > 0 {
+		b.WriteString(" GROUP BY " + q.groupByList())
+	}
+	if len(q.OrderBy) > 0 {
+		b.WriteString(" ORDER BY " + q.orderByList(true))
+	}
+	if q.Offset >= 0 || q.offsetParam != "" {
+		b.WriteString(" OFFSET " + countString(q.Offset, q.offsetParam) + " LIMIT " + countString(q.Limit, q.limitParam))
+	}
+	return b.String()
+}
+
+// selectList is the select list as written after SELECT [TOP n].
+func (q *Query) selectList() string {
+	switch {
+	case q.Value:
+		return "VALUE " + q.fields[0].expr.String()
+	case q.fields == nil:
+		return "*"
+	}
+	var b strings.Builder
+	for i, f := range q.fields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.expr.String())
+		if !strings.HasPrefix(f.name, "$") {
+			b.WriteString(" AS " + f.name)
 		}
 	}
 	return b.String()
 }
 
-// Compare orders two documents by the ORDER BY clause, direction included: it
-// returns a negative number when a comes first, positive when b does, 0 when
-// they tie (use a stable sort). Values order by type first, as Cosmos DB
-// does: undefined, null, false, true, numbers, strings, then arrays and
-// objects (which tie). Compare returns 0 when the query has no ORDER BY.
+// groupByList is the GROUP BY expressions as written after GROUP BY.
+func (q *Query) groupByList() string {
+	parts := make([]string, len(q.groupBy))
+	for i, g := range q.groupBy {
+		parts[i] = g.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// orderByList is the ORDER BY keys as written after ORDER BY; explicit spells ASC out.
+func (q *Query) orderByList(explicit bool) string {
+	parts := make([]string, len(q.OrderBy))
+	for i, k := range q.OrderBy {
+		parts[i] = q.orderKey(k)
+		if k.Desc {
+			parts[i] += " DESC"
+		} else if explicit {
+			parts[i] += " ASC"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// orderKey is the expression of an ORDER BY key.
+func (q *Query) orderKey(k OrderBy) string {
+	return pathNode{alias: q.Alias, segs: stringSegs(k.Path)}.String()
+}
+
+// Compare orders two documents by the ORDER BY clause, key by key, directions
+// included: it returns a negative number when a comes first, positive when b
+// does, 0 when they tie (use a stable sort). Values order by type first, as
+// Cosmos DB does: undefined, null, false, true, numbers, strings, then arrays
+// and objects (which tie). Compare returns 0 when the query has no ORDER BY.
 func (q *Query) Compare(a, b map[string]any) int {
-	if q.OrderBy == nil {
-		return 0
+	for _, k := range q.OrderBy {
+		segs := stringSegs(k.Path)
+		c := compareForSort(resolve(a, segs), resolve(b, segs))
+		if k.Desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
 	}
-	segs := stringSegs(q.OrderBy.Path)
-	c := compareForSort(resolve(a, segs), resolve(b, segs))
-	if q.OrderBy.Desc {
-		return -c
-	}
-	return c
+	return 0
 }
 
 func stringSegs(path []string) []seg {
@@ -232,20 +347,16 @@ func isKeyword(t token) bool {
 }
 
 func (p *parser) query() (*Query, error) {
-	q := &Query{Top: -1}
+	q := &Query{Top: -1, Offset: -1, Limit: -1}
 	p.q = q
 	if err := p.expect("SELECT"); err != nil {
 		return nil, err
 	}
+	q.Distinct = p.accept("DISTINCT")
 	if p.accept("TOP") {
-		t := p.next()
-		if t.kind != tokNumber || t.num != float64(int(t.num)) || t.num < 0 || t.num > 1<<31 {
-			if t.kind == tokParam {
-				return nil, unsupported(t, "TOP with a parameter")
-			}
-			return nil, fmt.Errorf("offset %d: TOP needs a non-negative integer, found %s", t.pos, t)
+		if err := p.count("TOP", &q.Top, &q.topParam); err != nil {
+			return nil, err
 		}
-		q.Top = int(t.num)
 	}
 	// The select list refers to the alias, which FROM names later: read FROM first, then parse
 	// the list with the alias known.
@@ -285,44 +396,88 @@ func (p *parser) query() (*Query, error) {
 		}
 		q.where = w
 	}
-	if t := p.peek(); t.is("GROUP") {
-		return nil, unsupported(t, "GROUP BY")
+	if p.accept("GROUP") {
+		if err := p.expect("BY"); err != nil {
+			return nil, err
+		}
+		for {
+			g, err := p.or()
+			if err != nil {
+				return nil, err
+			}
+			q.groupBy = append(q.groupBy, g)
+			if !p.accept(",") {
+				break
+			}
+		}
+	}
+	if t := p.peek(); len(q.groupBy) > 0 && t.is("ORDER") {
+		return nil, unsupported(t, "ORDER BY with GROUP BY")
 	}
 	if p.accept("ORDER") {
 		if err := p.expect("BY"); err != nil {
 			return nil, err
 		}
-		start := p.peek()
-		n, err := p.operand()
-		if err != nil {
-			return nil, err
-		}
-		path, ok := n.(pathNode)
-		if !ok || len(path.segs) == 0 {
-			return nil, unsupported(start, "ORDER BY over anything but a property path")
-		}
-		ob := &OrderBy{}
-		for _, s := range path.segs {
-			if s.index >= 0 {
-				return nil, unsupported(start, "ORDER BY over an array element")
+		for {
+			start := p.peek()
+			n, err := p.operand()
+			if err != nil {
+				return nil, err
 			}
-			ob.Path = append(ob.Path, s.name)
+			path, ok := n.(pathNode)
+			if !ok || len(path.segs) == 0 {
+				return nil, unsupported(start, "ORDER BY over anything but a property path")
+			}
+			var ob OrderBy
+			for _, s := range path.segs {
+				if s.index >= 0 {
+					return nil, unsupported(start, "ORDER BY over an array element")
+				}
+				ob.Path = append(ob.Path, s.name)
+			}
+			if p.accept("DESC") {
+				ob.Desc = true
+			} else {
+				p.accept("ASC")
+			}
+			q.OrderBy = append(q.OrderBy, ob)
+			if !p.accept(",") {
+				break
+			}
 		}
-		if p.accept("DESC") {
-			ob.Desc = true
-		} else {
-			p.accept("ASC")
-		}
-		if t := p.peek(); t.is(",") {
-			return nil, unsupported(t, "ORDER BY over several properties")
-		}
-		q.OrderBy = ob
 	}
-	if len(q.aggs) > 0 && q.OrderBy != nil {
+	if q.Distinct && q.IsAggregate() {
+		return nil, unsupported(p.peek(), "DISTINCT with an aggregate or GROUP BY")
+	}
+	if q.IsAggregate() {
+		for _, f := range q.fields {
+			if err := q.grouped(f.expr); err != nil {
+				return nil, err
+			}
+		}
+		if q.fields == nil {
+			return nil, fmt.Errorf("SELECT * is invalid with GROUP BY")
+		}
+	}
+	if len(q.aggs) > 0 && len(q.OrderBy) > 0 {
 		return nil, unsupported(p.peek(), "ORDER BY with an aggregate")
 	}
-	if t := p.peek(); t.is("OFFSET") {
-		return nil, unsupported(t, "OFFSET LIMIT")
+	if t := p.peek(); p.accept("OFFSET") {
+		if err := p.count("OFFSET", &q.Offset, &q.offsetParam); err != nil {
+			return nil, err
+		}
+		if err := p.expect("LIMIT"); err != nil {
+			return nil, err
+		}
+		if err := p.count("LIMIT", &q.Limit, &q.limitParam); err != nil {
+			return nil, err
+		}
+		switch {
+		case q.Top >= 0 || q.topParam != "":
+			return nil, fmt.Errorf("offset %d: TOP and OFFSET LIMIT cannot be used together", t.pos)
+		case q.IsAggregate():
+			return nil, unsupported(t, "OFFSET LIMIT with an aggregate or GROUP BY")
+		}
 	}
 	if t := p.peek(); t.kind != tokEOF {
 		return nil, fmt.Errorf("offset %d: unexpected %s", t.pos, t)
@@ -615,9 +770,6 @@ func (p *parser) selectList(q *Query) error {
 	if p.accept("*") {
 		return nil
 	}
-	if t := p.peek(); t.is("DISTINCT") {
-		return unsupported(t, "SELECT DISTINCT")
-	}
 	p.inSelect = true
 	defer func() { p.inSelect = false }()
 	if p.accept("VALUE") {
@@ -664,11 +816,76 @@ func (p *parser) selectList(q *Query) error {
 
 // NeedsQueryPlan reports whether the query must be run by the client over every partition (ORDER
 // BY, an aggregate): the service's gateway serves it only within one partition key.
-func (q *Query) NeedsQueryPlan() bool { return q.OrderBy != nil || len(q.aggs) > 0 }
+func (q *Query) NeedsQueryPlan() bool {
+	return len(q.OrderBy) > 0 || q.IsAggregate() || q.Offset >= 0 || q.Distinct
+}
 
 // IsAggregate reports whether the select list has aggregates: the query yields one result,
 // folded over every match (Aggregator).
-func (q *Query) IsAggregate() bool { return len(q.aggs) > 0 }
+func (q *Query) IsAggregate() bool { return len(q.aggs) > 0 || len(q.groupBy) > 0 }
+
+// children returns the operands of n.
+func children(n node) []node {
+	switch n := n.(type) {
+	case parenNode:
+		return []node{n.n}
+	case notNode:
+		return []node{n.n}
+	case andNode:
+		return []node{n.left, n.right}
+	case orNode:
+		return []node{n.left, n.right}
+	case cmpNode:
+		return []node{n.left, n.right}
+	case inNode:
+		return append([]node{n.x}, n.list...)
+	case callNode:
+		return n.args
+	case arrayNode:
+		return n.elems
+	case objectNode:
+		return n.vals
+	case aggNode:
+		return []node{n.arg}
+	}
+	return nil
+}
+
+// hasAggregate reports whether n is or contains an aggregate.
+func hasAggregate(n node) bool {
+	if _, ok := n.(aggNode); ok {
+		return true
+	}
+	for _, k := range children(n) {
+		if hasAggregate(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// grouped checks that a select expression of an aggregate query refers to documents only
+// inside aggregates or through a GROUP BY expression, as Cosmos DB requires.
+func (q *Query) grouped(n node) error {
+	for _, g := range q.groupBy {
+		if g.String() == n.String() {
+			return nil
+		}
+	}
+	switch n := n.(type) {
+	case aggNode:
+		return nil
+	case pathNode:
+		return fmt.Errorf("property reference %s is invalid in the select list because it is not contained in either an aggregate function or the GROUP BY clause", n)
+	}
+	kids := children(n)
+	for _, k := range kids {
+		if err := q.grouped(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Projects reports whether results differ from the matched documents (a select list or VALUE).
 func (q *Query) Projects() bool { return q.fields != nil }
@@ -703,41 +920,115 @@ func (q *Query) Project(doc map[string]any, params map[string]any) (v any, ok bo
 	return out, true, nil
 }
 
-// Aggregator folds the matches of an aggregate query into its one result.
+// Aggregator folds the matches of an aggregate query: into one result, or with GROUP BY into one
+// per group of equal GROUP BY values.
 type Aggregator struct {
 	q      *Query
 	params map[string]any
+	groups map[string]*group
+	order  []*group // in the order of their first document
+}
+
+// group is one group of an aggregate query: a document of it (for the GROUP BY expressions in
+// the select list) and its aggregates' states.
+type group struct {
+	doc    map[string]any
 	states []aggState
 }
 
-// NewAggregator returns an aggregator for q (which must have aggregates).
+// NewAggregator returns an aggregator for q (which must be an aggregate query).
 func (q *Query) NewAggregator(params map[string]any) *Aggregator {
-	a := &Aggregator{q: q, params: params, states: make([]aggState, len(q.aggs))}
-	for i := range a.states {
-		a.states[i].typed = true
+	a := &Aggregator{q: q, params: params, groups: map[string]*group{}}
+	if len(q.groupBy) == 0 {
+		// Without GROUP BY there is one group, matches or not.
+		a.group("", nil)
 	}
 	return a
+}
+
+func (a *Aggregator) group(key string, doc map[string]any) *group {
+	g := a.groups[key]
+	if g == nil {
+		g = &group{doc: doc, states: make([]aggState, len(a.q.aggs))}
+		for i := range g.states {
+			g.states[i].typed = true
+		}
+		a.groups[key] = g
+		a.order = append(a.order, g)
+	}
+	return g
+}
+
+// groupKey is the key of doc's group: its GROUP BY values, undefined apart from every JSON value.
+func (a *Aggregator) groupKey(e *env) (string, error) {
+	var b strings.Builder
+	for _, n := range a.q.groupBy {
+		v, err := n.eval(e)
+		if err != nil {
+			return "", err
+		}
+		if _, undef := v.(undefined); undef {
+			b.WriteString("U;")
+			continue
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("J")
+		b.Write(j)
+		b.WriteString(";")
+	}
+	return b.String(), nil
 }
 
 // Add folds one matching document in.
 func (a *Aggregator) Add(doc map[string]any) error {
 	e := &env{doc: doc, params: a.params}
+	key, err := a.groupKey(e)
+	if err != nil {
+		return err
+	}
+	g := a.group(key, doc)
 	for i, n := range a.q.aggs {
 		v, err := n.arg.eval(e)
 		if err != nil {
 			return err
 		}
-		a.states[i].add(n.fn, v)
+		g.states[i].add(n.fn, v)
 	}
 	return nil
 }
 
-// Result returns the query's one result; ok is false when there is none, as for SELECT VALUE
-// of an undefined aggregate (SUM or AVG over non-numbers, or MIN, MAX and AVG over nothing).
+// Result returns the one result of a query without GROUP BY; ok is false when there is none, as
+// for SELECT VALUE of an undefined aggregate (SUM or AVG over non-numbers, or MIN, MAX and AVG
+// over nothing).
 func (a *Aggregator) Result() (v any, ok bool, err error) {
-	e := &env{params: a.params, aggs: make([]any, len(a.states))}
+	if len(a.order) == 0 {
+		return nil, false, nil
+	}
+	return a.result(a.order[0])
+}
+
+// Results returns the results of every group, in the order of their first document.
+func (a *Aggregator) Results() ([]any, error) {
+	var out []any
+	for _, g := range a.order {
+		v, ok, err := a.result(g)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func (a *Aggregator) result(g *group) (v any, ok bool, err error) {
+	e := &env{doc: g.doc, params: a.params, aggs: make([]any, len(g.states))}
 	for i, n := range a.q.aggs {
-		e.aggs[i] = a.states[i].result(n.fn)
+		e.aggs[i] = g.states[i].result(n.fn)
 	}
 	if a.q.Value {
 		v, err := a.q.fields[0].expr.eval(e)

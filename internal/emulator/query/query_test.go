@@ -183,14 +183,15 @@ func TestParse_Clauses(t *testing.T) {
 		sql     string
 		alias   string
 		top     int
-		orderBy *OrderBy
+		orderBy []OrderBy
 	}{
 		{"SELECT * FROM c", "c", -1, nil},
 		{"SELECT TOP 10 * FROM c", "c", 10, nil},
 		{"select top 0 * from items i", "i", 0, nil},
-		{"SELECT * FROM c ORDER BY c._ts", "c", -1, &OrderBy{Path: []string{"_ts"}}},
-		{"SELECT * FROM c WHERE c.a = 1 ORDER BY c._ts ASC", "c", -1, &OrderBy{Path: []string{"_ts"}}},
-		{`SELECT TOP 3 * FROM c ORDER BY c.a["b c"] desc`, "c", 3, &OrderBy{Path: []string{"a", "b c"}, Desc: true}},
+		{"SELECT * FROM c ORDER BY c._ts", "c", -1, []OrderBy{{Path: []string{"_ts"}}}},
+		{"SELECT * FROM c WHERE c.a = 1 ORDER BY c._ts ASC", "c", -1, []OrderBy{{Path: []string{"_ts"}}}},
+		{`SELECT TOP 3 * FROM c ORDER BY c.a["b c"] desc`, "c", 3, []OrderBy{{Path: []string{"a", "b c"}, Desc: true}}},
+		{"SELECT * FROM c ORDER BY c.a DESC, c.b", "c", -1, []OrderBy{{Path: []string{"a"}, Desc: true}, {Path: []string{"b"}}}},
 	}
 	for _, tc := range tests {
 		q, err := Parse(tc.sql)
@@ -201,12 +202,43 @@ func TestParse_Clauses(t *testing.T) {
 		if q.Alias != tc.alias || q.Top != tc.top {
 			t.Errorf("Parse(%q): alias %q top %d, want %q %d", tc.sql, q.Alias, q.Top, tc.alias, tc.top)
 		}
-		switch {
-		case (q.OrderBy == nil) != (tc.orderBy == nil):
-			t.Errorf("Parse(%q).OrderBy = %+v, want %+v", tc.sql, q.OrderBy, tc.orderBy)
-		case q.OrderBy != nil && (!slices.Equal(q.OrderBy.Path, tc.orderBy.Path) || q.OrderBy.Desc != tc.orderBy.Desc):
+		if !slices.EqualFunc(q.OrderBy, tc.orderBy, func(a, b OrderBy) bool { return slices.Equal(a.Path, b.Path) && a.Desc == b.Desc }) {
 			t.Errorf("Parse(%q).OrderBy = %+v, want %+v", tc.sql, q.OrderBy, tc.orderBy)
 		}
+	}
+}
+
+func TestBind_TopParameter(t *testing.T) {
+	t.Parallel()
+	q, err := Parse("SELECT TOP @n * FROM c ORDER BY c.a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.String(); got != "SELECT TOP @n * FROM c ORDER BY c[\"a\"] ASC" {
+		t.Errorf("String() = %s", got)
+	}
+	b, err := q.Bind(map[string]any{"@n": 3.0})
+	if err != nil || b.Top != 3 {
+		t.Errorf("Bind(@n=3) = %v, %v; want TOP 3", b, err)
+	}
+	for _, params := range []map[string]any{{}, {"@n": -1.0}, {"@n": 1.5}, {"@n": "3"}} {
+		if _, err := q.Bind(params); err == nil {
+			t.Errorf("Bind(%v) succeeded, want an error", params)
+		}
+	}
+	q, err = Parse("SELECT * FROM c ORDER BY c.a OFFSET @o LIMIT @l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.String(); got != "SELECT * FROM c ORDER BY c[\"a\"] ASC OFFSET @o LIMIT @l" {
+		t.Errorf("String() = %s", got)
+	}
+	b, err = q.Bind(map[string]any{"@o": 2, "@l": 5.0})
+	if err != nil || b.Offset != 2 || b.Limit != 5 || b.RowLimit() != 5 || q.Offset != -1 {
+		t.Errorf("Bind(@o=2, @l=5) = %+v, %v; want OFFSET 2 LIMIT 5, q unchanged", b, err)
+	}
+	if _, err := q.Bind(map[string]any{"@o": 2}); err == nil || !strings.Contains(err.Error(), "@l of LIMIT") {
+		t.Errorf("Bind without @l: %v", err)
 	}
 }
 
@@ -220,19 +252,24 @@ func TestParse_Errors(t *testing.T) {
 		{"SELECT * FROM c WHERE COUNT(1) > 1", true, "aggregate outside the select list"},
 		{"SELECT VALUE COUNT(MAX(c.n)) FROM c", true, "inside another"},
 		{"SELECT VALUE COUNT(1) FROM c ORDER BY c.id", true, "ORDER BY with an aggregate"},
-		{"SELECT DISTINCT * FROM c", true, "DISTINCT"},
+		{"SELECT DISTINCT VALUE COUNT(1) FROM c", true, "DISTINCT with an aggregate"},
 		{"SELECT * FROM c JOIN t IN c.tags", true, "JOIN"},
 		{"SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x')", true, "ARRAY_CONTAINS"},
 		{"SELECT * FROM c WHERE LOWER(c.id) = 'x'", true, "LOWER"},
 		{"SELECT * FROM c WHERE c.n BETWEEN 1 AND 2", true, "BETWEEN"},
 		{"SELECT * FROM c WHERE c.id LIKE 'a%'", true, "LIKE"},
-		{"SELECT * FROM c GROUP BY c.pk", true, "GROUP BY"},
-		{"SELECT * FROM c ORDER BY c.a, c.b", true, "several properties"},
+		{"SELECT * FROM c GROUP BY c.pk", false, "SELECT * is invalid"},
+		{"SELECT c.id, COUNT(1) AS n FROM c GROUP BY c.pk", false, "not contained in either an aggregate function or the GROUP BY clause"},
+		{"SELECT c.pk FROM c GROUP BY c.pk ORDER BY c.pk", true, "ORDER BY with GROUP BY"},
+		{"SELECT c.pk FROM c GROUP BY c.pk OFFSET 0 LIMIT 1", true, "OFFSET LIMIT with an aggregate or GROUP BY"},
+		{"SELECT DISTINCT c.pk FROM c GROUP BY c.pk", true, "DISTINCT with an aggregate or GROUP BY"},
 		{"SELECT * FROM c ORDER BY c.a[0]", true, "array element"},
 		{"SELECT * FROM c ORDER BY LOWER(c.a)", true, "LOWER"},
 		{"SELECT * FROM c ORDER BY 1", true, "property path"},
-		{"SELECT * FROM c OFFSET 1 LIMIT 2", true, "OFFSET"},
-		{"SELECT TOP @n * FROM c", true, "TOP"},
+		{"SELECT VALUE COUNT(1) FROM c OFFSET 0 LIMIT 1", true, "OFFSET LIMIT with an aggregate"},
+		{"SELECT TOP 1 * FROM c OFFSET 1 LIMIT 2", false, "cannot be used together"},
+		{"SELECT * FROM c OFFSET 1", false, "expected LIMIT"},
+		{"SELECT * FROM c OFFSET -1 LIMIT 2", false, "non-negative integer"},
 		{"SELECT VALUE {c.id: 1} FROM c", false, "quoted property name"},
 		{"SELECT VALUE [1, 2 FROM c", false, "expected FROM"},
 		{"SELECT * FROM c WHERE c[@p] = 1", true, "parameters"},
@@ -400,12 +437,51 @@ func TestProject_ValueFieldsAndAggregates(t *testing.T) {
 		"SELECT COUNT(1) AS n, MAX(c.n) AS m FROM c":                             "map[m:5 n:3] true",
 		"SELECT MAX(c.n) AS m FROM c WHERE c.pk = 'none'":                        "map[] true",
 		`SELECT VALUE [{"item": COUNT(1)}] FROM c`:                               "[map[item:3]] true",
+		"SELECT VALUE COUNT(1) FROM c GROUP BY c.pk":                             "2 true",
 		`SELECT VALUE [{"item": {"sum": SUM(c.n), "count": COUNT(c.n)}}] FROM c`: "[map[item:map[count:2 sum:8]]] true",
 		"SELECT VALUE MAX(c.n) FROM c WHERE c.pk = 'none'":                       "<nil> false",
 	} {
 		v, ok := agg(sql)
 		if got := fmt.Sprint(v, " ", ok); got != want {
 			t.Errorf("%s = %s, want %s", sql, got, want)
+		}
+	}
+}
+
+func TestAggregator_GroupBy(t *testing.T) {
+	t.Parallel()
+	docs := []map[string]any{
+		{"id": "1", "pk": "a", "n": 3.0},
+		{"id": "2", "pk": "b", "n": 5.0},
+		{"id": "3", "pk": "a", "n": 4.0},
+		{"id": "4"},
+	}
+	for sql, want := range map[string]string{
+		"SELECT c.pk, COUNT(1) AS n, SUM(c.n) AS s FROM c GROUP BY c.pk":                                     "[map[n:2 pk:a s:7] map[n:1 pk:b s:5] map[n:1 s:0]]",
+		"SELECT VALUE c.pk FROM c GROUP BY c.pk":                                                             "[a b]",
+		"SELECT VALUE MAX(c.n) FROM c WHERE IS_DEFINED(c.pk) GROUP BY c.pk":                                  "[4 5]",
+		`SELECT [{"item": c.pk}] AS groupByItems, {"n": {"item": COUNT(1)}} AS payload FROM c GROUP BY c.pk`: "[map[groupByItems:[map[item:a]] payload:map[n:map[item:2]]] map[groupByItems:[map[item:b]] payload:map[n:map[item:1]]] map[groupByItems:[map[]] payload:map[n:map[item:1]]]]",
+		"SELECT COUNT(1) AS n FROM c WHERE c.pk = 'none'":                                                    "[map[n:0]]",
+		"SELECT VALUE COUNT(1) FROM c WHERE c.pk = 'none' GROUP BY c.pk":                                     "[]",
+	} {
+		q, err := Parse(sql)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", sql, err)
+		}
+		a := q.NewAggregator(nil)
+		for _, d := range docs {
+			if ok, _ := q.Match(d, nil); ok {
+				if err := a.Add(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := a.Results()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("%s = %v, want %s", sql, got, want)
 		}
 	}
 }
