@@ -26,6 +26,7 @@ const (
 	demoExpiration     = 5 * time.Second
 	demoPoll           = 250 * time.Millisecond
 	demoDrainTimeout   = 15 * time.Second
+	demoWriteTimeout   = 10 * time.Second
 	demoPlainEvery     = 5 // off a terminal, a snapshot every this many refreshes
 	demoRecentEvents   = 6
 	demoMinDuration    = 2 * time.Second
@@ -59,8 +60,9 @@ owner, checkpoint and latest LSN, lag) with totals and the latest lease events, 
 Off a terminal the events are lines and a snapshot is printed every few seconds instead. At the end cfp stops writing, lets the workers catch up, stops them
 (each releases its leases) and prints a summary: orders written, orders processed by each
 instance, duplicates (the change feed processor delivers at least once: a batch in flight
-when its lease moves is delivered again), orders lost (always 0), and the leases before and
-after the split. With -o json the summary is one JSON object on stdout instead.
+when its lease moves is delivered again), orders lost (always 0), whether they add up
+(written = deliveries - duplicates + lost + pending, each term shown; exit 1 if not), and the
+leases before and after the split. With -o json the summary is one JSON object on stdout instead.
 
 --duration (default 30s) ends the demo by itself; q (exit 0) or Ctrl-C (exit 130) end it
 early and cleanly: orders not processed yet are reported as pending. The temporary directory is removed at the end unless --keep; a --data directory is
@@ -182,6 +184,8 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 	switch {
 	case runErr != nil:
 		return runErr
+	case !v.AddsUp():
+		return &ExitError{Code: exitError, Err: fmt.Errorf("the summary does not add up: %s", v.Balance())}
 	case r.quitBy == render.LiveQuitKey:
 		return nil // q: the user ended the demo early, on purpose
 	case r.quitBy == render.LiveQuitInterrupt:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/render"
@@ -46,4 +47,31 @@ func TestDemo_InterruptEndsCleanlyWith130(t *testing.T) {
 	if errOut.Len() != 0 {
 		t.Errorf("stderr: %s", errOut)
 	}
+}
+
+// TestDemo_AWriteInFlightWhenTheDurationEndsIsCounted: an order whose write lands while the
+// duration ends is counted as written. The write was cancelled in flight, the client reported
+// the cancellation, and the order was delivered uncounted: 599 written, 600 deliveries, 0
+// duplicates (issue 22).
+func TestDemo_AWriteInFlightWhenTheDurationEndsIsCounted(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, endDuration := context.WithCancel(context.Background())
+		defer endDuration()
+		r := &demoRun{o: &demoOptions{Rate: 100}, f: &factory{Now: time.Now}, began: time.Now()}
+		landed := 0
+		r.upsert = func(wctx context.Context, _ any, _ []byte) error {
+			landed++ // the service stored the order
+			if landed == 3 {
+				endDuration() // and the duration ends before its answer arrives
+			}
+			return wctx.Err() // a client whose context ended reports that, not the answer
+		}
+		if err := r.write(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.written != int64(landed) {
+			t.Errorf("%d orders written, %d landed", r.written, landed)
+		}
+	})
 }

@@ -158,10 +158,14 @@ func TestProcess_AllVersionsDeliversEveryOperation(t *testing.T) {
 		!strings.Contains(stderr, "leases of processor audit are in all-versions mode") || !strings.Contains(stderr, "--mode all-versions") {
 		t.Errorf("latest mode on all-versions leases: exit %d, stdout %q, stderr %q; want exit 1 and one line naming all-versions", code, stdout, stderr)
 	}
-	// An --exec delegate gets the same objects on stdin, with the usual environment.
-	execOut := filepath.Join(t.TempDir(), "batches")
+	// An --exec delegate gets the same objects on stdin, with the usual environment. It appends
+	// each batch and its environment to a file of its own, then publishes a copy by a rename:
+	// the file the test reads holds whole batches only, never a batch without its echo.
+	execDir := t.TempDir()
+	execOut, execAll := filepath.Join(execDir, "batches"), filepath.Join(execDir, "batches.all")
 	r := procStart(t, "", append(base[:len(base):len(base)], "--mode", "all-versions", "--events", "none",
-		"--exec", `{ cat; echo " $CFP_BATCH_SIZE $CFP_CONTINUATION"; } >> `+execOut)...)
+		"--exec", `{ cat; echo " $CFP_BATCH_SIZE $CFP_CONTINUATION"; } >> `+execAll+
+			` && cp `+execAll+` `+execOut+`.$$ && mv `+execOut+`.$$ `+execOut)...)
 	var batches string
 	procWaitFor(t, "the delete of the probe through --exec", func() bool {
 		b, _ := os.ReadFile(execOut)

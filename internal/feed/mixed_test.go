@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -395,11 +396,7 @@ func (c *mixedCluster) settle(what string) int {
 		share = (n + hosts - 1) / hosts
 	}
 	if took > settleCycles+2*share {
-		report := c.t.Errorf
-		if raceEnabled {
-			report = c.t.Logf // the detector slows the hosts' timers unevenly: report only
-		}
-		report("%s: ownership settled %d acquire cycles after the last event, want at most %d (+%d, two cycles per lease of a share of %d): %s",
+		c.t.Errorf("%s: ownership settled %d acquire cycles after the last event, want at most %d (+%d, two cycles per lease of a share of %d): %s",
 			what, took, settleCycles, 2*share, share, c.describe())
 	}
 	from := clock.Cycles()
@@ -489,50 +486,54 @@ func (c *mixedCluster) writer() (stop func()) {
 // a .NET host are killed, another .NET host stops gracefully, while changes keep coming.
 func TestMixed_JoinsStopsAndKills(t *testing.T) {
 	t.Parallel()
-	c := newMixedCluster(t, 8)
-	c.write(100)
-	c.startDotNet("dotnet-a")
-	stop := c.writer()
-	c.startCFP("cfp-b")
-	c.settle("startCFP cfp-b")
-	c.startDotNet("dotnet-c")
-	c.startCFP("cfp-d")
-	c.settle("startCFP cfp-d")
-	c.kill("cfp-b")
-	c.settle("kill cfp-b")
-	c.kill("dotnet-c")
-	c.startCFP("cfp-e")
-	c.settle("startCFP cfp-e")
-	c.stop("dotnet-a")
-	c.startDotNet("dotnet-f")
-	stop()
-	c.write(50)
-	took := c.settle("the end")
-	dups := c.finish()
-	t.Logf("%d changes, %d kills, settled in %d cycles, %d duplicates", len(c.written), c.kills, took, dups)
+	synctest.Test(t, func(t *testing.T) {
+		c := newMixedCluster(t, 8)
+		c.write(100)
+		c.startDotNet("dotnet-a")
+		stop := c.writer()
+		c.startCFP("cfp-b")
+		c.settle("startCFP cfp-b")
+		c.startDotNet("dotnet-c")
+		c.startCFP("cfp-d")
+		c.settle("startCFP cfp-d")
+		c.kill("cfp-b")
+		c.settle("kill cfp-b")
+		c.kill("dotnet-c")
+		c.startCFP("cfp-e")
+		c.settle("startCFP cfp-e")
+		c.stop("dotnet-a")
+		c.startDotNet("dotnet-f")
+		stop()
+		c.write(50)
+		took := c.settle("the end")
+		dups := c.finish()
+		t.Logf("%d changes, %d kills, settled in %d cycles, %d duplicates", len(c.written), c.kills, took, dups)
+	})
 }
 
 // TestMixed_SplitAndMerge: a .NET host and a cfp host share a lease set through a split and a
 // merge of the split's children.
 func TestMixed_SplitAndMerge(t *testing.T) {
 	t.Parallel()
-	c := newMixedCluster(t, 2)
-	c.write(100)
-	c.startDotNet("dotnet-a")
-	c.startCFP("cfp-b")
-	stop := c.writer()
-	c.settle("startCFP cfp-b")
-	c.split("0")
-	c.waitDelivered("after the split")
-	c.settle("waitDelivered after the split")
-	ids := c.partitionIDs() // the two children, then partition 1
-	c.merge(ids[0], ids[1])
-	c.waitDelivered("after the merge")
-	stop()
-	c.write(50)
-	took := c.settle("the end")
-	dups := c.finish()
-	t.Logf("%d changes, %d splits, %d merges, settled in %d cycles, %d duplicates", len(c.written), c.splits, c.merges, took, dups)
+	synctest.Test(t, func(t *testing.T) {
+		c := newMixedCluster(t, 2)
+		c.write(100)
+		c.startDotNet("dotnet-a")
+		c.startCFP("cfp-b")
+		stop := c.writer()
+		c.settle("startCFP cfp-b")
+		c.split("0")
+		c.waitDelivered("after the split")
+		c.settle("waitDelivered after the split")
+		ids := c.partitionIDs() // the two children, then partition 1
+		c.merge(ids[0], ids[1])
+		c.waitDelivered("after the merge")
+		stop()
+		c.write(50)
+		took := c.settle("the end")
+		dups := c.finish()
+		t.Logf("%d changes, %d splits, %d merges, settled in %d cycles, %d duplicates", len(c.written), c.splits, c.merges, took, dups)
+	})
 }
 
 // seedLeases writes the lease documents before any host starts: one per partition, in the
@@ -580,28 +581,30 @@ func (c *mixedCluster) seedLeases(families []string) {
 // written.
 func TestMixed_EveryDotNetFamily(t *testing.T) {
 	t.Parallel()
-	c := newMixedCluster(t, 4)
-	c.seedLeases([]string{"v0", "v0-no-range", "v2", "v1"})
-	c.write(200)
-	c.startDotNet("dotnet-a")
-	c.startCFP("cfp-b")
-	stop := c.writer()
-	c.settle("startCFP cfp-b")
-	c.split("1") // a v0 lease written without FeedRange
-	c.waitDelivered("after the split")
-	c.settle("waitDelivered after the split")
-	ids := c.partitionIDs()
-	// Merge the V2 lease's partition (2) with the v1 lease's (3).
-	i := slices.Index(ids, "2")
-	c.merge(ids[i], ids[i+1])
-	c.waitDelivered("after the merge")
-	c.startCFP("cfp-c")
-	c.kill("cfp-b")
-	stop()
-	c.write(50)
-	took := c.settle("the end")
-	dups := c.finish()
-	t.Logf("%d changes, %d kills, %d splits, %d merges, settled in %d cycles, %d duplicates", len(c.written), c.kills, c.splits, c.merges, took, dups)
+	synctest.Test(t, func(t *testing.T) {
+		c := newMixedCluster(t, 4)
+		c.seedLeases([]string{"v0", "v0-no-range", "v2", "v1"})
+		c.write(200)
+		c.startDotNet("dotnet-a")
+		c.startCFP("cfp-b")
+		stop := c.writer()
+		c.settle("startCFP cfp-b")
+		c.split("1") // a v0 lease written without FeedRange
+		c.waitDelivered("after the split")
+		c.settle("waitDelivered after the split")
+		ids := c.partitionIDs()
+		// Merge the V2 lease's partition (2) with the v1 lease's (3).
+		i := slices.Index(ids, "2")
+		c.merge(ids[i], ids[i+1])
+		c.waitDelivered("after the merge")
+		c.startCFP("cfp-c")
+		c.kill("cfp-b")
+		stop()
+		c.write(50)
+		took := c.settle("the end")
+		dups := c.finish()
+		t.Logf("%d changes, %d kills, %d splits, %d merges, settled in %d cycles, %d duplicates", len(c.written), c.kills, c.splits, c.merges, took, dups)
+	})
 }
 
 // TestMixed_JavaFamilies: Java PK-range and EPK lease sets (no .NET host shares a Java lease
@@ -616,32 +619,34 @@ func TestMixed_JavaFamilies(t *testing.T) {
 		family := tc.family
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newMixedCluster(t, 3)
-			c.seedLeases([]string{family})
-			c.write(150)
-			c.startCFP("cfp-a")
-			c.startCFP("cfp-b")
-			stop := c.writer()
-			c.waitDelivered("at the start")
-			c.split("0")
-			c.waitDelivered("after the split")
-			if tc.merge {
-				ids := c.partitionIDs()
-				c.merge(ids[len(ids)-2], ids[len(ids)-1])
-				c.waitDelivered("after the merge")
-				c.waitGoneHandled("after the merge")
-			}
-			c.kill("cfp-a")
-			c.startCFP("cfp-c")
-			stop()
-			c.write(30)
-			dups := c.finish()
-			for _, l := range listLeases(t, c.docs) {
-				if want := leases.Family(family); l.Family != want && !(family == "java-pk" && l.Family == leases.FamilyJavaEPK) {
-					t.Errorf("lease %s is %s, want %s", l.Token, l.Family, want)
+			synctest.Test(t, func(t *testing.T) {
+				c := newMixedCluster(t, 3)
+				c.seedLeases([]string{family})
+				c.write(150)
+				c.startCFP("cfp-a")
+				c.startCFP("cfp-b")
+				stop := c.writer()
+				c.waitDelivered("at the start")
+				c.split("0")
+				c.waitDelivered("after the split")
+				if tc.merge {
+					ids := c.partitionIDs()
+					c.merge(ids[len(ids)-2], ids[len(ids)-1])
+					c.waitDelivered("after the merge")
+					c.waitGoneHandled("after the merge")
 				}
-			}
-			t.Logf("%d changes, %d kills, %d splits, %d merges, %d duplicates", len(c.written), c.kills, c.splits, c.merges, dups)
+				c.kill("cfp-a")
+				c.startCFP("cfp-c")
+				stop()
+				c.write(30)
+				dups := c.finish()
+				for _, l := range listLeases(t, c.docs) {
+					if want := leases.Family(family); l.Family != want && !(family == "java-pk" && l.Family == leases.FamilyJavaEPK) {
+						t.Errorf("lease %s is %s, want %s", l.Token, l.Family, want)
+					}
+				}
+				t.Logf("%d changes, %d kills, %d splits, %d merges, %d duplicates", len(c.written), c.kills, c.splits, c.merges, dups)
+			})
 		})
 	}
 }
@@ -649,59 +654,61 @@ func TestMixed_JavaFamilies(t *testing.T) {
 // TestMixed_Long is the long run (CFP_MIXED_LONG=1): more hosts, kills, splits and merges for
 // about a minute; it logs the figures.
 func TestMixed_Long(t *testing.T) {
-	if os.Getenv("CFP_MIXED_LONG") == "" {
-		t.Skip("set CFP_MIXED_LONG=1 for the long mixed-deployment run")
-	}
-	c := newMixedCluster(t, 8)
-	c.write(500)
-	c.startDotNet("dotnet-0")
-	stop := c.writer()
-	maxTook := 0
-	settle := func() { maxTook = max(maxTook, c.settle("long run")) }
-	n := 1
-	deadline := time.Now().Add(60 * time.Second)
-	for round := 0; time.Now().Before(deadline); round++ {
-		name := func(kind string) string { n++; return fmt.Sprintf("%s-%d", kind, n) }
-		c.startCFP(name("cfp"))
-		c.startDotNet(name("dotnet"))
-		settle()
-		// Kill one host and stop another, never the last .NET host (the clock).
-		c.mu.Lock()
-		var cfps, dns []string
-		for k := range c.cfp {
-			cfps = append(cfps, k)
+	synctest.Test(t, func(t *testing.T) {
+		if os.Getenv("CFP_MIXED_LONG") == "" {
+			t.Skip("set CFP_MIXED_LONG=1 for the long mixed-deployment run")
 		}
-		for k := range c.dotnet {
-			dns = append(dns, k)
-		}
-		c.mu.Unlock()
-		sort.Strings(cfps)
-		sort.Strings(dns)
-		if len(cfps) > 1 {
-			c.kill(cfps[0])
-		}
-		if len(dns) > 2 {
-			if round%2 == 0 {
-				c.kill(dns[0])
-			} else {
-				c.stop(dns[0])
+		c := newMixedCluster(t, 8)
+		c.write(500)
+		c.startDotNet("dotnet-0")
+		stop := c.writer()
+		maxTook := 0
+		settle := func() { maxTook = max(maxTook, c.settle("long run")) }
+		n := 1
+		deadline := time.Now().Add(60 * time.Second)
+		for round := 0; time.Now().Before(deadline); round++ {
+			name := func(kind string) string { n++; return fmt.Sprintf("%s-%d", kind, n) }
+			c.startCFP(name("cfp"))
+			c.startDotNet(name("dotnet"))
+			settle()
+			// Kill one host and stop another, never the last .NET host (the clock).
+			c.mu.Lock()
+			var cfps, dns []string
+			for k := range c.cfp {
+				cfps = append(cfps, k)
 			}
+			for k := range c.dotnet {
+				dns = append(dns, k)
+			}
+			c.mu.Unlock()
+			sort.Strings(cfps)
+			sort.Strings(dns)
+			if len(cfps) > 1 {
+				c.kill(cfps[0])
+			}
+			if len(dns) > 2 {
+				if round%2 == 0 {
+					c.kill(dns[0])
+				} else {
+					c.stop(dns[0])
+				}
+			}
+			settle()
+			ids := c.partitionIDs()
+			switch {
+			case round%3 == 0 && len(ids) < 16:
+				c.split(ids[round%len(ids)])
+			case round%3 == 1 && len(ids) > 4:
+				c.merge(ids[0], ids[1])
+			}
+			c.waitDelivered(fmt.Sprintf("round %d", round))
+			settle()
 		}
+		stop()
+		c.write(100)
 		settle()
-		ids := c.partitionIDs()
-		switch {
-		case round%3 == 0 && len(ids) < 16:
-			c.split(ids[round%len(ids)])
-		case round%3 == 1 && len(ids) > 4:
-			c.merge(ids[0], ids[1])
-		}
-		c.waitDelivered(fmt.Sprintf("round %d", round))
-		settle()
-	}
-	stop()
-	c.write(100)
-	settle()
-	dups := c.finish()
-	t.Logf("long run: %d changes, %d kills, %d splits, %d merges, lost %d, %d duplicates, settled within %d acquire cycles at worst",
-		len(c.written), c.kills, c.splits, c.merges, c.missing(), dups, maxTook)
+		dups := c.finish()
+		t.Logf("long run: %d changes, %d kills, %d splits, %d merges, lost %d, %d duplicates, settled within %d acquire cycles at worst",
+			len(c.written), c.kills, c.splits, c.merges, c.missing(), dups, maxTook)
+	})
 }

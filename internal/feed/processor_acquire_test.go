@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -42,24 +43,26 @@ func (d *lateAnswer) Replace(ctx context.Context, id, pk, ifMatch string, body [
 // the stopped host until it expires (TestProcess_OnErrorStopExitsOneAndReleasesLeases found it).
 func TestProcessor_AcquireCutOffByShutdownLeavesNothingOwned(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	docs := &lateAnswer{Documents: leases.NewMemDocuments("/id"), entered: make(chan struct{}), proceed: make(chan struct{})}
-	opts := fastOptions("late")
-	h := startHost(t, src, docs, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
-	select {
-	case <-docs.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no acquire reached the store")
-	}
-	h.cancel() // shut down while the acquire's answer is in flight
-	time.Sleep(20 * time.Millisecond)
-	close(docs.proceed)
-	if err := h.stop(t); err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	for _, l := range listLeases(t, docs.Documents) {
-		if l.Owner != "" {
-			t.Errorf("lease %s still owned by %q after the host stopped", l.Token, l.Owner)
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		docs := &lateAnswer{Documents: leases.NewMemDocuments("/id"), entered: make(chan struct{}), proceed: make(chan struct{})}
+		opts := fastOptions("late")
+		h := startHost(t, src, docs, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+		select {
+		case <-docs.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no acquire reached the store")
 		}
-	}
+		h.cancel() // shut down while the acquire's answer is in flight
+		time.Sleep(20 * time.Millisecond)
+		close(docs.proceed)
+		if err := h.stop(t); err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		for _, l := range listLeases(t, docs.Documents) {
+			if l.Owner != "" {
+				t.Errorf("lease %s still owned by %q after the host stopped", l.Token, l.Owner)
+			}
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed/feedtest"
@@ -29,22 +30,24 @@ func (c *cycles) last() (n int, err error) {
 
 func TestProcessor_OnAcquireCycleReportsEachCycleAndAnUnreachableStore(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	cut := &frozenDocs{Documents: leases.NewMemDocuments("/id")}
-	var c cycles
-	opts := fastOptions("a")
-	opts.OnAcquireCycle = c.add
-	h := startHost(t, src, cut, newRecorder(0).handler("a"), opts)
-	waitFor(t, 10*time.Second, "a cycle that holds every lease", func() bool {
-		n, err := c.last()
-		return n > 0 && err == nil && len(h.p.Owned()) == 2
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		cut := &frozenDocs{Documents: leases.NewMemDocuments("/id")}
+		var c cycles
+		opts := fastOptions("a")
+		opts.OnAcquireCycle = c.add
+		h := startHost(t, src, cut, newRecorder(0).handler("a"), opts)
+		waitFor(t, 10*time.Second, "a cycle that holds every lease", func() bool {
+			n, err := c.last()
+			return n > 0 && err == nil && len(h.p.Owned()) == 2
+		})
+		cut.freeze()
+		waitFor(t, 10*time.Second, "a cycle that could not list the leases", func() bool {
+			_, err := c.last()
+			return errors.Is(err, errCutOff)
+		})
+		if err := h.stop(t); err != nil {
+			t.Logf("Run = %v", err)
+		}
 	})
-	cut.freeze()
-	waitFor(t, 10*time.Second, "a cycle that could not list the leases", func() bool {
-		_, err := c.last()
-		return errors.Is(err, errCutOff)
-	})
-	if err := h.stop(t); err != nil {
-		t.Logf("Run = %v", err)
-	}
 }

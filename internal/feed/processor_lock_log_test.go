@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -19,33 +20,35 @@ import (
 // is still a warning (TestProcessor_WaitsForADotNetBootstrapLock).
 func TestProcessor_YoungPeerLockIsNotAWarning(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	docs := leases.NewMemDocuments("/id")
-	peer := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
-	if ok, _, err := peer.TryLock(context.Background(), leases.DefaultLockTTL, "cfp-peer"); err != nil || !ok {
-		t.Fatalf("peer TryLock = %v, %v", ok, err)
-	}
-	release := time.AfterFunc(300*time.Millisecond, func() { _ = peer.Unlock(context.Background()) })
-	defer release.Stop()
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		docs := leases.NewMemDocuments("/id")
+		peer := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		if ok, _, err := peer.TryLock(context.Background(), leases.DefaultLockTTL, "cfp-peer"); err != nil || !ok {
+			t.Fatalf("peer TryLock = %v, %v", ok, err)
+		}
+		release := time.AfterFunc(300*time.Millisecond, func() { _ = peer.Unlock(context.Background()) })
+		defer release.Stop()
 
-	var logs syncBuffer
-	opts := fastOptions("cfp-1")
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}),
-		feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Bootstrap(context.Background()); err != nil {
-		t.Fatalf("Bootstrap() = %v", err)
-	}
-	out := logs.String()
-	if !strings.Contains(out, "waiting for the bootstrap lock") || !strings.Contains(out, "cfp host cfp-peer") {
-		t.Fatalf("the wait is not logged with its holder:\n%s", out)
-	}
-	if strings.Contains(out, "level=WARN") {
-		t.Errorf("a young lock of a cfp peer is logged as a warning:\n%s", out)
-	}
+		var logs syncBuffer
+		opts := fastOptions("cfp-1")
+		opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}),
+			feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Bootstrap(context.Background()); err != nil {
+			t.Fatalf("Bootstrap() = %v", err)
+		}
+		out := logs.String()
+		if !strings.Contains(out, "waiting for the bootstrap lock") || !strings.Contains(out, "cfp host cfp-peer") {
+			t.Fatalf("the wait is not logged with its holder:\n%s", out)
+		}
+		if strings.Contains(out, "level=WARN") {
+			t.Errorf("a young lock of a cfp peer is logged as a warning:\n%s", out)
+		}
+	})
 }
 
 // vanishingLock answers the first lock creations with a conflict and the reads of the lock with
@@ -74,20 +77,22 @@ func (v *vanishingLock) Create(ctx context.Context, pk string, body []byte) (lea
 // processor" for it (cfp demo's interrupted run printed one).
 func TestProcessor_LockGoneBeforeItsHolderIsReadIsNoWait(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	docs := &vanishingLock{Documents: leases.NewMemDocuments("/id"), conflicts: 1}
-	var logs syncBuffer
-	opts := fastOptions("cfp-1")
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}),
-		feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Bootstrap(context.Background()); err != nil {
-		t.Fatalf("Bootstrap() = %v", err)
-	}
-	if out := logs.String(); strings.Contains(out, "waiting for the bootstrap lock") {
-		t.Errorf("a wait logged for a lock that was gone:\n%s", out)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		docs := &vanishingLock{Documents: leases.NewMemDocuments("/id"), conflicts: 1}
+		var logs syncBuffer
+		opts := fastOptions("cfp-1")
+		opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}),
+			feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Bootstrap(context.Background()); err != nil {
+			t.Fatalf("Bootstrap() = %v", err)
+		}
+		if out := logs.String(); strings.Contains(out, "waiting for the bootstrap lock") {
+			t.Errorf("a wait logged for a lock that was gone:\n%s", out)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -84,50 +85,52 @@ func ownedElsewhere(t testing.TB, docs leases.Documents, p *feed.Processor) []st
 // presence records, see calm.go).
 func TestProcessor_ListingRevealsAStolenLease(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(4)
-	docs := leases.NewMemDocuments("/id")
-	opts := fastOptions("a")
-	opts.RenewInterval, opts.Expiration = feed.DefaultRenewInterval, feed.DefaultExpiration
-	// The lease set exists, and the .NET host owns leases 2 and 3 before a starts.
-	ctx := context.Background()
-	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, part := range parts {
-		l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, leases.ModeIncremental)
-		if part.ID == "2" || part.ID == "3" {
-			l.Owner, l.Timestamp = "dotnet-host", time.Now()
-		}
-		if _, err := store.Create(ctx, l); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(4)
+		docs := leases.NewMemDocuments("/id")
+		opts := fastOptions("a")
+		opts.RenewInterval, opts.Expiration = feed.DefaultRenewInterval, feed.DefaultExpiration
+		// The lease set exists, and the .NET host owns leases 2 and 3 before a starts.
+		ctx := context.Background()
+		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		parts, err := src.Partitions(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	keepRenewing(t, docs, "dotnet-host", 100*time.Millisecond)
-	a := startHost(t, src, docs, newRecorder(0).handler("a"), opts)
-	waitFor(t, 5*time.Second, "a to hold leases 0 and 1", func() bool {
-		o := a.p.Owned()
-		slices.Sort(o)
-		return slices.Equal(o, []string{"0", "1"})
-	})
-	time.Sleep(10 * opts.AcquireInterval) // a few cycles at its share
+		for _, part := range parts {
+			l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, leases.ModeIncremental)
+			if part.ID == "2" || part.ID == "3" {
+				l.Owner, l.Timestamp = "dotnet-host", time.Now()
+			}
+			if _, err := store.Create(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := store.MarkInitialized(ctx); err != nil {
+			t.Fatal(err)
+		}
+		keepRenewing(t, docs, "dotnet-host", 100*time.Millisecond)
+		a := startHost(t, src, docs, newRecorder(0).handler("a"), opts)
+		waitFor(t, 5*time.Second, "a to hold leases 0 and 1", func() bool {
+			o := a.p.Owned()
+			slices.Sort(o)
+			return slices.Equal(o, []string{"0", "1"})
+		})
+		time.Sleep(10 * opts.AcquireInterval) // a few cycles at its share
 
-	steal(t, docs, "0", "dotnet-host")
-	waitFor(t, 5*time.Second, "a to learn that lease 0 was stolen", func() bool {
-		return len(a.ev.of(feed.EventLost)) > 0
-	})
-	if got := a.ev.of(feed.EventLost)[0].Lease; got != "0" {
-		t.Fatalf("lost lease %s, want 0", got)
-	}
-	// a takes one lease back from the .NET host, the .NET way; whatever it holds then, its
-	// Owned() agrees with the lease documents.
-	waitFor(t, 5*time.Second, "a to hold two leases again", func() bool { return ownerCounts(listLeases(t, docs))["a"] == 2 })
-	waitFor(t, 5*time.Second, "a's Owned() to match the lease documents", func() bool {
-		return len(a.p.Owned()) == 2 && len(ownedElsewhere(t, docs, a.p)) == 0
+		steal(t, docs, "0", "dotnet-host")
+		waitFor(t, 5*time.Second, "a to learn that lease 0 was stolen", func() bool {
+			return len(a.ev.of(feed.EventLost)) > 0
+		})
+		if got := a.ev.of(feed.EventLost)[0].Lease; got != "0" {
+			t.Fatalf("lost lease %s, want 0", got)
+		}
+		// a takes one lease back from the .NET host, the .NET way; whatever it holds then, its
+		// Owned() agrees with the lease documents.
+		waitFor(t, 5*time.Second, "a to hold two leases again", func() bool { return ownerCounts(listLeases(t, docs))["a"] == 2 })
+		waitFor(t, 5*time.Second, "a's Owned() to match the lease documents", func() bool {
+			return len(a.p.Owned()) == 2 && len(ownedElsewhere(t, docs, a.p)) == 0
+		})
 	})
 }
 
@@ -138,48 +141,50 @@ func TestProcessor_ListingRevealsAStolenLease(t *testing.T) {
 // not count a lease twice for longer than it takes a host to learn that it lost it.
 func TestProcessor_OwnedDropsALostLeaseWhoseHandlerIsStuck(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	docs := leases.NewMemDocuments("/id")
-	opts := fastOptions("a")
-	opts.Expiration = 2 * time.Second // the renewer writes every renew interval (40ms)
-	inBatch, release := make(chan struct{}), make(chan struct{})
-	var once, released sync.Once
-	unstick := func() { released.Do(func() { close(release) }) }
-	a := startHost(t, src, docs, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
-		if b.LeaseToken == "0" {
-			once.Do(func() {
-				close(inBatch)
-				<-release // ignores ctx
-			})
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		docs := leases.NewMemDocuments("/id")
+		opts := fastOptions("a")
+		opts.Expiration = 2 * time.Second // the renewer writes every renew interval (40ms)
+		inBatch, release := make(chan struct{}), make(chan struct{})
+		var once, released sync.Once
+		unstick := func() { released.Do(func() { close(release) }) }
+		a := startHost(t, src, docs, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
+			if b.LeaseToken == "0" {
+				once.Do(func() {
+					close(inBatch)
+					<-release // ignores ctx
+				})
+			}
+			return nil
+		}), opts)
+		t.Cleanup(unstick) // before the host stops
+		waitFor(t, 5*time.Second, "a to hold both leases", func() bool { return len(a.p.Owned()) == 2 })
+		writeDocs(t, src, 0, 20)
+		<-inBatch
+		before := ""
+		for _, l := range listLeases(t, docs) {
+			if l.Token == "0" {
+				before = l.Continuation
+			}
 		}
-		return nil
-	}), opts)
-	t.Cleanup(unstick) // before the host stops
-	waitFor(t, 5*time.Second, "a to hold both leases", func() bool { return len(a.p.Owned()) == 2 })
-	writeDocs(t, src, 0, 20)
-	<-inBatch
-	before := ""
-	for _, l := range listLeases(t, docs) {
-		if l.Token == "0" {
-			before = l.Continuation
-		}
-	}
 
-	steal(t, docs, "0", "dotnet-host")
-	keepRenewing(t, docs, "dotnet-host", 100*time.Millisecond)
-	waitFor(t, 5*time.Second, "lease 0 to leave a's Owned() while its handler is stuck", func() bool {
-		return !slices.Contains(a.p.Owned(), "0")
-	})
-	if bad := ownedElsewhere(t, docs, a.p); len(bad) > 0 {
-		t.Fatalf("a counts leases another host owns: %v", bad)
-	}
-	unstick()
-	waitFor(t, 5*time.Second, "the lost event", func() bool { return len(a.ev.of(feed.EventLost)) == 1 })
-	for _, l := range listLeases(t, docs) {
-		if l.Token == "0" && (l.Owner != "dotnet-host" || l.Continuation != before) {
-			t.Fatalf("lease 0 after the stuck batch: owner %q continuation %q, want dotnet-host's, unchanged %q", l.Owner, l.Continuation, before)
+		steal(t, docs, "0", "dotnet-host")
+		keepRenewing(t, docs, "dotnet-host", 100*time.Millisecond)
+		waitFor(t, 5*time.Second, "lease 0 to leave a's Owned() while its handler is stuck", func() bool {
+			return !slices.Contains(a.p.Owned(), "0")
+		})
+		if bad := ownedElsewhere(t, docs, a.p); len(bad) > 0 {
+			t.Fatalf("a counts leases another host owns: %v", bad)
 		}
-	}
+		unstick()
+		waitFor(t, 5*time.Second, "the lost event", func() bool { return len(a.ev.of(feed.EventLost)) == 1 })
+		for _, l := range listLeases(t, docs) {
+			if l.Token == "0" && (l.Owner != "dotnet-host" || l.Continuation != before) {
+				t.Fatalf("lease 0 after the stuck batch: owner %q continuation %q, want dotnet-host's, unchanged %q", l.Owner, l.Continuation, before)
+			}
+		}
+	})
 }
 
 // renewFirst is a lease container in which the first write of the lease id that names owner
@@ -215,53 +220,55 @@ func (r *renewFirst) Replace(ctx context.Context, id, pk, ifMatch string, body [
 // overwriting the renew.
 func TestProcessor_DoesNotTakeALeaseRenewedSinceItsListing(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	mem := leases.NewMemDocuments("/id")
-	ctx := context.Background()
-	store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// x holds both leases; lease 0 looks expired in a's first listing.
-	var l *leases.Lease
-	for i, part := range parts {
-		c := leases.NewDotNetV0(testPrefix, part.ID, part.Range, leases.ModeIncremental)
-		c.Owner, c.Timestamp = "x", time.Now()
-		if i == 0 {
-			c.Timestamp, l = time.Now().Add(-time.Hour), c
-		}
-		if _, err := store.Create(ctx, c); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		mem := leases.NewMemDocuments("/id")
+		ctx := context.Background()
+		store := leases.NewStore(mem, testPrefix, leases.StoreOptions{})
+		parts, err := src.Partitions(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// x is a live cfp host (a presence record) that keeps renewing its lease from now on.
-	if _, err := store.Announce(ctx, "x", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	docs := &renewFirst{Documents: mem, id: l.ID, owner: "x", renewed: make(chan struct{})}
-	opts := fastOptions("a")
-	a := startHost(t, src, docs, newRecorder(0).handler("a"), opts)
-	select {
-	case <-docs.renewed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a never tried to acquire the expired lease")
-	}
-	keepRenewing(t, mem, "x", 100*time.Millisecond)
-	// a's share is one of x's two leases: it asks for one, which it would not, holding one
-	// already, had it overwritten x's renew.
-	waitFor(t, 5*time.Second, "a to ask x for a lease", func() bool {
-		return slices.ContainsFunc(listLeases(t, mem), func(l *leases.Lease) bool { return l.Properties["cfpHandoff"] == "x>a" })
-	})
-	if got := a.p.Owned(); len(got) != 0 {
-		t.Fatalf("a holds %v, want nothing yet: x renewed lease 0 before a's acquire", got)
-	}
-	for _, c := range listLeases(t, mem) {
-		if c.Token == l.Token && c.Owner != "x" {
-			t.Fatalf("lease %s owner %q, want x", c.Token, c.Owner)
+		// x holds both leases; lease 0 looks expired in a's first listing.
+		var l *leases.Lease
+		for i, part := range parts {
+			c := leases.NewDotNetV0(testPrefix, part.ID, part.Range, leases.ModeIncremental)
+			c.Owner, c.Timestamp = "x", time.Now()
+			if i == 0 {
+				c.Timestamp, l = time.Now().Add(-time.Hour), c
+			}
+			if _, err := store.Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
+		if err := store.MarkInitialized(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// x is a live cfp host (a presence record) that keeps renewing its lease from now on.
+		if _, err := store.Announce(ctx, "x", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		docs := &renewFirst{Documents: mem, id: l.ID, owner: "x", renewed: make(chan struct{})}
+		opts := fastOptions("a")
+		a := startHost(t, src, docs, newRecorder(0).handler("a"), opts)
+		select {
+		case <-docs.renewed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a never tried to acquire the expired lease")
+		}
+		keepRenewing(t, mem, "x", 100*time.Millisecond)
+		// a's share is one of x's two leases: it asks for one, which it would not, holding one
+		// already, had it overwritten x's renew.
+		waitFor(t, 5*time.Second, "a to ask x for a lease", func() bool {
+			return slices.ContainsFunc(listLeases(t, mem), func(l *leases.Lease) bool { return l.Properties["cfpHandoff"] == "x>a" })
+		})
+		if got := a.p.Owned(); len(got) != 0 {
+			t.Fatalf("a holds %v, want nothing yet: x renewed lease 0 before a's acquire", got)
+		}
+		for _, c := range listLeases(t, mem) {
+			if c.Token == l.Token && c.Owner != "x" {
+				t.Fatalf("lease %s owner %q, want x", c.Token, c.Owner)
+			}
+		}
+	})
 }

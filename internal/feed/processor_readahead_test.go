@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -30,33 +31,35 @@ func (s *pageCounter) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.
 // the first batch waits for a second read.
 func TestProcessor_ReadsTheNextPageWhileTheHandlerRuns(t *testing.T) {
 	t.Parallel()
-	mem := feedtest.NewMemSource(1)
-	writeDocs(t, mem, 0, 30)
-	src := &pageCounter{Source: mem}
-	var overlapped, waited atomic.Bool
-	var handled atomic.Int64
-	h := feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
-		if handled.Add(int64(len(b.Items))) == int64(len(b.Items)) { // the first batch
-			waited.Store(true)
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				if src.reads.Load() >= 2 {
-					overlapped.Store(true)
-					break
+	synctest.Test(t, func(t *testing.T) {
+		mem := feedtest.NewMemSource(1)
+		writeDocs(t, mem, 0, 30)
+		src := &pageCounter{Source: mem}
+		var overlapped, waited atomic.Bool
+		var handled atomic.Int64
+		h := feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
+			if handled.Add(int64(len(b.Items))) == int64(len(b.Items)) { // the first batch
+				waited.Store(true)
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					if src.reads.Load() >= 2 {
+						overlapped.Store(true)
+						break
+					}
 				}
 			}
+			return nil
+		})
+		opts := fastOptions("host-1")
+		opts.MaxItems = 10
+		hs := startHost(t, src, leases.NewMemDocuments("/id"), h, opts)
+		waitFor(t, 10*time.Second, "30 documents handled", func() bool { return handled.Load() >= 30 })
+		if err := hs.stop(t); err != nil {
+			t.Fatal(err)
 		}
-		return nil
+		if !waited.Load() || !overlapped.Load() {
+			t.Fatalf("the source saw %d reads while the first batch was handled: the next page was not read ahead", src.reads.Load())
+		}
 	})
-	opts := fastOptions("host-1")
-	opts.MaxItems = 10
-	hs := startHost(t, src, leases.NewMemDocuments("/id"), h, opts)
-	waitFor(t, 10*time.Second, "30 documents handled", func() bool { return handled.Load() >= 30 })
-	if err := hs.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if !waited.Load() || !overlapped.Load() {
-		t.Fatalf("the source saw %d reads while the first batch was handled: the next page was not read ahead", src.reads.Load())
-	}
 }
 
 // TestProcessor_ReadAheadKeepsOrderAcrossFailedBatches checks that the page read ahead of a
@@ -65,74 +68,76 @@ func TestProcessor_ReadsTheNextPageWhileTheHandlerRuns(t *testing.T) {
 // back with ErrNoCheckpoint, which come again with it.
 func TestProcessor_ReadAheadKeepsOrderAcrossFailedBatches(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	writeDocs(t, src, 0, 40)
-	var mu sync.Mutex
-	var delivered [][]int // the document numbers of each batch handled, failed or not
-	var done []int        // of the batches handled without an error, in order
-	calls := 0
-	h := feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
-		mu.Lock()
-		defer mu.Unlock()
-		var ns []int
-		for _, it := range b.Items {
-			var d struct{ N int }
-			if err := json.Unmarshal(it, &d); err != nil {
-				t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(1)
+		writeDocs(t, src, 0, 40)
+		var mu sync.Mutex
+		var delivered [][]int // the document numbers of each batch handled, failed or not
+		var done []int        // of the batches handled without an error, in order
+		calls := 0
+		h := feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			var ns []int
+			for _, it := range b.Items {
+				var d struct{ N int }
+				if err := json.Unmarshal(it, &d); err != nil {
+					t.Error(err)
+				}
+				ns = append(ns, d.N)
 			}
-			ns = append(ns, d.N)
-		}
-		delivered = append(delivered, ns)
-		calls++
-		switch calls {
-		case 2, 5: // fails once each: it comes again
-			return errors.New("delegate failed")
-		case 4: // held back: comes again with the failure of the next batch
+			delivered = append(delivered, ns)
+			calls++
+			switch calls {
+			case 2, 5: // fails once each: it comes again
+				return errors.New("delegate failed")
+			case 4: // held back: comes again with the failure of the next batch
+				done = append(done, ns...)
+				return feed.ErrNoCheckpoint
+			}
 			done = append(done, ns...)
-			return feed.ErrNoCheckpoint
+			return nil
+		})
+		opts := fastOptions("host-1")
+		opts.MaxItems = 5
+		docs := leases.NewMemDocuments("/id")
+		hs := startHost(t, src, docs, h, opts)
+		waitFor(t, 10*time.Second, "every document handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(done) > 0 && done[len(done)-1] == 39
+		})
+		waitFor(t, 10*time.Second, "the checkpoint at the end", func() bool {
+			ls := listLeases(t, docs)
+			lsn, ok := feed.ContinuationLSN(ls[0].Continuation)
+			return len(ls) == 1 && ok && lsn == 40
+		})
+		if err := hs.stop(t); err != nil {
+			t.Fatal(err)
 		}
-		done = append(done, ns...)
-		return nil
-	})
-	opts := fastOptions("host-1")
-	opts.MaxItems = 5
-	docs := leases.NewMemDocuments("/id")
-	hs := startHost(t, src, docs, h, opts)
-	waitFor(t, 10*time.Second, "every document handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(done) > 0 && done[len(done)-1] == 39
-	})
-	waitFor(t, 10*time.Second, "the checkpoint at the end", func() bool {
-		ls := listLeases(t, docs)
-		lsn, ok := feed.ContinuationLSN(ls[0].Continuation)
-		return len(ls) == 1 && ok && lsn == 40
-	})
-	if err := hs.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	// Batch 2 (docs 5-9) fails and comes again; 10-14 are held back, 15-19 fail: the rewind goes
-	// to the last checkpoint (after 9), so 10-14 come again, then 15-19 and the rest in order.
-	want := [][]int{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {5, 6, 7, 8, 9}, {10, 11, 12, 13, 14}, {15, 16, 17, 18, 19}, {10, 11, 12, 13, 14}, {15, 16, 17, 18, 19}}
-	for i, w := range want {
-		if i >= len(delivered) || !equalInts(delivered[i], w) {
-			t.Fatalf("batches handled %v, want them to begin %v", delivered, want)
-		}
-	}
-	next := 20
-	for _, ns := range delivered[len(want):] {
-		for _, n := range ns {
-			if n != next {
-				t.Fatalf("batches handled %v: after the failures, want 20 to 39 in order", delivered)
+		// Batch 2 (docs 5-9) fails and comes again; 10-14 are held back, 15-19 fail: the rewind goes
+		// to the last checkpoint (after 9), so 10-14 come again, then 15-19 and the rest in order.
+		want := [][]int{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {5, 6, 7, 8, 9}, {10, 11, 12, 13, 14}, {15, 16, 17, 18, 19}, {10, 11, 12, 13, 14}, {15, 16, 17, 18, 19}}
+		for i, w := range want {
+			if i >= len(delivered) || !equalInts(delivered[i], w) {
+				t.Fatalf("batches handled %v, want them to begin %v", delivered, want)
 			}
-			next++
 		}
-	}
-	if next != 40 {
-		t.Fatalf("batches handled %v: want 20 to 39 after the failures", delivered)
-	}
+		next := 20
+		for _, ns := range delivered[len(want):] {
+			for _, n := range ns {
+				if n != next {
+					t.Fatalf("batches handled %v: after the failures, want 20 to 39 in order", delivered)
+				}
+				next++
+			}
+		}
+		if next != 40 {
+			t.Fatalf("batches handled %v: want 20 to 39 after the failures", delivered)
+		}
+	})
 }
 
 func equalInts(a, b []int) bool {

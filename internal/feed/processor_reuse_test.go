@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -67,60 +68,62 @@ func (s *reusingSource) counts() (reuse, pages, released, twice int) {
 // without it the pages are never asked for reuse (a handler may keep its items).
 func TestProcessor_ReuseItemsReleasesEachPageAfterItsHandler(t *testing.T) {
 	t.Parallel()
-	for _, reuse := range []bool{true, false} {
-		mem := feedtest.NewMemSource(2)
-		writeDocs(t, mem, 0, 50)
-		src := &reusingSource{Source: mem}
-		var mu sync.Mutex
-		seen, failed := map[string]bool{}, false
-		var kept []feed.Batch
-		h := feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, it := range b.Items {
-				if bytes.Contains(it, []byte("#")) {
-					t.Errorf("reuse %v: the handler got an item already released: %s", reuse, it)
-				}
-			}
-			if !failed {
-				failed = true
-				return context.DeadlineExceeded // the batch comes again
-			}
-			for _, it := range b.Items {
-				seen[docID(it)] = true
-			}
-			kept = append(kept, b)
-			return nil
-		})
-		opts := fastOptions("host-1")
-		opts.MaxItems = 7
-		opts.ReuseItems = reuse
-		hs := startHost(t, src, leases.NewMemDocuments("/id"), h, opts)
-		waitFor(t, 10*time.Second, "50 documents handled", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(seen) == 50
-		})
-		if err := hs.stop(t); err != nil {
-			t.Fatal(err)
-		}
-		asked, pages, released, twice := src.counts()
-		if !reuse {
-			if asked != 0 {
-				t.Errorf("without ReuseItems the processor asked for reusable pages %d times", asked)
-			}
-			for _, b := range kept {
+	synctest.Test(t, func(t *testing.T) {
+		for _, reuse := range []bool{true, false} {
+			mem := feedtest.NewMemSource(2)
+			writeDocs(t, mem, 0, 50)
+			src := &reusingSource{Source: mem}
+			var mu sync.Mutex
+			seen, failed := map[string]bool{}, false
+			var kept []feed.Batch
+			h := feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
+				mu.Lock()
+				defer mu.Unlock()
 				for _, it := range b.Items {
 					if bytes.Contains(it, []byte("#")) {
-						t.Errorf("without ReuseItems a kept item changed: %s", it)
+						t.Errorf("reuse %v: the handler got an item already released: %s", reuse, it)
 					}
 				}
+				if !failed {
+					failed = true
+					return context.DeadlineExceeded // the batch comes again
+				}
+				for _, it := range b.Items {
+					seen[docID(it)] = true
+				}
+				kept = append(kept, b)
+				return nil
+			})
+			opts := fastOptions("host-1")
+			opts.MaxItems = 7
+			opts.ReuseItems = reuse
+			hs := startHost(t, src, leases.NewMemDocuments("/id"), h, opts)
+			waitFor(t, 10*time.Second, "50 documents handled", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(seen) == 50
+			})
+			if err := hs.stop(t); err != nil {
+				t.Fatal(err)
 			}
-			continue
+			asked, pages, released, twice := src.counts()
+			if !reuse {
+				if asked != 0 {
+					t.Errorf("without ReuseItems the processor asked for reusable pages %d times", asked)
+				}
+				for _, b := range kept {
+					for _, it := range b.Items {
+						if bytes.Contains(it, []byte("#")) {
+							t.Errorf("without ReuseItems a kept item changed: %s", it)
+						}
+					}
+				}
+				continue
+			}
+			if pages < 50/7+1 || released != pages || twice != 0 {
+				t.Errorf("with ReuseItems: %d pages with items read for reuse, %d released, %d released twice; want every page released once (at least %d pages)",
+					pages, released, twice, 50/7+1)
+			}
 		}
-		if pages < 50/7+1 || released != pages || twice != 0 {
-			t.Errorf("with ReuseItems: %d pages with items read for reuse, %d released, %d released twice; want every page released once (at least %d pages)",
-				pages, released, twice, 50/7+1)
-		}
-	}
+	})
 }

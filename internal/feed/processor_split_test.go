@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -89,45 +90,47 @@ func (d *splitGateDocs) Delete(ctx context.Context, id, pk, ifMatch string) erro
 // the leases to expire.
 func TestProcessor_SplitInterruptedByShutdown(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	docs := &splitGateDocs{
-		Documents: leases.NewMemDocuments("/id"), parent: "0",
-		entered: make(chan struct{}), proceed: make(chan struct{}),
-	}
-	writeDocs(t, src, 0, 20)
-	rec := newRecorder(0)
-	hs := startHost(t, src, docs, rec.handler("a"), fastOptions("a"))
-	waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 20 })
-
-	docs.mu.Lock()
-	docs.armed = true
-	docs.mu.Unlock()
-	children, err := src.Split("0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-docs.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the host never created a child lease")
-	}
-	hs.cancel() // shutdown while the split is under way
-	close(docs.proceed)
-	if err := hs.stop(t); err != nil {
-		t.Fatal(err)
-	}
-
-	var tokens []string
-	for _, l := range listLeases(t, docs) {
-		tokens = append(tokens, l.Token)
-		if l.Owner != "" {
-			t.Errorf("lease %s is still owned by %q after its host stopped: the other hosts wait for it to expire", l.Token, l.Owner)
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(1)
+		docs := &splitGateDocs{
+			Documents: leases.NewMemDocuments("/id"), parent: "0",
+			entered: make(chan struct{}), proceed: make(chan struct{}),
 		}
-	}
-	slices.Sort(tokens)
-	if !slices.Equal(tokens, []string{"0"}) && !slices.Equal(tokens, slices.Sorted(slices.Values(children))) {
-		t.Fatalf("leases %v after an interrupted split, want the parent [0] or the children %v", tokens, children)
-	}
+		writeDocs(t, src, 0, 20)
+		rec := newRecorder(0)
+		hs := startHost(t, src, docs, rec.handler("a"), fastOptions("a"))
+		waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 20 })
+
+		docs.mu.Lock()
+		docs.armed = true
+		docs.mu.Unlock()
+		children, err := src.Split("0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-docs.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the host never created a child lease")
+		}
+		hs.cancel() // shutdown while the split is under way
+		close(docs.proceed)
+		if err := hs.stop(t); err != nil {
+			t.Fatal(err)
+		}
+
+		var tokens []string
+		for _, l := range listLeases(t, docs) {
+			tokens = append(tokens, l.Token)
+			if l.Owner != "" {
+				t.Errorf("lease %s is still owned by %q after its host stopped: the other hosts wait for it to expire", l.Token, l.Owner)
+			}
+		}
+		slices.Sort(tokens)
+		if !slices.Equal(tokens, []string{"0"}) && !slices.Equal(tokens, slices.Sorted(slices.Values(children))) {
+			t.Fatalf("leases %v after an interrupted split, want the parent [0] or the children %v", tokens, children)
+		}
+	})
 }
 
 // flakyPartitions is a source whose partition list fails while failing is set, counting the
@@ -168,40 +171,42 @@ func (f *flakyPartitions) Partitions(ctx context.Context) ([]feed.Partition, err
 // every ErrorBackoff; once the service answers the split completes.
 func TestProcessor_SplitRetryBacksOff(t *testing.T) {
 	t.Parallel()
-	src := &flakyPartitions{MemSource: feedtest.NewMemSource(1)}
-	docs := leases.NewMemDocuments("/id")
-	writeDocs(t, src.MemSource, 0, 10)
-	rec := newRecorder(0)
-	opts := fastOptions("a")
-	opts.ErrorBackoff, opts.MaxErrorBackoff = 10*time.Millisecond, 100*time.Millisecond
-	hs := startHost(t, src, docs, rec.handler("a"), opts)
-	waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 10 })
+	synctest.Test(t, func(t *testing.T) {
+		src := &flakyPartitions{MemSource: feedtest.NewMemSource(1)}
+		docs := leases.NewMemDocuments("/id")
+		writeDocs(t, src.MemSource, 0, 10)
+		rec := newRecorder(0)
+		opts := fastOptions("a")
+		opts.ErrorBackoff, opts.MaxErrorBackoff = 10*time.Millisecond, 100*time.Millisecond
+		hs := startHost(t, src, docs, rec.handler("a"), opts)
+		waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 10 })
 
-	src.set(true)
-	children, err := src.Split("0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "a failed split", func() bool { return src.failures() > 0 })
-	time.Sleep(500 * time.Millisecond)
-	// Backing off 10, 20, 40, 80, 100, 100... ms makes about 8 attempts in 500ms; a constant
-	// 10ms wait makes about 50.
-	if n := src.failures(); n > 20 {
-		t.Errorf("%d split attempts in 500ms: the retry does not back off", n)
-	}
-	src.set(false)
-	waitFor(t, 10*time.Second, "the children's workers", func() bool { return len(hs.p.Owned()) == 2 })
-	if err := hs.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	var tokens []string
-	for _, l := range listLeases(t, docs) {
-		tokens = append(tokens, l.Token)
-	}
-	slices.Sort(tokens)
-	if want := slices.Sorted(slices.Values(children)); !slices.Equal(tokens, want) {
-		t.Fatalf("leases %v after the split, want the children %v", tokens, want)
-	}
+		src.set(true)
+		children, err := src.Split("0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "a failed split", func() bool { return src.failures() > 0 })
+		time.Sleep(500 * time.Millisecond)
+		// Backing off 10, 20, 40, 80, 100, 100... ms makes about 8 attempts in 500ms; a constant
+		// 10ms wait makes about 50.
+		if n := src.failures(); n > 20 {
+			t.Errorf("%d split attempts in 500ms: the retry does not back off", n)
+		}
+		src.set(false)
+		waitFor(t, 10*time.Second, "the children's workers", func() bool { return len(hs.p.Owned()) == 2 })
+		if err := hs.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		var tokens []string
+		for _, l := range listLeases(t, docs) {
+			tokens = append(tokens, l.Token)
+		}
+		slices.Sort(tokens)
+		if want := slices.Sorted(slices.Values(children)); !slices.Equal(tokens, want) {
+			t.Fatalf("leases %v after the split, want the children %v", tokens, want)
+		}
+	})
 }
 
 // oneChildDocs lets one child lease (any lease but "0") be created and fails the others.
@@ -229,25 +234,27 @@ func (d *oneChildDocs) Create(ctx context.Context, pk string, body []byte) (leas
 // owned by the stopped host until it expires.
 func TestProcessor_SplitHalfDoneReleasesChildren(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	docs := &oneChildDocs{Documents: leases.NewMemDocuments("/id")}
-	writeDocs(t, src, 0, 10)
-	rec := newRecorder(0)
-	hs := startHost(t, src, docs, rec.handler("a"), fastOptions("a"))
-	waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 10 })
-	if _, err := src.Split("0"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the first child lease", func() bool { return len(listLeases(t, docs)) == 2 })
-	time.Sleep(50 * time.Millisecond) // a few failed attempts to create the second
-	if err := hs.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range listLeases(t, docs) {
-		if l.Owner != "" {
-			t.Errorf("lease %s is still owned by %q after its host stopped", l.Token, l.Owner)
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(1)
+		docs := &oneChildDocs{Documents: leases.NewMemDocuments("/id")}
+		writeDocs(t, src, 0, 10)
+		rec := newRecorder(0)
+		hs := startHost(t, src, docs, rec.handler("a"), fastOptions("a"))
+		waitFor(t, 10*time.Second, "the first documents", func() bool { return rec.distinct() == 10 })
+		if _, err := src.Split("0"); err != nil {
+			t.Fatal(err)
 		}
-	}
+		waitFor(t, 10*time.Second, "the first child lease", func() bool { return len(listLeases(t, docs)) == 2 })
+		time.Sleep(50 * time.Millisecond) // a few failed attempts to create the second
+		if err := hs.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range listLeases(t, docs) {
+			if l.Owner != "" {
+				t.Errorf("lease %s is still owned by %q after its host stopped", l.Token, l.Owner)
+			}
+		}
+	})
 }
 
 // TestProcessor_SplitChildrenStartFromTheLastReadPosition: the children of an idle lease that
@@ -257,35 +264,37 @@ func TestProcessor_SplitHalfDoneReleasesChildren(t *testing.T) {
 // or changes written while no host read skipped).
 func TestProcessor_SplitChildrenStartFromTheLastReadPosition(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	writeDocs(t, src, 0, 30)
-	lsn, err := src.LSN("0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := leases.NewMemDocuments("/id")
-	opts := fastOptions("host-1")
-	opts.StartFrom = feed.StartFrom{Kind: feed.StartNow}
-	rec := newRecorder(0)
-	h := startHost(t, src, docs, rec.handler("host-1"), opts)
-	reads := src.Reads()
-	waitFor(t, 5*time.Second, "a few empty reads", func() bool { return src.Reads() > reads+3 })
-	if _, err := src.Split("0"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "the split", func() bool { return len(h.ev.of(feed.EventSplit)) == 1 })
-	ls := listLeases(t, docs)
-	if len(ls) != 2 {
-		t.Fatalf("%d leases after the split, want 2", len(ls))
-	}
-	for _, l := range ls {
-		if got, ok := l.LSN(); !ok || got != lsn {
-			t.Errorf("child %s continuation %q, want the parent's read position %q", l.Token, l.Continuation, leases.FormatLSN(lsn))
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(1)
+		writeDocs(t, src, 0, 30)
+		lsn, err := src.LSN("0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// Changes written after the split are delivered from there, and the old ones are not.
-	writeDocs(t, src, 30, 40)
-	waitFor(t, 5*time.Second, "the new changes", func() bool { return rec.distinct() == 10 })
+		docs := leases.NewMemDocuments("/id")
+		opts := fastOptions("host-1")
+		opts.StartFrom = feed.StartFrom{Kind: feed.StartNow}
+		rec := newRecorder(0)
+		h := startHost(t, src, docs, rec.handler("host-1"), opts)
+		reads := src.Reads()
+		waitFor(t, 5*time.Second, "a few empty reads", func() bool { return src.Reads() > reads+3 })
+		if _, err := src.Split("0"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the split", func() bool { return len(h.ev.of(feed.EventSplit)) == 1 })
+		ls := listLeases(t, docs)
+		if len(ls) != 2 {
+			t.Fatalf("%d leases after the split, want 2", len(ls))
+		}
+		for _, l := range ls {
+			if got, ok := l.LSN(); !ok || got != lsn {
+				t.Errorf("child %s continuation %q, want the parent's read position %q", l.Token, l.Continuation, leases.FormatLSN(lsn))
+			}
+		}
+		// Changes written after the split are delivered from there, and the old ones are not.
+		writeDocs(t, src, 30, 40)
+		waitFor(t, 5*time.Second, "the new changes", func() bool { return rec.distinct() == 10 })
+	})
 }
 
 // TestProcessor_JavaEPKLeaseCheckpointsEmptyPages: on a Java EPK lease cfp checkpoints the
@@ -294,34 +303,36 @@ func TestProcessor_SplitChildrenStartFromTheLastReadPosition(t *testing.T) {
 // keep .NET's rule: an empty page is never checkpointed.
 func TestProcessor_JavaEPKLeaseCheckpointsEmptyPages(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	writeDocs(t, src, 0, 20) // history the lease (from now) never sees
-	lsn, err := src.LSN("0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := leases.NewMemDocuments("/id")
-	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
-	r := leases.FullRange
-	body := fmt.Sprintf(`{"id":%q,"LeaseToken":%q,"Owner":null,"timestamp":null,"version":1,"ContinuationToken":null,"feedRange":{"Range":{"min":"","max":"FF","isMinInclusive":true,"isMaxInclusive":false}}}`,
-		leases.LeaseID(testPrefix, r.String()), r.String())
-	if _, err := docs.Create(context.Background(), leases.LeaseID(testPrefix, r.String()), []byte(body)); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.MarkInitialized(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	opts := fastOptions("cfp")
-	opts.StartFrom = feed.StartFrom{Kind: feed.StartNow}
-	startHost(t, src, docs, newRecorder(0).handler("cfp"), opts)
-	waitFor(t, 5*time.Second, "an empty page checkpointed", func() bool {
-		ls := listLeases(t, docs)
-		return len(ls) == 1 && ls[0].Continuation != ""
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(1)
+		writeDocs(t, src, 0, 20) // history the lease (from now) never sees
+		lsn, err := src.LSN("0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs := leases.NewMemDocuments("/id")
+		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		r := leases.FullRange
+		body := fmt.Sprintf(`{"id":%q,"LeaseToken":%q,"Owner":null,"timestamp":null,"version":1,"ContinuationToken":null,"feedRange":{"Range":{"min":"","max":"FF","isMinInclusive":true,"isMaxInclusive":false}}}`,
+			leases.LeaseID(testPrefix, r.String()), r.String())
+		if _, err := docs.Create(context.Background(), leases.LeaseID(testPrefix, r.String()), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.MarkInitialized(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		opts := fastOptions("cfp")
+		opts.StartFrom = feed.StartFrom{Kind: feed.StartNow}
+		startHost(t, src, docs, newRecorder(0).handler("cfp"), opts)
+		waitFor(t, 5*time.Second, "an empty page checkpointed", func() bool {
+			ls := listLeases(t, docs)
+			return len(ls) == 1 && ls[0].Continuation != ""
+		})
+		l := listLeases(t, docs)[0]
+		if got, ok := l.LSN(); l.Family != leases.FamilyJavaEPK || !ok || got != lsn {
+			t.Errorf("lease %s (%s) continuation %q, want the idle range's position %q", l.Token, l.Family, l.Continuation, leases.FormatLSN(lsn))
+		}
 	})
-	l := listLeases(t, docs)[0]
-	if got, ok := l.LSN(); l.Family != leases.FamilyJavaEPK || !ok || got != lsn {
-		t.Errorf("lease %s (%s) continuation %q, want the idle range's position %q", l.Token, l.Family, l.Continuation, leases.FormatLSN(lsn))
-	}
 }
 
 // createOwners records the Owner of every lease document created.
@@ -347,38 +358,40 @@ func (d *createOwners) Create(ctx context.Context, pk string, body []byte) (leas
 // cfpHandoffAccepted.
 func TestProcessor_SplitChildrenCreatedUnownedWithoutHandoffProperties(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(1)
-	docs := &createOwners{Documents: leases.NewMemDocuments("/id")}
-	h := startHost(t, src, docs, newRecorder(0).handler("cfp"), fastOptions("cfp"))
-	waitFor(t, 5*time.Second, "the lease", func() bool { return len(h.p.Owned()) == 1 })
-	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
-	ls := listLeases(t, docs)
-	if _, err := store.Update(ctx, ls[0], func(n *leases.Lease) error {
-		n.Properties["cfpHandoff"] = "old-host>someone"
-		n.Properties["cfpHandoffAccepted"] = "old-host"
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	docs.mu.Lock()
-	before := len(docs.owners)
-	docs.mu.Unlock()
-	if _, err := src.Split("0"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "the children", func() bool { return len(h.p.Owned()) == 2 })
-	docs.mu.Lock()
-	created := slices.Clone(docs.owners[before:])
-	docs.mu.Unlock()
-	if len(created) != 2 || created[0] != "" || created[1] != "" {
-		t.Errorf("children created with owners %q, want 2 unowned", created)
-	}
-	for _, l := range listLeases(t, docs) {
-		if l.Owner != "cfp" || l.Properties["cfpHandoff"] != "" || l.Properties["cfpHandoffAccepted"] != "" {
-			t.Errorf("child %s: owner %q properties %v, want owned by cfp without handoff properties", l.Token, l.Owner, l.Properties)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		src := feedtest.NewMemSource(1)
+		docs := &createOwners{Documents: leases.NewMemDocuments("/id")}
+		h := startHost(t, src, docs, newRecorder(0).handler("cfp"), fastOptions("cfp"))
+		waitFor(t, 5*time.Second, "the lease", func() bool { return len(h.p.Owned()) == 1 })
+		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		ls := listLeases(t, docs)
+		if _, err := store.Update(ctx, ls[0], func(n *leases.Lease) error {
+			n.Properties["cfpHandoff"] = "old-host>someone"
+			n.Properties["cfpHandoffAccepted"] = "old-host"
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		docs.mu.Lock()
+		before := len(docs.owners)
+		docs.mu.Unlock()
+		if _, err := src.Split("0"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the children", func() bool { return len(h.p.Owned()) == 2 })
+		docs.mu.Lock()
+		created := slices.Clone(docs.owners[before:])
+		docs.mu.Unlock()
+		if len(created) != 2 || created[0] != "" || created[1] != "" {
+			t.Errorf("children created with owners %q, want 2 unowned", created)
+		}
+		for _, l := range listLeases(t, docs) {
+			if l.Owner != "cfp" || l.Properties["cfpHandoff"] != "" || l.Properties["cfpHandoffAccepted"] != "" {
+				t.Errorf("child %s: owner %q properties %v, want owned by cfp without handoff properties", l.Token, l.Owner, l.Properties)
+			}
+		}
+	})
 }
 
 // TestProcessor_JavaPKMergeDeliversBothParents: two Java PK-range leases whose partitions are
@@ -391,90 +404,92 @@ func TestProcessor_SplitChildrenCreatedUnownedWithoutHandoffProperties(t *testin
 // partition and none names a gone one.
 func TestProcessor_JavaPKMergeDeliversBothParents(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	src := feedtest.NewMemSource(2)
-	parts, err := src.Partitions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// pks by partition, so that partition 0 is far ahead of partition 1 in LSNs.
-	var in0, in1 []int
-	for i := 0; len(in0) < 40 || len(in1) < 10; i++ {
-		if parts[0].Range.Contains(feedtest.EPK(fmt.Sprintf("pk%d", i))) {
-			in0 = append(in0, i)
-		} else {
-			in1 = append(in1, i)
-		}
-	}
-	write := func(ns []int) {
-		for _, n := range ns {
-			writeDocs(t, src, n, n+1)
-		}
-	}
-	write(in0[:35])
-	write(in1[:5])
-	docs := leases.NewMemDocuments("/id")
-	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
-	now := time.Now()
-	for i, owner := range []string{"", "host-gone"} {
-		lsn, err := src.LSN(parts[i].ID)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		src := feedtest.NewMemSource(2)
+		parts, err := src.Partitions(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := leases.LeaseID(testPrefix, parts[i].ID)
-		ownerJSON, ts := "null", "null"
-		if owner != "" {
-			ownerJSON, ts = fmt.Sprintf("%q", owner), fmt.Sprintf("%q", leases.FormatJavaTime(now))
-		}
-		body := fmt.Sprintf(`{"id":%q,"LeaseToken":%q,"ContinuationToken":%q,"timestamp":%s,"Owner":%s}`, id, parts[i].ID, leases.FormatLSN(lsn), ts, ownerJSON)
-		if _, err := docs.Create(ctx, id, []byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := store.MarkInitialized(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The changes no lease delivered yet, in both partitions, then the merge.
-	write(in0[35:])
-	write(in1[5:])
-	merged, err := src.Merge(parts[0].ID, parts[1].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := fastOptions("host-1")
-	opts.Expiration = time.Second
-	rec := newRecorder(0)
-	startHost(t, src, docs, rec.handler("host-1"), opts)
-	want := append(append([]int(nil), in0[35:]...), in1[5:]...)
-	waitFor(t, 10*time.Second, "every change written before the merge and after the leases' checkpoints", func() bool {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		for _, n := range want {
-			if rec.seen[fmt.Sprintf("doc%d", n)] == 0 {
-				return false
+		// pks by partition, so that partition 0 is far ahead of partition 1 in LSNs.
+		var in0, in1 []int
+		for i := 0; len(in0) < 40 || len(in1) < 10; i++ {
+			if parts[0].Range.Contains(feedtest.EPK(fmt.Sprintf("pk%d", i))) {
+				in0 = append(in0, i)
+			} else {
+				in1 = append(in1, i)
 			}
 		}
-		return true
-	})
-	waitFor(t, 10*time.Second, "one lease, over the merged partition", func() bool {
-		ls := listLeases(t, docs)
-		return len(ls) == 1 && ls[0].Token == merged
-	})
-	l := listLeases(t, docs)[0]
-	if l.Family != leases.FamilyJavaPK || l.ID != leases.LeaseID(testPrefix, merged) {
-		t.Errorf("merged lease %s is %s, want a Java PK lease %s", l.ID, l.Family, leases.LeaseID(testPrefix, merged))
-	}
-	rec.mu.Lock()
-	if len(rec.overlaps) > 0 {
-		t.Errorf("leases handled by two hosts at once: %v", rec.overlaps)
-	}
-	rec.mu.Unlock()
-	// New changes go on being delivered from the merged lease.
-	writeDocs(t, src, 1000, 1005)
-	waitFor(t, 10*time.Second, "changes after the merge", func() bool {
+		write := func(ns []int) {
+			for _, n := range ns {
+				writeDocs(t, src, n, n+1)
+			}
+		}
+		write(in0[:35])
+		write(in1[:5])
+		docs := leases.NewMemDocuments("/id")
+		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		now := time.Now()
+		for i, owner := range []string{"", "host-gone"} {
+			lsn, err := src.LSN(parts[i].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := leases.LeaseID(testPrefix, parts[i].ID)
+			ownerJSON, ts := "null", "null"
+			if owner != "" {
+				ownerJSON, ts = fmt.Sprintf("%q", owner), fmt.Sprintf("%q", leases.FormatJavaTime(now))
+			}
+			body := fmt.Sprintf(`{"id":%q,"LeaseToken":%q,"ContinuationToken":%q,"timestamp":%s,"Owner":%s}`, id, parts[i].ID, leases.FormatLSN(lsn), ts, ownerJSON)
+			if _, err := docs.Create(ctx, id, []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := store.MarkInitialized(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The changes no lease delivered yet, in both partitions, then the merge.
+		write(in0[35:])
+		write(in1[5:])
+		merged, err := src.Merge(parts[0].ID, parts[1].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := fastOptions("host-1")
+		opts.Expiration = time.Second
+		rec := newRecorder(0)
+		startHost(t, src, docs, rec.handler("host-1"), opts)
+		want := append(append([]int(nil), in0[35:]...), in1[5:]...)
+		waitFor(t, 10*time.Second, "every change written before the merge and after the leases' checkpoints", func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			for _, n := range want {
+				if rec.seen[fmt.Sprintf("doc%d", n)] == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		waitFor(t, 10*time.Second, "one lease, over the merged partition", func() bool {
+			ls := listLeases(t, docs)
+			return len(ls) == 1 && ls[0].Token == merged
+		})
+		l := listLeases(t, docs)[0]
+		if l.Family != leases.FamilyJavaPK || l.ID != leases.LeaseID(testPrefix, merged) {
+			t.Errorf("merged lease %s is %s, want a Java PK lease %s", l.ID, l.Family, leases.LeaseID(testPrefix, merged))
+		}
 		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return rec.seen["doc1004"] > 0 && rec.seen["doc1000"] > 0
+		if len(rec.overlaps) > 0 {
+			t.Errorf("leases handled by two hosts at once: %v", rec.overlaps)
+		}
+		rec.mu.Unlock()
+		// New changes go on being delivered from the merged lease.
+		writeDocs(t, src, 1000, 1005)
+		waitFor(t, 10*time.Second, "changes after the merge", func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.seen["doc1004"] > 0 && rec.seen["doc1000"] > 0
+		})
 	})
 }
 
@@ -483,29 +498,31 @@ func TestProcessor_JavaPKMergeDeliversBothParents(t *testing.T) {
 // EventMerge, not EventSplit (which cfp process printed before, calling a merge a split).
 func TestProcessor_MergeIsReportedAsMerge(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	docs := leases.NewMemDocuments("/id")
-	writeDocs(t, src, 0, 20)
-	rec := newRecorder(0)
-	hs := startHost(t, src, docs, rec.handler("solo"), fastOptions("solo"))
-	waitFor(t, 10*time.Second, "20 documents", func() bool { return rec.distinct() == 20 })
-	if _, err := src.Merge("0", "1"); err != nil {
-		t.Fatal(err)
-	}
-	writeDocs(t, src, 20, 30)
-	waitFor(t, 10*time.Second, "30 documents", func() bool { return rec.distinct() == 30 })
-	waitFor(t, 10*time.Second, "two merge events", func() bool { return len(hs.ev.of(feed.EventMerge)) == 2 })
-	if splits := hs.ev.of(feed.EventSplit); len(splits) != 0 {
-		t.Errorf("split events %+v after a merge, want none", splits)
-	}
-	var parents []string
-	for _, e := range hs.ev.of(feed.EventMerge) {
-		parents = append(parents, e.Lease)
-		if len(e.Children) != 1 {
-			t.Errorf("merge event %+v, want one lease in place of %s", e, e.Lease)
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		docs := leases.NewMemDocuments("/id")
+		writeDocs(t, src, 0, 20)
+		rec := newRecorder(0)
+		hs := startHost(t, src, docs, rec.handler("solo"), fastOptions("solo"))
+		waitFor(t, 10*time.Second, "20 documents", func() bool { return rec.distinct() == 20 })
+		if _, err := src.Merge("0", "1"); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if slices.Sort(parents); !slices.Equal(parents, []string{"0", "1"}) {
-		t.Errorf("merged leases %v, want 0 and 1", parents)
-	}
+		writeDocs(t, src, 20, 30)
+		waitFor(t, 10*time.Second, "30 documents", func() bool { return rec.distinct() == 30 })
+		waitFor(t, 10*time.Second, "two merge events", func() bool { return len(hs.ev.of(feed.EventMerge)) == 2 })
+		if splits := hs.ev.of(feed.EventSplit); len(splits) != 0 {
+			t.Errorf("split events %+v after a merge, want none", splits)
+		}
+		var parents []string
+		for _, e := range hs.ev.of(feed.EventMerge) {
+			parents = append(parents, e.Lease)
+			if len(e.Children) != 1 {
+				t.Errorf("merge event %+v, want one lease in place of %s", e, e.Lease)
+			}
+		}
+		if slices.Sort(parents); !slices.Equal(parents, []string{"0", "1"}) {
+			t.Errorf("merged leases %v, want 0 and 1", parents)
+		}
+	})
 }

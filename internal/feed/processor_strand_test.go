@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -57,51 +58,53 @@ func (d *lateWriteDocs) Replace(ctx context.Context, id, pk, ifMatch string, bod
 // the fence, as .NET releases a lost lease, and takes it up again at its next cycle.
 func TestProcessor_ARenewLandingAfterTheFenceDoesNotStrandTheLease(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	docs := &lateWriteDocs{Documents: leases.NewMemDocuments("/id"), release: make(chan struct{}), landed: make(chan struct{})}
-	opts := fastOptions("a")
-	// The renew comes at KeepAlive (1.9s), the fence at the expiration (3s): the late renew
-	// makes the lease look live for almost 2s more.
-	opts.Expiration = 3 * time.Second
-	opts.RenewInterval = 400 * time.Millisecond
-	opts.AcquireInterval = 200 * time.Millisecond // a window between the fence and the next cycle
-	ev := &events{}
-	opts.Notify = func(e feed.Event) {
-		ev.add(e)
-		if e.Type == feed.EventLost {
-			close(docs.release) // the fence fired: let the held renew land now
-			select {
-			case <-docs.landed:
-			case <-time.After(5 * time.Second):
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(1)
+		docs := &lateWriteDocs{Documents: leases.NewMemDocuments("/id"), release: make(chan struct{}), landed: make(chan struct{})}
+		opts := fastOptions("a")
+		// The renew comes at KeepAlive (1.9s), the fence at the expiration (3s): the late renew
+		// makes the lease look live for almost 2s more.
+		opts.Expiration = 3 * time.Second
+		opts.RenewInterval = 400 * time.Millisecond
+		opts.AcquireInterval = 200 * time.Millisecond // a window between the fence and the next cycle
+		ev := &events{}
+		opts.Notify = func(e feed.Event) {
+			ev.add(e)
+			if e.Type == feed.EventLost {
+				close(docs.release) // the fence fired: let the held renew land now
+				select {
+				case <-docs.landed:
+				case <-time.After(5 * time.Second):
+				}
 			}
 		}
-	}
-	p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}),
-		feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+		p, err := feed.NewProcessor(src, leases.NewStore(docs, testPrefix, leases.StoreOptions{}),
+			feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		defer func() { cancel(); <-done }()
 
-	waitFor(t, 10*time.Second, "a to hold the lease", func() bool { return len(p.Owned()) == 1 })
-	docs.arm() // the next lease write is the lease's renew: no change is written, no checkpoint
-	select {
-	case <-docs.landed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the fence never fired, or the held renew never landed")
-	}
-	docs.mu.Lock()
-	lateErr := docs.lateErr
-	docs.mu.Unlock()
-	if lateErr != nil {
-		// The renew did not land (the race this test is about did not happen). Its document is
-		// not checked here: the worker releases it right after the fence's event.
-		t.Fatalf("the held renew failed: %v", lateErr)
-	}
-	// Stranded, the lease would look live until an expiration after the renew was stamped, about
-	// 1.9s from now: a host taking it up again within 750ms did not wait for it to expire.
-	waitFor(t, opts.Expiration/4, "a to process the lease again without waiting for it to expire", func() bool { return len(p.Owned()) == 1 })
+		waitFor(t, 10*time.Second, "a to hold the lease", func() bool { return len(p.Owned()) == 1 })
+		docs.arm() // the next lease write is the lease's renew: no change is written, no checkpoint
+		select {
+		case <-docs.landed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the fence never fired, or the held renew never landed")
+		}
+		docs.mu.Lock()
+		lateErr := docs.lateErr
+		docs.mu.Unlock()
+		if lateErr != nil {
+			// The renew did not land (the race this test is about did not happen). Its document is
+			// not checked here: the worker releases it right after the fence's event.
+			t.Fatalf("the held renew failed: %v", lateErr)
+		}
+		// Stranded, the lease would look live until an expiration after the renew was stamped, about
+		// 1.9s from now: a host taking it up again within 750ms did not wait for it to expire.
+		waitFor(t, opts.Expiration/4, "a to process the lease again without waiting for it to expire", func() bool { return len(p.Owned()) == 1 })
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -97,47 +98,49 @@ func replayCtx(t *testing.T) context.Context {
 // delivered at all), progress reaches every range, and the lease set is deleted at the end.
 func TestReplay_DeliversTheWindowOnceAndCleansUp(t *testing.T) {
 	t.Parallel()
-	fx := newReplayFixture(t)
-	h := &replayCollector{got: map[string]int{}}
-	opts := fx.options(h, feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: fx.until})
-	var mu sync.Mutex
-	var last feed.ReplayProgress
-	var started int
-	opts.Started = func(w feed.ReplayWindow, resumed bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		started++
-		if resumed || !w.Until.Equal(fx.until) {
-			t.Errorf("Started(%v, resumed %v), want the given window, not resumed", w.Until, resumed)
+	synctest.Test(t, func(t *testing.T) {
+		fx := newReplayFixture(t)
+		h := &replayCollector{got: map[string]int{}}
+		opts := fx.options(h, feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: fx.until})
+		var mu sync.Mutex
+		var last feed.ReplayProgress
+		var started int
+		opts.Started = func(w feed.ReplayWindow, resumed bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			started++
+			if resumed || !w.Until.Equal(fx.until) {
+				t.Errorf("Started(%v, resumed %v), want the given window, not resumed", w.Until, resumed)
+			}
 		}
-	}
-	opts.Progress = func(p feed.ReplayProgress) {
+		opts.Progress = func(p feed.ReplayProgress) {
+			mu.Lock()
+			last = p
+			mu.Unlock()
+		}
+		res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
+		if err != nil || !res.Finished {
+			t.Fatalf("Replay = %+v, %v; want finished", res, err)
+		}
+		want := map[string]int{}
+		for i := 2; i <= 9; i++ {
+			want[fmt.Sprintf("a%02d", i)] = 1
+		}
+		if !maps.Equal(h.got, want) || h.twice != 0 {
+			t.Errorf("delivered %v (%d repeats), want %v once", h.got, h.twice, want)
+		}
+		if res.Items != int64(len(want)) || res.Ranges != 3 || res.Resumed {
+			t.Errorf("result %+v, want %d items from 3 ranges, not resumed", res, len(want))
+		}
 		mu.Lock()
-		last = p
+		if started != 1 || last.Done != 3 || last.Ranges != 3 || last.Items != int64(len(want)) {
+			t.Errorf("Started called %d times, last progress %+v; want once and 3/3 ranges, %d items", started, last, len(want))
+		}
 		mu.Unlock()
-	}
-	res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
-	if err != nil || !res.Finished {
-		t.Fatalf("Replay = %+v, %v; want finished", res, err)
-	}
-	want := map[string]int{}
-	for i := 2; i <= 9; i++ {
-		want[fmt.Sprintf("a%02d", i)] = 1
-	}
-	if !maps.Equal(h.got, want) || h.twice != 0 {
-		t.Errorf("delivered %v (%d repeats), want %v once", h.got, h.twice, want)
-	}
-	if res.Items != int64(len(want)) || res.Ranges != 3 || res.Resumed {
-		t.Errorf("result %+v, want %d items from 3 ranges, not resumed", res, len(want))
-	}
-	mu.Lock()
-	if started != 1 || last.Done != 3 || last.Ranges != 3 || last.Items != int64(len(want)) {
-		t.Errorf("Started called %d times, last progress %+v; want once and 3/3 ranges, %d items", started, last, len(want))
-	}
-	mu.Unlock()
-	if n := fx.docs.Len(); n != 0 {
-		t.Errorf("%d lease documents left after the cleanup, want none", n)
-	}
+		if n := fx.docs.Len(); n != 0 {
+			t.Errorf("%d lease documents left after the cleanup, want none", n)
+		}
+	})
 }
 
 // TestReplay_ResumesTheRecordedWindowAndFreshStartsOver: a replay whose leases were kept
@@ -145,77 +148,83 @@ func TestReplay_DeliversTheWindowOnceAndCleansUp(t *testing.T) {
 // again; Fresh deletes them and replays the new window.
 func TestReplay_ResumesTheRecordedWindowAndFreshStartsOver(t *testing.T) {
 	t.Parallel()
-	fx := newReplayFixture(t)
-	first := feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: fx.until}
-	h := &replayCollector{got: map[string]int{}}
-	opts := fx.options(h, first)
-	opts.Cleanup = false
-	if res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts); err != nil || !res.Finished || len(h.got) != 8 {
-		t.Fatalf("first run: %+v, %v, delivered %v", res, err, h.got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		fx := newReplayFixture(t)
+		first := feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: fx.until}
+		h := &replayCollector{got: map[string]int{}}
+		opts := fx.options(h, first)
+		opts.Cleanup = false
+		if res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts); err != nil || !res.Finished || len(h.got) != 8 {
+			t.Fatalf("first run: %+v, %v, delivered %v", res, err, h.got)
+		}
 
-	fx.clock.Advance(2 * time.Hour) // the later window has closed: its end is in the past
-	later := feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: t0.Add(2 * time.Hour)}
-	again := &replayCollector{got: map[string]int{}}
-	opts = fx.options(again, later)
-	opts.Cleanup = false
-	res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
-	if err != nil || !res.Finished || !res.Resumed || !res.Window.Until.Equal(fx.until) {
-		t.Fatalf("re-run: %+v, %v; want finished, resumed with the first window", res, err)
-	}
-	if len(again.got) != 0 {
-		t.Errorf("the re-run delivered %v, want nothing (every range was done)", again.got)
-	}
+		fx.clock.Advance(2 * time.Hour) // the later window has closed: its end is in the past
+		later := feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: t0.Add(2 * time.Hour)}
+		again := &replayCollector{got: map[string]int{}}
+		opts = fx.options(again, later)
+		opts.Cleanup = false
+		res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
+		if err != nil || !res.Finished || !res.Resumed || !res.Window.Until.Equal(fx.until) {
+			t.Fatalf("re-run: %+v, %v; want finished, resumed with the first window", res, err)
+		}
+		if len(again.got) != 0 {
+			t.Errorf("the re-run delivered %v, want nothing (every range was done)", again.got)
+		}
 
-	fresh := &replayCollector{got: map[string]int{}}
-	opts = fx.options(fresh, later)
-	opts.Fresh = true
-	res, err = feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
-	if err != nil || !res.Finished || res.Resumed {
-		t.Fatalf("fresh run: %+v, %v; want finished, not resumed", res, err)
-	}
-	if len(fresh.got) != 13 || fresh.got["a01"] != 2 {
-		t.Errorf("the fresh run delivered %v, want all 13 documents at their latest version", fresh.got)
-	}
+		fresh := &replayCollector{got: map[string]int{}}
+		opts = fx.options(fresh, later)
+		opts.Fresh = true
+		res, err = feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
+		if err != nil || !res.Finished || res.Resumed {
+			t.Fatalf("fresh run: %+v, %v; want finished, not resumed", res, err)
+		}
+		if len(fresh.got) != 13 || fresh.got["a01"] != 2 {
+			t.Errorf("the fresh run delivered %v, want all 13 documents at their latest version", fresh.got)
+		}
+	})
 }
 
 // TestReplay_InterruptedKeepsTheLeases: a replay whose context ends is not finished, returns
 // no error and keeps its leases, so that a re-run resumes.
 func TestReplay_InterruptedKeepsTheLeases(t *testing.T) {
 	t.Parallel()
-	fx := newReplayFixture(t)
-	ctx, cancel := context.WithCancel(replayCtx(t))
-	defer cancel()
-	h := &replayCollector{got: map[string]int{}, onBatch: cancel}
-	res, err := feed.Replay(ctx, fx.src, fx.store(),
-		fx.options(h, feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: fx.until}))
-	if err != nil || res.Finished {
-		t.Fatalf("Replay = %+v, %v; want not finished and no error", res, err)
-	}
-	if ls, err := fx.store().List(context.Background()); err != nil || len(ls) != 3 {
-		t.Errorf("leases after the interruption: %d, %v; want the 3 kept", len(ls), err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		fx := newReplayFixture(t)
+		ctx, cancel := context.WithCancel(replayCtx(t))
+		defer cancel()
+		h := &replayCollector{got: map[string]int{}, onBatch: cancel}
+		res, err := feed.Replay(ctx, fx.src, fx.store(),
+			fx.options(h, feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartBeginning}, Until: fx.until}))
+		if err != nil || res.Finished {
+			t.Fatalf("Replay = %+v, %v; want not finished and no error", res, err)
+		}
+		if ls, err := fx.store().List(context.Background()); err != nil || len(ls) != 3 {
+			t.Errorf("leases after the interruption: %d, %v; want the 3 kept", len(ls), err)
+		}
+	})
 }
 
 // TestReplayOptions_Validate refuses a replay without a handler, an instance or an end.
 func TestReplayOptions_Validate(t *testing.T) {
 	t.Parallel()
-	ok := feed.ReplayOptions{Handler: &replayCollector{}, Instance: "i", Window: feed.ReplayWindow{Until: t0}}
-	if err := ok.Validate(); err != nil {
-		t.Errorf("valid options: %v", err)
-	}
-	for name, mutate := range map[string]func(*feed.ReplayOptions){
-		"no handler":  func(o *feed.ReplayOptions) { o.Handler = nil },
-		"no instance": func(o *feed.ReplayOptions) { o.Instance = "" },
-		"no end":      func(o *feed.ReplayOptions) { o.Window.Until = time.Time{} },
-		"negative":    func(o *feed.ReplayOptions) { o.MaxItems = -1 },
-	} {
-		o := ok
-		mutate(&o)
-		if o.Validate() == nil {
-			t.Errorf("%s: Validate accepted %+v", name, o)
+	synctest.Test(t, func(t *testing.T) {
+		ok := feed.ReplayOptions{Handler: &replayCollector{}, Instance: "i", Window: feed.ReplayWindow{Until: t0}}
+		if err := ok.Validate(); err != nil {
+			t.Errorf("valid options: %v", err)
 		}
-	}
+		for name, mutate := range map[string]func(*feed.ReplayOptions){
+			"no handler":  func(o *feed.ReplayOptions) { o.Handler = nil },
+			"no instance": func(o *feed.ReplayOptions) { o.Instance = "" },
+			"no end":      func(o *feed.ReplayOptions) { o.Window.Until = time.Time{} },
+			"negative":    func(o *feed.ReplayOptions) { o.MaxItems = -1 },
+		} {
+			o := ok
+			mutate(&o)
+			if o.Validate() == nil {
+				t.Errorf("%s: Validate accepted %+v", name, o)
+			}
+		}
+	})
 }
 
 // TestReplay_ProgressReportsTheTimeCovered: a window that starts at a time reports, at its
@@ -223,36 +232,38 @@ func TestReplayOptions_Validate(t *testing.T) {
 // window's end once every range is done.
 func TestReplay_ProgressReportsTheTimeCovered(t *testing.T) {
 	t.Parallel()
-	fx := newReplayFixture(t)
-	start := t0.Add(-time.Minute)
-	until := t0.Add(2 * time.Hour)
-	fx.clock.Advance(2 * time.Hour) // the window has closed
-	opts := fx.options(&replayCollector{got: map[string]int{}}, feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartTime, Time: start}, Until: until})
-	var mu sync.Mutex
-	var seen []feed.ReplayProgress
-	opts.Progress = func(p feed.ReplayProgress) {
+	synctest.Test(t, func(t *testing.T) {
+		fx := newReplayFixture(t)
+		start := t0.Add(-time.Minute)
+		until := t0.Add(2 * time.Hour)
+		fx.clock.Advance(2 * time.Hour) // the window has closed
+		opts := fx.options(&replayCollector{got: map[string]int{}}, feed.ReplayWindow{Start: feed.StartFrom{Kind: feed.StartTime, Time: start}, Until: until})
+		var mu sync.Mutex
+		var seen []feed.ReplayProgress
+		opts.Progress = func(p feed.ReplayProgress) {
+			mu.Lock()
+			seen = append(seen, p)
+			mu.Unlock()
+		}
+		res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
+		if err != nil || !res.Finished {
+			t.Fatalf("Replay = %+v, %v; want finished", res, err)
+		}
 		mu.Lock()
-		seen = append(seen, p)
-		mu.Unlock()
-	}
-	res, err := feed.Replay(replayCtx(t), fx.src, fx.store(), opts)
-	if err != nil || !res.Finished {
-		t.Fatalf("Replay = %+v, %v; want finished", res, err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) == 0 {
-		t.Fatal("no progress reported")
-	}
-	for i, p := range seen {
-		if p.Covered.Before(start) || p.Covered.After(until) {
-			t.Errorf("progress %d covered %v, outside the window [%v, %v)", i, p.Covered, start, until)
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			t.Fatal("no progress reported")
 		}
-		if i > 0 && p.Covered.Before(seen[i-1].Covered) {
-			t.Errorf("progress %d covered %v, before the %v reported earlier", i, p.Covered, seen[i-1].Covered)
+		for i, p := range seen {
+			if p.Covered.Before(start) || p.Covered.After(until) {
+				t.Errorf("progress %d covered %v, outside the window [%v, %v)", i, p.Covered, start, until)
+			}
+			if i > 0 && p.Covered.Before(seen[i-1].Covered) {
+				t.Errorf("progress %d covered %v, before the %v reported earlier", i, p.Covered, seen[i-1].Covered)
+			}
 		}
-	}
-	if last := seen[len(seen)-1]; last.Done != last.Ranges || !last.Covered.Equal(until.Truncate(time.Second)) {
-		t.Errorf("last progress %+v, want every range done and covered up to %v", last, until)
-	}
+		if last := seen[len(seen)-1]; last.Done != last.Ranges || !last.Covered.Equal(until.Truncate(time.Second)) {
+			t.Errorf("last progress %+v, want every range done and covered up to %v", last, until)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -24,21 +25,23 @@ func TestTail_GoneButLive(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := feedtest.NewClock(t0)
-			src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now), feedtest.WithPageSize(5))
-			want := fill(t, src, 0, 40)
-			opts := fastOpts(clock)
-			opts.ExitAtEnd = true
-			src.Fail(3, tc.err)
-			var c collector
-			sum, err := feed.Tail(context.Background(), src, opts, c.emit)
-			if err != nil {
-				t.Fatalf("Tail() through %s: %v", tc.name, err)
-			}
-			sameSet(t, c.ids(t), want)
-			if sum.Splits != 0 || sum.Ranges != 2 {
-				t.Fatalf("summary = %+v, want 2 ranges and no split", sum)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				clock := feedtest.NewClock(t0)
+				src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now), feedtest.WithPageSize(5))
+				want := fill(t, src, 0, 40)
+				opts := fastOpts(clock)
+				opts.ExitAtEnd = true
+				src.Fail(3, tc.err)
+				var c collector
+				sum, err := feed.Tail(context.Background(), src, opts, c.emit)
+				if err != nil {
+					t.Fatalf("Tail() through %s: %v", tc.name, err)
+				}
+				sameSet(t, c.ids(t), want)
+				if sum.Splits != 0 || sum.Ranges != 2 {
+					t.Fatalf("summary = %+v, want 2 ranges and no split", sum)
+				}
+			})
 		})
 	}
 }

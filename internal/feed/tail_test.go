@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -84,39 +85,41 @@ func fastOpts(clock *feedtest.Clock) feed.TailOptions {
 
 func TestTail_ExitAtEnd_AllPartitions(t *testing.T) {
 	t.Parallel()
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(4, feedtest.WithClock(clock.Now), feedtest.WithPageSize(7))
-	want := fill(t, src, 0, 100)
-	opts := fastOpts(clock)
-	opts.ExitAtEnd = true
-	var statuses []feed.TailStatus
-	opts.OnStatus = func(s feed.TailStatus) { statuses = append(statuses, s) }
-	var c collector
-	sum, err := feed.Tail(context.Background(), src, opts, c.emit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameSet(t, c.ids(t), want)
-	if sum.Items != 100 || sum.Reason != feed.TailStopCaughtUp || sum.Ranges != 4 || sum.CaughtUp != 4 {
-		t.Fatalf("summary = %+v", sum)
-	}
-	if last := statuses[len(statuses)-1]; last.CaughtUp != 4 || last.Ranges != 4 || last.Items != 100 {
-		t.Fatalf("last status = %+v", last)
-	}
-	// Per partition, changes come in LSN order with envelope facts filled in.
-	lastLSN := map[string]int64{}
-	for _, ch := range c.changes {
-		if ch.LSN <= lastLSN[ch.PartitionID] {
-			t.Fatalf("partition %s: LSN %d after %d", ch.PartitionID, ch.LSN, lastLSN[ch.PartitionID])
+	synctest.Test(t, func(t *testing.T) {
+		clock := feedtest.NewClock(t0)
+		src := feedtest.NewMemSource(4, feedtest.WithClock(clock.Now), feedtest.WithPageSize(7))
+		want := fill(t, src, 0, 100)
+		opts := fastOpts(clock)
+		opts.ExitAtEnd = true
+		var statuses []feed.TailStatus
+		opts.OnStatus = func(s feed.TailStatus) { statuses = append(statuses, s) }
+		var c collector
+		sum, err := feed.Tail(context.Background(), src, opts, c.emit)
+		if err != nil {
+			t.Fatal(err)
 		}
-		lastLSN[ch.PartitionID] = ch.LSN
-		if !ch.TS.Equal(t0) || !ch.Range.Contains(feedtest.EPK(pkOf(t, ch.Item))) {
-			t.Fatalf("envelope = %+v", ch)
+		sameSet(t, c.ids(t), want)
+		if sum.Items != 100 || sum.Reason != feed.TailStopCaughtUp || sum.Ranges != 4 || sum.CaughtUp != 4 {
+			t.Fatalf("summary = %+v", sum)
 		}
-	}
-	if len(clock.Sleeps()) != 0 {
-		t.Fatalf("polled although every range ended at its first empty page: %v", clock.Sleeps())
-	}
+		if last := statuses[len(statuses)-1]; last.CaughtUp != 4 || last.Ranges != 4 || last.Items != 100 {
+			t.Fatalf("last status = %+v", last)
+		}
+		// Per partition, changes come in LSN order with envelope facts filled in.
+		lastLSN := map[string]int64{}
+		for _, ch := range c.changes {
+			if ch.LSN <= lastLSN[ch.PartitionID] {
+				t.Fatalf("partition %s: LSN %d after %d", ch.PartitionID, ch.LSN, lastLSN[ch.PartitionID])
+			}
+			lastLSN[ch.PartitionID] = ch.LSN
+			if !ch.TS.Equal(t0) || !ch.Range.Contains(feedtest.EPK(pkOf(t, ch.Item))) {
+				t.Fatalf("envelope = %+v", ch)
+			}
+		}
+		if len(clock.Sleeps()) != 0 {
+			t.Fatalf("polled although every range ended at its first empty page: %v", clock.Sleeps())
+		}
+	})
 }
 
 func pkOf(t *testing.T, item json.RawMessage) string {
@@ -132,157 +135,167 @@ func pkOf(t *testing.T, item json.RawMessage) string {
 
 func TestTail_MaxItemsThenResumeAcrossSplit(t *testing.T) {
 	t.Parallel()
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now), feedtest.WithPageSize(10))
-	want := fill(t, src, 0, 60)
+	synctest.Test(t, func(t *testing.T) {
+		clock := feedtest.NewClock(t0)
+		src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now), feedtest.WithPageSize(10))
+		want := fill(t, src, 0, 60)
 
-	opts := fastOpts(clock)
-	opts.MaxItems = 25
-	var saved []feed.TailState
-	opts.SaveState = func(s feed.TailState) error { saved = append(saved, s); return nil }
-	var first collector
-	sum, err := feed.Tail(context.Background(), src, opts, first.emit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Items != 25 || len(first.ids(t)) != 25 || sum.Reason != feed.TailStopMaxItems {
-		t.Fatalf("first run: summary %+v, %d items", sum, len(first.ids(t)))
-	}
-	if len(saved) == 0 {
-		t.Fatal("state not saved on exit")
-	}
-	// The state survives JSON and a split of every partition before the resume.
-	b, err := json.Marshal(saved[len(saved)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st feed.TailState
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"0", "1"} {
-		if _, err := src.Split(id); err != nil {
+		opts := fastOpts(clock)
+		opts.MaxItems = 25
+		var saved []feed.TailState
+		opts.SaveState = func(s feed.TailState) error { saved = append(saved, s); return nil }
+		var first collector
+		sum, err := feed.Tail(context.Background(), src, opts, first.emit)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	want = append(want, fill(t, src, 60, 20)...)
+		if sum.Items != 25 || len(first.ids(t)) != 25 || sum.Reason != feed.TailStopMaxItems {
+			t.Fatalf("first run: summary %+v, %d items", sum, len(first.ids(t)))
+		}
+		if len(saved) == 0 {
+			t.Fatal("state not saved on exit")
+		}
+		// The state survives JSON and a split of every partition before the resume.
+		b, err := json.Marshal(saved[len(saved)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st feed.TailState
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"0", "1"} {
+			if _, err := src.Split(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = append(want, fill(t, src, 60, 20)...)
 
-	opts = fastOpts(clock)
-	opts.State = &st
-	opts.ExitAtEnd = true
-	var second collector
-	sum, err = feed.Tail(context.Background(), src, opts, second.emit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Splits != 2 || sum.Ranges != 4 {
-		t.Fatalf("resume summary = %+v", sum)
-	}
-	sameSet(t, append(first.ids(t), second.ids(t)...), want)
-	if len(sum.State.Ranges) != 4 {
-		t.Fatalf("final state = %+v", sum.State)
-	}
+		opts = fastOpts(clock)
+		opts.State = &st
+		opts.ExitAtEnd = true
+		var second collector
+		sum, err = feed.Tail(context.Background(), src, opts, second.emit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Splits != 2 || sum.Ranges != 4 {
+			t.Fatalf("resume summary = %+v", sum)
+		}
+		sameSet(t, append(first.ids(t), second.ids(t)...), want)
+		if len(sum.State.Ranges) != 4 {
+			t.Fatalf("final state = %+v", sum.State)
+		}
+	})
 }
 
 func TestTail_SplitWhileTailing(t *testing.T) {
 	t.Parallel()
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(1, feedtest.WithClock(clock.Now), feedtest.WithPageSize(5))
-	want := fill(t, src, 0, 50)
-	opts := fastOpts(clock)
-	opts.ExitAtEnd = true
-	var c collector
-	n := 0
-	sum, err := feed.Tail(context.Background(), src, opts, func(ch feed.Change) error {
-		n++
-		if n == 12 {
-			if _, err := src.Split("0"); err != nil {
-				return err
+	synctest.Test(t, func(t *testing.T) {
+		clock := feedtest.NewClock(t0)
+		src := feedtest.NewMemSource(1, feedtest.WithClock(clock.Now), feedtest.WithPageSize(5))
+		want := fill(t, src, 0, 50)
+		opts := fastOpts(clock)
+		opts.ExitAtEnd = true
+		var c collector
+		n := 0
+		sum, err := feed.Tail(context.Background(), src, opts, func(ch feed.Change) error {
+			n++
+			if n == 12 {
+				if _, err := src.Split("0"); err != nil {
+					return err
+				}
 			}
+			return c.emit(ch)
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return c.emit(ch)
+		sameSet(t, c.ids(t), want)
+		if sum.Splits != 1 || sum.Ranges != 2 {
+			t.Fatalf("summary = %+v", sum)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameSet(t, c.ids(t), want)
-	if sum.Splits != 1 || sum.Ranges != 2 {
-		t.Fatalf("summary = %+v", sum)
-	}
 }
 
 func TestTail_Until(t *testing.T) {
 	t.Parallel()
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now))
-	want := fill(t, src, 0, 10)
-	clock.Advance(time.Minute)
-	fill(t, src, 10, 10) // after the end time
-	opts := fastOpts(clock)
-	opts.Until = t0.Add(30 * time.Second)
-	var c collector
-	sum, err := feed.Tail(context.Background(), src, opts, c.emit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameSet(t, c.ids(t), want)
-	if sum.Reason != feed.TailStopUntil {
-		t.Fatalf("reason = %q", sum.Reason)
-	}
-	// The state points at the first change after the end time: a resume starts there.
-	opts = fastOpts(clock)
-	opts.State = &sum.State
-	opts.ExitAtEnd = true
-	var rest collector
-	if _, err := feed.Tail(context.Background(), src, opts, rest.emit); err != nil {
-		t.Fatal(err)
-	}
-	if len(rest.ids(t)) != 10 {
-		t.Fatalf("resume after until delivered %v", rest.ids(t))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock := feedtest.NewClock(t0)
+		src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now))
+		want := fill(t, src, 0, 10)
+		clock.Advance(time.Minute)
+		fill(t, src, 10, 10) // after the end time
+		opts := fastOpts(clock)
+		opts.Until = t0.Add(30 * time.Second)
+		var c collector
+		sum, err := feed.Tail(context.Background(), src, opts, c.emit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameSet(t, c.ids(t), want)
+		if sum.Reason != feed.TailStopUntil {
+			t.Fatalf("reason = %q", sum.Reason)
+		}
+		// The state points at the first change after the end time: a resume starts there.
+		opts = fastOpts(clock)
+		opts.State = &sum.State
+		opts.ExitAtEnd = true
+		var rest collector
+		if _, err := feed.Tail(context.Background(), src, opts, rest.emit); err != nil {
+			t.Fatal(err)
+		}
+		if len(rest.ids(t)) != 10 {
+			t.Fatalf("resume after until delivered %v", rest.ids(t))
+		}
+	})
 }
 
 func TestTail_UntilInThePastOnIdleFeedStops(t *testing.T) {
 	t.Parallel()
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(3, feedtest.WithClock(clock.Now))
-	opts := fastOpts(clock)
-	opts.Start = feed.StartFrom{Kind: feed.StartNow}
-	opts.Until = t0.Add(-time.Second)
-	sum, err := feed.Tail(context.Background(), src, opts, (&collector{}).emit)
-	if err != nil || sum.Reason != feed.TailStopUntil || sum.Items != 0 {
-		t.Fatalf("summary %+v, err %v", sum, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clock := feedtest.NewClock(t0)
+		src := feedtest.NewMemSource(3, feedtest.WithClock(clock.Now))
+		opts := fastOpts(clock)
+		opts.Start = feed.StartFrom{Kind: feed.StartNow}
+		opts.Until = t0.Add(-time.Second)
+		sum, err := feed.Tail(context.Background(), src, opts, (&collector{}).emit)
+		if err != nil || sum.Reason != feed.TailStopUntil || sum.Items != 0 {
+			t.Fatalf("summary %+v, err %v", sum, err)
+		}
+	})
 }
 
 func TestTail_FromNowThenResume(t *testing.T) {
 	t.Parallel()
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now))
-	fill(t, src, 0, 10)
-	opts := fastOpts(clock)
-	opts.Start = feed.StartFrom{Kind: feed.StartNow}
-	opts.ExitAtEnd = true
-	var c collector
-	sum, err := feed.Tail(context.Background(), src, opts, c.emit)
-	if err != nil || len(c.ids(t)) != 0 {
-		t.Fatalf("from now delivered %v (err %v)", c.ids(t), err)
-	}
-	for _, rs := range sum.State.Ranges {
-		lsn, _ := src.LSN(rs.PartitionID)
-		if rs.Continuation != feed.LSNContinuation(lsn) {
-			t.Fatalf("range %+v: want continuation at LSN %d", rs, lsn)
+	synctest.Test(t, func(t *testing.T) {
+		clock := feedtest.NewClock(t0)
+		src := feedtest.NewMemSource(2, feedtest.WithClock(clock.Now))
+		fill(t, src, 0, 10)
+		opts := fastOpts(clock)
+		opts.Start = feed.StartFrom{Kind: feed.StartNow}
+		opts.ExitAtEnd = true
+		var c collector
+		sum, err := feed.Tail(context.Background(), src, opts, c.emit)
+		if err != nil || len(c.ids(t)) != 0 {
+			t.Fatalf("from now delivered %v (err %v)", c.ids(t), err)
 		}
-	}
-	want := fill(t, src, 10, 5)
-	opts = fastOpts(clock)
-	opts.State = &sum.State
-	opts.ExitAtEnd = true
-	var rest collector
-	if _, err := feed.Tail(context.Background(), src, opts, rest.emit); err != nil {
-		t.Fatal(err)
-	}
-	sameSet(t, rest.ids(t), want)
+		for _, rs := range sum.State.Ranges {
+			lsn, _ := src.LSN(rs.PartitionID)
+			if rs.Continuation != feed.LSNContinuation(lsn) {
+				t.Fatalf("range %+v: want continuation at LSN %d", rs, lsn)
+			}
+		}
+		want := fill(t, src, 10, 5)
+		opts = fastOpts(clock)
+		opts.State = &sum.State
+		opts.ExitAtEnd = true
+		var rest collector
+		if _, err := feed.Tail(context.Background(), src, opts, rest.emit); err != nil {
+			t.Fatal(err)
+		}
+		sameSet(t, rest.ids(t), want)
+	})
 }
 
 func TestTail_Scopes(t *testing.T) {
@@ -342,68 +355,74 @@ func TestTail_Scopes(t *testing.T) {
 
 func TestTail_EmitErrorStopsAtFailingItem(t *testing.T) {
 	t.Parallel()
-	clock := feedtest.NewClock(t0)
-	src := feedtest.NewMemSource(1, feedtest.WithClock(clock.Now))
-	want := fill(t, src, 0, 10)
-	boom := errors.New("broken pipe")
-	opts := fastOpts(clock)
-	var c collector
-	sum, err := feed.Tail(context.Background(), src, opts, func(ch feed.Change) error {
-		if len(c.changes) == 4 {
-			return boom
+	synctest.Test(t, func(t *testing.T) {
+		clock := feedtest.NewClock(t0)
+		src := feedtest.NewMemSource(1, feedtest.WithClock(clock.Now))
+		want := fill(t, src, 0, 10)
+		boom := errors.New("broken pipe")
+		opts := fastOpts(clock)
+		var c collector
+		sum, err := feed.Tail(context.Background(), src, opts, func(ch feed.Change) error {
+			if len(c.changes) == 4 {
+				return boom
+			}
+			return c.emit(ch)
+		})
+		if !errors.Is(err, boom) || sum.Reason != feed.TailStopError {
+			t.Fatalf("err %v, summary %+v", err, sum)
 		}
-		return c.emit(ch)
+		opts.State = &sum.State
+		opts.ExitAtEnd = true
+		var rest collector
+		if _, err := feed.Tail(context.Background(), src, opts, rest.emit); err != nil {
+			t.Fatal(err)
+		}
+		sameSet(t, append(c.ids(t), rest.ids(t)...), want)
 	})
-	if !errors.Is(err, boom) || sum.Reason != feed.TailStopError {
-		t.Fatalf("err %v, summary %+v", err, sum)
-	}
-	opts.State = &sum.State
-	opts.ExitAtEnd = true
-	var rest collector
-	if _, err := feed.Tail(context.Background(), src, opts, rest.emit); err != nil {
-		t.Fatal(err)
-	}
-	sameSet(t, append(c.ids(t), rest.ids(t)...), want)
 }
 
 func TestTail_InterruptSavesState(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(2)
-	fill(t, src, 0, 5)
-	ctx, cancel := context.WithCancel(context.Background())
-	var saves atomic.Int32
-	opts := feed.TailOptions{
-		Start: feed.StartFrom{Kind: feed.StartBeginning},
-		Poll:  time.Millisecond,
-		SaveState: func(feed.TailState) error {
-			saves.Add(1)
-			return nil
-		},
-		OnStatus: func(s feed.TailStatus) {
-			if s.CaughtUp == s.Ranges {
-				cancel()
-			}
-		},
-	}
-	sum, err := feed.Tail(ctx, src, opts, (&collector{}).emit)
-	if !errors.Is(err, context.Canceled) || sum.Reason != feed.TailStopInterrupted || sum.Items != 5 {
-		t.Fatalf("err %v, summary %+v", err, sum)
-	}
-	if saves.Load() == 0 {
-		t.Fatal("state not saved on interrupt")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(2)
+		fill(t, src, 0, 5)
+		ctx, cancel := context.WithCancel(context.Background())
+		var saves atomic.Int32
+		opts := feed.TailOptions{
+			Start: feed.StartFrom{Kind: feed.StartBeginning},
+			Poll:  time.Millisecond,
+			SaveState: func(feed.TailState) error {
+				saves.Add(1)
+				return nil
+			},
+			OnStatus: func(s feed.TailStatus) {
+				if s.CaughtUp == s.Ranges {
+					cancel()
+				}
+			},
+		}
+		sum, err := feed.Tail(ctx, src, opts, (&collector{}).emit)
+		if !errors.Is(err, context.Canceled) || sum.Reason != feed.TailStopInterrupted || sum.Items != 5 {
+			t.Fatalf("err %v, summary %+v", err, sum)
+		}
+		if saves.Load() == 0 {
+			t.Fatal("state not saved on interrupt")
+		}
+	})
 }
 
 func TestTail_SaveErrorEndsTail(t *testing.T) {
 	t.Parallel()
-	src := feedtest.NewMemSource(1)
-	disk := errors.New("disk full")
-	opts := feed.TailOptions{Poll: time.Millisecond, SaveEvery: time.Millisecond,
-		SaveState: func(feed.TailState) error { return disk }}
-	_, err := feed.Tail(context.Background(), src, opts, (&collector{}).emit)
-	if !errors.Is(err, disk) {
-		t.Fatalf("err = %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(1)
+		disk := errors.New("disk full")
+		opts := feed.TailOptions{Poll: time.Millisecond, SaveEvery: time.Millisecond,
+			SaveState: func(feed.TailState) error { return disk }}
+		_, err := feed.Tail(context.Background(), src, opts, (&collector{}).emit)
+		if !errors.Is(err, disk) {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }
 
 // countingSource records the most reads in flight at once.
@@ -427,26 +446,30 @@ func (c *countingSource) ReadPage(ctx context.Context, req feed.ReadRequest) (fe
 
 func TestTail_ConcurrencyBound(t *testing.T) {
 	t.Parallel()
-	mem := feedtest.NewMemSource(8, feedtest.WithPageSize(2))
-	want := fill(t, mem, 0, 80)
-	src := &countingSource{Source: mem}
-	var c collector
-	_, err := feed.Tail(context.Background(), src, feed.TailOptions{
-		Start: feed.StartFrom{Kind: feed.StartBeginning}, ExitAtEnd: true, Concurrency: 3,
-	}, c.emit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameSet(t, c.ids(t), want)
-	if p := src.peak.Load(); p > 3 || p < 2 {
-		t.Fatalf("peak reads in flight = %d, want 2..3", p)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := feedtest.NewMemSource(8, feedtest.WithPageSize(2))
+		want := fill(t, mem, 0, 80)
+		src := &countingSource{Source: mem}
+		var c collector
+		_, err := feed.Tail(context.Background(), src, feed.TailOptions{
+			Start: feed.StartFrom{Kind: feed.StartBeginning}, ExitAtEnd: true, Concurrency: 3,
+		}, c.emit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameSet(t, c.ids(t), want)
+		if p := src.peak.Load(); p > 3 || p < 2 {
+			t.Fatalf("peak reads in flight = %d, want 2..3", p)
+		}
+	})
 }
 
 func TestTailState_BadVersion(t *testing.T) {
 	t.Parallel()
-	opts := feed.TailOptions{State: &feed.TailState{Version: 9, Ranges: []feed.RangeState{{Start: "now"}}}}
-	if err := opts.Validate(); err == nil {
-		t.Fatal("accepted state version 9")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		opts := feed.TailOptions{State: &feed.TailState{Version: 9, Ranges: []feed.RangeState{{Start: "now"}}}}
+		if err := opts.Validate(); err == nil {
+			t.Fatal("accepted state version 9")
+		}
+	})
 }

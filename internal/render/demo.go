@@ -24,6 +24,36 @@ type DemoView struct {
 	Seconds float64         `json:"seconds"`
 }
 
+// Deliveries counts the orders delivered, duplicates included: the sum of Processed.
+func (v DemoView) Deliveries() int64 {
+	var n int64
+	for _, k := range v.Processed {
+		n += k
+	}
+	return n
+}
+
+// AddsUp reports whether every order written is accounted for once: written = deliveries -
+// duplicates + lost + pending. It fails when an order was delivered that the demo did not count
+// as written (issue 22: 599 written, 600 deliveries, 0 duplicates).
+func (v DemoView) AddsUp() bool {
+	return v.Written == v.Deliveries()-v.Duplicates+v.Lost+v.Pending
+}
+
+// Balance is "199 = 200 deliveries - 4 duplicates + 0 lost + 3 pending" (pending only when
+// some are), with != when it does not add up.
+func (v DemoView) Balance() string {
+	eq := "="
+	if !v.AddsUp() {
+		eq = "!="
+	}
+	s := fmt.Sprintf("%d %s %d deliveries - %d duplicates + %d lost", v.Written, eq, v.Deliveries(), v.Duplicates, v.Lost)
+	if v.Pending > 0 {
+		s += fmt.Sprintf(" + %d pending", v.Pending)
+	}
+	return s
+}
+
 // DemoSplitView is the demo's split: the partition, its children, the leases before and after.
 type DemoSplitView struct {
 	Partition    string   `json:"partition"`
@@ -96,7 +126,8 @@ func DemoLiveFrame(ios *IOStreams, s DemoSetup, v *DemoView, events []string, no
 }
 
 // WriteDemoSummary writes the demo's end: the final lease table, then orders written,
-// processed, duplicated, lost and pending, the split and the kept data.
+// processed, duplicated, lost and pending, whether they add up (each term shown), the split
+// and the kept data.
 func WriteDemoSummary(w io.Writer, ios *IOStreams, s DemoSetup, v DemoView) error {
 	var b strings.Builder
 	b.WriteString("Leases at the end:\n")
@@ -114,6 +145,11 @@ func WriteDemoSummary(w io.Writer, ios *IOStreams, s DemoSetup, v DemoView) erro
 	fmt.Fprintf(&b, "lost              %d\n", v.Lost)
 	if v.Pending > 0 {
 		fmt.Fprintf(&b, "pending           %d (not processed yet: they wait after the leases' checkpoints)\n", v.Pending)
+	}
+	if v.AddsUp() {
+		fmt.Fprintf(&b, "adds up           %s\n", v.Balance())
+	} else {
+		fmt.Fprintf(&b, "does not add up   %s\n", v.Balance())
 	}
 	if v.Split != nil {
 		fmt.Fprintf(&b, "split             partition %s into %s: %d leases before, %d after\n",

@@ -11,7 +11,7 @@ import (
 
 func demoFixture() (DemoSetup, DemoView) {
 	s := DemoSetup{Duration: 10 * time.Second, Instances: []string{"worker-1", "worker-2"}, Try: "cfp --local=DIR leases list -p demo"}
-	v := DemoView{Written: 199, Processed: map[string]int64{"worker-1": 101, "worker-2": 99}, Duplicates: 1, Pending: 3,
+	v := DemoView{Written: 199, Processed: map[string]int64{"worker-1": 101, "worker-2": 99}, Duplicates: 4, Pending: 3,
 		Split:  &DemoSplitView{Partition: "0", Children: []string{"4", "5"}, LeasesBefore: 4, LeasesAfter: 5},
 		Leases: estimateFixture().Leases, Data: "demo-data", Seconds: 10.04}
 	return s, v
@@ -40,5 +40,35 @@ func TestDemoViews_Golden(t *testing.T) {
 	}
 	if n := strings.Count(frame, "\n"); n > 23 || !bytes.Contains([]byte(frame), []byte("split partition 0")) {
 		t.Errorf("the frame has %d lines for 23, or lost its events:\n%s", n, frame)
+	}
+}
+
+// TestDemoSummary_ShowsWhetherItAddsUp: the summary shows written = deliveries - duplicates +
+// lost (+ pending) with each term, and says so when an order was delivered that was not
+// counted as written (issue 22: 599 written, 600 deliveries, 0 duplicates).
+func TestDemoSummary_ShowsWhetherItAddsUp(t *testing.T) {
+	t.Parallel()
+	s := DemoSetup{Duration: 10 * time.Second, Instances: []string{"worker-1", "worker-2"}}
+	for _, tc := range []struct {
+		v    DemoView
+		want string
+	}{
+		{DemoView{Written: 600, Processed: map[string]int64{"worker-1": 301, "worker-2": 302}, Duplicates: 3},
+			"\nadds up           600 = 603 deliveries - 3 duplicates + 0 lost\n"},
+		{DemoView{Written: 600, Processed: map[string]int64{"worker-1": 290, "worker-2": 300}, Lost: 2, Pending: 8},
+			"\nadds up           600 = 590 deliveries - 0 duplicates + 2 lost + 8 pending\n"},
+		{DemoView{Written: 599, Processed: map[string]int64{"worker-1": 300, "worker-2": 300}},
+			"\ndoes not add up   599 != 600 deliveries - 0 duplicates + 0 lost\n"},
+	} {
+		ios, _, out, _ := Test()
+		if err := WriteDemoSummary(out, ios, s, tc.v); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("summary of %+v lacks %q:\n%s", tc.v, tc.want, out)
+		}
+		if got, want := tc.v.AddsUp(), !strings.Contains(tc.want, "not"); got != want {
+			t.Errorf("AddsUp() of %+v = %t, want %t", tc.v, got, want)
+		}
 	}
 }
