@@ -94,8 +94,9 @@ const (
 //	409            -> leases.ErrConflict
 //	412            -> leases.ErrPreconditionFailed
 //	429, 503       -> *feed.ThrottledError with the service's retry-after
-//	410/1002|1007|1008 -> *feed.RangeGoneError
-//	other 410      -> *feed.StaleRouteError (1000: name cache stale; refresh and retry)
+//	410/1002|1007  -> *feed.RangeGoneError (a split or merge, as .NET's ExceptionClassifier)
+//	other 410      -> *feed.StaleRouteError (1000: name cache stale; 1008: completing a
+//	                  partition migration; refresh and retry)
 //	401, 403       -> *AuthError with a hint
 //	anything else  -> *StatusError
 //
@@ -136,8 +137,13 @@ func translate(err error, info opInfo) error {
 		return fmt.Errorf("%s: %w", info.op, leases.ErrPreconditionFailed)
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
 		return fmt.Errorf("%s: %w", info.op, &feed.ThrottledError{Status: status, RetryAfter: retryAfter})
-	case status == http.StatusGone && (sub == 1002 || sub == 1007 || sub == 1008):
-		return fmt.Errorf("%s: %w", info.op, &feed.RangeGoneError{PartitionID: info.partitionID})
+	case status == http.StatusGone && (sub == 1002 || sub == 1007):
+		// .NET counts 410/1002 (PartitionKeyRangeGone) and 410/1007 (CompletingSplit) as a split,
+		// nothing else (Microsoft.Azure.Cosmos/src/ChangeFeedProcessor/DocDBErrors/
+		// ExceptionClassifier.cs, line 16); 410/1008 (CompletingPartitionMigration) is thrown as
+		// a CosmosException (FeedProcessing/FeedProcessorCore.cs, lines 113-118), the partition
+		// stays: a stale route below.
+		return fmt.Errorf("%s: %w", info.op, &feed.RangeGoneError{PartitionID: info.partitionID, Substatus: sub})
 	case status == http.StatusGone:
 		return fmt.Errorf("%s: %w", info.op, &feed.StaleRouteError{PartitionID: info.partitionID, Substatus: sub})
 	case status == http.StatusUnauthorized:

@@ -75,8 +75,17 @@ func TestTranslate(t *testing.T) {
 			}
 		}},
 		{name: "410/1007", err: responseError(410, map[string]string{"x-ms-substatus": "1007"}, `{}`), check: func(t *testing.T, err error) {
-			if !feed.IsRangeGone(err) {
-				t.Errorf("410/1007 = %v, want RangeGoneError", err)
+			var g *feed.RangeGoneError
+			if !errors.As(err, &g) || g.Substatus != 1007 {
+				t.Errorf("410/1007 = %v, want RangeGoneError with substatus 1007", err)
+			}
+		}},
+		// .NET's ExceptionClassifier counts only 1002 and 1007 as a split: 1008 (completing a
+		// partition migration) is an error to retry, the partition stays.
+		{name: "410/1008", err: responseError(410, map[string]string{"x-ms-substatus": "1008"}, `{}`), check: func(t *testing.T, err error) {
+			var sr *feed.StaleRouteError
+			if feed.IsRangeGone(err) || !errors.As(err, &sr) || sr.Substatus != 1008 {
+				t.Errorf("410/1008 = %v, want a StaleRouteError, not a split", err)
 			}
 		}},
 		{name: "410 other", err: responseError(410, map[string]string{"x-ms-substatus": "1000"}, `{}`), check: func(t *testing.T, err error) {
