@@ -160,7 +160,9 @@ type Batch struct {
 // leases must be safe for concurrent use. Return nil once every change of the batch was
 // processed: the host checkpoints it. Any other error means not processed: the same changes
 // come again from the last checkpoint, after a backoff (1s, doubling up to 30s). Return an
-// error made with Stop to stop the whole processor.
+// error made with Stop to stop the whole processor. A panic in the handler is recovered and
+// counts as the batch's error (a *PanicError, whose stack goes to Config.Logger): the changes
+// come again, and the program and its other leases go on.
 //
 // ctx ends when the lease is lost or handed to another host, and ShutdownTimeout after the
 // processor's context ended.
