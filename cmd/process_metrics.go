@@ -143,7 +143,12 @@ func (m *processMetrics) observe(e feed.Event) {
 	case feed.EventReleased, feed.EventLost:
 		m.owned.Dec()
 		m.moves.WithLabelValues(string(e.Type)).Inc()
+		// The series of a lease this host no longer holds go: the host that takes it over
+		// reports it under its own owner label.
 		m.lag.DeleteLabelValues(e.Lease)
+		m.batches.DeleteLabelValues(e.Lease)
+		m.items.DeleteLabelValues(e.Lease)
+		m.leaseRU.DeletePartialMatch(prometheus.Labels{"lease": e.Lease})
 		for _, s := range processStates {
 			m.state.DeleteLabelValues(e.Lease, s)
 		}
