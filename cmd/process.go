@@ -282,11 +282,17 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		}
 		defer stop()
 		eopts.OnAcquireCycle = func(err error) {
-			if err != nil {
+			rf, _ := errors.AsType[*feed.ReadsFailingError](err)
+			switch {
+			case rf != nil:
+				// Not the account: the reads of some leases fail, whatever the retries.
+				err = &feed.ReadsFailingError{Leases: rf.Leases, Err: errors.New(f.redact(rf.Err.Error()))}
+			case err != nil:
 				err = errors.New(f.redact(err.Error()))
 			}
 			hl.round(err)
 			metrics.cycle(f.Now())
+			metrics.failing(rf)
 		}
 	}
 	// Every request the host makes reports its charge to ru, by kind (the summary's RU).
@@ -369,6 +375,10 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		var stop *feed.StopError
 		if errors.As(runErr, &stop) {
 			return fmt.Errorf("processor stopped: %w", stop.Err)
+		}
+		if _, ok := errors.AsType[*feed.MonitoredGoneError](runErr); ok {
+			return &ExitError{Code: exitGone, Err: withHint(fmt.Errorf("processor stopped: %w", runErr),
+				"recreate the container and start the host again, or retire the processor with cfp leases delete")}
 		}
 		return fmt.Errorf("processor: %w", runErr)
 	}

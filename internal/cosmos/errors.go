@@ -66,6 +66,22 @@ func (e *StatusError) Error() string {
 	return s
 }
 
+// Permanent reports whether retrying the request cannot succeed (feed.IsPermanent): a 4xx
+// answer other than 408 (timeout), 429 (throttled) and 449 (retry with): 400 for a
+// continuation or request the service refuses, 405, 413 and the like.
+func (e *StatusError) Permanent() bool {
+	switch {
+	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusTooManyRequests, e.Status == 449,
+		e.Status == http.StatusNotFound && e.Substatus == 1002:
+		return false
+	}
+	return e.Status >= 400 && e.Status < 500
+}
+
+// Permanent reports that a refused credential or permission is not fixed by retrying
+// (feed.IsPermanent): a key, token or role must change first.
+func (e *AuthError) Permanent() bool { return true }
+
 // opInfo describes an operation for error translation: what is being done, what a 404 means is
 // missing, which data-plane RBAC action a 403 lacks, and which partition a 410 concerns.
 type opInfo struct {
@@ -125,6 +141,10 @@ func translate(err error, info opInfo) error {
 		code, msg = errorBody(re)
 	}
 	switch {
+	case status == http.StatusNotFound && sub == 1002:
+		// 404/1002 is "read session not available" (a replica behind the session token), not a
+		// missing resource: retry, as both SDKs do.
+		return &StatusError{Op: info.op, Status: status, Substatus: sub, Code: code, Message: msg}
 	case status == http.StatusNotFound:
 		missing := info.missing
 		if missing == "" {

@@ -274,6 +274,9 @@ func (p *Processor) noticeLost(all []*leases.Lease, listing uint64) {
 
 // cycleDone tells ProcessorOptions.OnAcquireCycle that an acquire cycle ended.
 func (p *Processor) cycleDone(err error) {
+	if err == nil {
+		err = p.readsFailing()
+	}
 	if p.opts.OnAcquireCycle != nil {
 		p.opts.OnAcquireCycle(err)
 	}

@@ -89,9 +89,11 @@ type ProcessorOptions struct {
 	// doubles per consecutive failure up to MaxErrorBackoff (defaults 1s and 30s).
 	ErrorBackoff, MaxErrorBackoff time.Duration
 	// OnAcquireCycle, when set, is called at the end of every acquire cycle that was not cut
-	// off by shutdown, with nil when the cycle listed the leases or the listing's error (the
-	// lease store did not answer). It is called from the balancing goroutine and must be quick.
-	// Health checks use it: the first call says the host finished its first cycle.
+	// off by shutdown, with nil when the cycle listed the leases, the listing's error (the
+	// lease store did not answer), or a *ReadsFailingError when the leases listed but the
+	// reads of leases this host holds fail permanently (see IsPermanent). It is called from
+	// the balancing goroutine and must be quick. Health checks use it: the first call says the
+	// host finished its first cycle.
 	OnAcquireCycle func(err error)
 }
 
@@ -233,8 +235,11 @@ type Processor struct {
 	ho   *handoffs // taken before mu (see handoffs)
 	calm calm      // the balancing goroutine's own (see quietCycle)
 
-	mu    sync.Mutex             // guards owned, group and run
+	mu    sync.Mutex             // guards owned, failing, group and run
 	owned map[string]*ownedLease // by token
+	// failing holds the last permanent read failure of each lease whose reads fail (see
+	// readFailed), by token.
+	failing map[string]error
 	// workerEnded gets a value (when it has room) each time a worker ended.
 	workerEnded chan struct{}
 	group       *errgroup.Group
@@ -265,7 +270,7 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 	p := &Processor{
 		src: src, store: store, h: h, opts: opts,
 		log:   opts.Logger.With("owner", opts.Instance),
-		owned: map[string]*ownedLease{}, workerEnded: make(chan struct{}, 1),
+		owned: map[string]*ownedLease{}, failing: map[string]error{}, workerEnded: make(chan struct{}, 1),
 		ho: newHandoffs(),
 	}
 	p.limit = newRateLog(p.log, opts.Now, DefaultMaxErrorBackoff)
@@ -327,6 +332,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	g.Go(func() error { p.balanceLoop(gctx); return nil })
 	g.Go(func() error { p.renewLoop(gctx); return nil })
 	err := g.Wait()
+	var gone *MonitoredGoneError
+	if errors.As(err, &gone) {
+		return err
+	}
 	var stop *StopError
 	if errors.As(err, &stop) {
 		return err

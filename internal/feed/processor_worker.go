@@ -194,6 +194,7 @@ func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 		defer func() {
 			p.mu.Lock()
 			delete(p.owned, l.Token)
+			delete(p.failing, l.Token)
 			p.mu.Unlock()
 			select {
 			case p.workerEnded <- struct{}{}:
@@ -365,7 +366,11 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				}
 				failures++
 				if ol.ctx.Err() == nil {
-					p.infraError(ol.ctx, "route lease", w.info.Token, err)
+					if !IsPermanent(err) {
+						p.infraError(ol.ctx, "route lease", w.info.Token, err)
+					} else if gone := p.readFailed(ol.ctx, "route lease", w.info.Token, err); gone != nil {
+						return CloseShutdown, gone
+					}
 				}
 				_ = sleepCtx(ol.ctx, p.backoff(failures))
 				continue
@@ -384,9 +389,16 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				continue // merged into one partition (the lease stays), or retry the split
 			}
 			failures++
-			p.infraError(ol.ctx, "read change feed", w.info.Token, err)
+			if !IsPermanent(err) {
+				p.infraError(ol.ctx, "read change feed", w.info.Token, err)
+			} else if gone := p.readFailed(ol.ctx, "read change feed", w.info.Token, err); gone != nil {
+				return CloseShutdown, gone
+			}
 			_ = sleepCtx(ol.ctx, p.backoff(failures))
 			continue
+		}
+		if failures > 0 {
+			p.readRecovered(w.info.Token)
 		}
 		failures = 0
 		p.limit.reset(limitKey("read change feed", w.info.Token))
