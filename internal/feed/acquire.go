@@ -113,6 +113,9 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 		return
 	}
 	p.limit.reset(limitKey("list leases", ""))
+	if p.checkName(ctx, hosts) {
+		return
+	}
 	p.noticeLost(all, listing)
 	now := p.opts.Now()
 	p.pruneHandoffs(now)

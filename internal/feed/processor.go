@@ -246,6 +246,12 @@ type Processor struct {
 	run         context.Context // the group's context: ends at shutdown
 
 	listings atomic.Uint64 // lease listings started (see ownedLease.listing)
+
+	// incarnation and since tell this process's presence record from another process's under
+	// the same instance name (see instance.go); abort ends Run with its cause.
+	incarnation string
+	since       time.Time
+	abort       context.CancelCauseFunc
 }
 
 // BootstrapResult says what Bootstrap found.
@@ -271,7 +277,7 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 		src: src, store: store, h: h, opts: opts,
 		log:   opts.Logger.With("owner", opts.Instance),
 		owned: map[string]*ownedLease{}, failing: map[string]error{}, workerEnded: make(chan struct{}, 1),
-		ho: newHandoffs(),
+		ho: newHandoffs(), incarnation: newIncarnation(), abort: func(error) {},
 	}
 	p.limit = newRateLog(p.log, opts.Now, DefaultMaxErrorBackoff)
 	p.lh, _ = h.(LeaseHandler)
@@ -315,13 +321,15 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	actx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	g, gctx := errgroup.WithContext(actx)
 	p.mu.Lock()
 	if p.group != nil {
 		p.mu.Unlock()
 		return errors.New("processor is already running")
 	}
-	p.group, p.run = g, gctx
+	p.group, p.run, p.abort = g, gctx, abort
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
@@ -332,6 +340,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	g.Go(func() error { p.balanceLoop(gctx); return nil })
 	g.Go(func() error { p.renewLoop(gctx); return nil })
 	err := g.Wait()
+	var dup *DuplicateInstanceError
+	if errors.As(context.Cause(actx), &dup) && ctx.Err() == nil {
+		return dup
+	}
 	var gone *MonitoredGoneError
 	if errors.As(err, &gone) {
 		return err
@@ -361,6 +373,10 @@ func (p *Processor) Bootstrap(ctx context.Context) (BootstrapResult, error) {
 	defer p.bootMu.Unlock()
 	if p.boot != nil {
 		return *p.boot, nil
+	}
+	p.since = p.opts.Now()
+	if err := p.claimName(ctx); err != nil {
+		return BootstrapResult{}, err
 	}
 	p.announce(ctx)
 	res, err := p.bootstrap(ctx)

@@ -621,6 +621,13 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 			p.handlerError(ctx, w.info, fmt.Errorf("close lease %s: %w", w.info.Token, closeErr))
 		}
 	}
+	var dup *DuplicateInstanceError
+	if reason == CloseShutdown && errors.As(context.Cause(w.run), &dup) {
+		// Another process runs under this name and holds this lease in the same name: a
+		// checkpoint or a release from here would be written over its work. Just stop.
+		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: dup})
+		return nil
+	}
 	switch reason {
 	case CloseLeaseLost:
 		cause := context.Cause(ol.ctx)
