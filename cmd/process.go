@@ -398,6 +398,10 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		if _, ok := errors.AsType[*feed.DuplicateInstanceError](runErr); ok {
 			return withHint(runErr, duplicateInstanceHint)
 		}
+		if _, ok := errors.AsType[*feed.LeaseSetDeletedError](runErr); ok {
+			return &ExitError{Code: exitGone, Err: withHint(fmt.Errorf("processor stopped: %w", runErr),
+				"start the host again to bootstrap a new lease set from its start options (--from), or leave it stopped if the processor is retired")}
+		}
 		if _, ok := errors.AsType[*feed.MonitoredGoneError](runErr); ok {
 			return &ExitError{Code: exitGone, Err: withHint(fmt.Errorf("processor stopped: %w", runErr),
 				"recreate the container and start the host again, or retire the processor with cfp leases delete")}

@@ -113,7 +113,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 		return
 	}
 	p.limit.reset(limitKey("list leases", ""))
-	if p.checkName(ctx, hosts) {
+	if p.checkName(ctx, hosts) || p.checkDeleted(ctx, all) {
 		return
 	}
 	p.noticeLost(all, listing)

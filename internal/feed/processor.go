@@ -252,6 +252,9 @@ type Processor struct {
 	incarnation string
 	since       time.Time
 	abort       context.CancelCauseFunc
+	// deleted are the leases found deleted since the last acquire cycle (see deleted.go),
+	// guarded by mu.
+	deleted []LeaseInfo
 }
 
 // BootstrapResult says what Bootstrap found.
@@ -343,6 +346,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	var dup *DuplicateInstanceError
 	if errors.As(context.Cause(actx), &dup) && ctx.Err() == nil {
 		return dup
+	}
+	var setGone *LeaseSetDeletedError
+	if errors.As(context.Cause(actx), &setGone) && ctx.Err() == nil {
+		return setGone
 	}
 	var gone *MonitoredGoneError
 	if errors.As(err, &gone) {

@@ -631,7 +631,11 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 	switch reason {
 	case CloseLeaseLost:
 		cause := context.Cause(ol.ctx)
-		p.log.Info("lease lost", "lease", w.info.Token, "err", cause)
+		if isDeleted(cause) {
+			p.deletedLease(w.info, cause)
+		} else {
+			p.log.Info("lease lost", "lease", w.info.Token, "err", cause)
+		}
 		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: cause})
 		var expired *expiredError
 		if errors.As(cause, &expired) {
