@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // Permanent read errors: a read that retrying does not fix (the monitored container deleted, a
@@ -15,6 +17,20 @@ import (
 // looks healthy: the failure is an error event marked Permanent, a warning, and every acquire
 // cycle reports a *ReadsFailingError to OnAcquireCycle (a readiness probe turns red). A deleted
 // monitored container stops the host: Run returns a *MonitoredGoneError.
+
+// readFailureKey is the lease property in which the owner of a lease whose reads fail
+// permanently writes the failure (one line), for estimators and other hosts to see: .NET and
+// Java keep the properties of a lease they rewrite. The owner removes it once reads work.
+const readFailureKey = "cfpReadFailure"
+
+// ReadFailure returns what l's owner reported about the reads of l's range: the permanent
+// failure it met ("" when none).
+func ReadFailure(l *leases.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.Properties[readFailureKey]
+}
 
 // IsPermanent reports whether err is a failure that retrying the same request does not fix:
 // ErrNotFound (a container or database that does not exist), or an error that says so with a
@@ -62,7 +78,8 @@ func (e *ReadsFailingError) Unwrap() error { return e.Err }
 // lease is marked failing, the first failure is logged at Error and every one is an error
 // event with Permanent set. It returns a *MonitoredGoneError when the container itself is
 // gone, which ends Run.
-func (p *Processor) readFailed(ctx context.Context, op, token string, err error) error {
+func (p *Processor) readFailed(ctx context.Context, ol *ownedLease, op string, err error) error {
+	token := ol.token
 	p.mu.Lock()
 	_, again := p.failing[token]
 	p.failing[token] = err
@@ -70,6 +87,7 @@ func (p *Processor) readFailed(ctx context.Context, op, token string, err error)
 	p.notify(Event{Type: EventError, Lease: token, Err: err, Cause: CauseInfra, Permanent: true})
 	if !again {
 		p.log.Error("reads of the lease fail permanently; retrying will not fix it", "op", op, "lease", token, "err", err)
+		p.markReadFailure(ctx, ol, strings.Join(strings.Fields(err.Error()), " "))
 	} else {
 		p.limit.logAt(ctx, slog.LevelError, limitKey(op, token), "reads of the lease fail permanently", "op", op, "lease", token, "err", err)
 	}
@@ -85,13 +103,50 @@ func (p *Processor) readFailed(ctx context.Context, op, token string, err error)
 
 // readRecovered clears the failing mark of token after a successful read, or when its worker
 // ended.
-func (p *Processor) readRecovered(token string) {
+func (p *Processor) readRecovered(ctx context.Context, ol *ownedLease) {
+	token := ol.token
 	p.mu.Lock()
 	_, was := p.failing[token]
 	delete(p.failing, token)
 	p.mu.Unlock()
 	if was {
 		p.log.Info("reads of the lease work again", "lease", token)
+	}
+	if ReadFailure(ol.current()) != "" {
+		p.markReadFailure(ctx, ol, "")
+	}
+}
+
+// markReadFailure writes msg as the lease's read failure ("" removes it), so that estimators
+// show the lease failing (ProgressFailing). A lease found lost is lost; another failure is
+// logged: the next failure or recovery writes again.
+func (p *Processor) markReadFailure(ctx context.Context, ol *ownedLease, msg string) {
+	const maxLen = 300
+	if len(msg) > maxLen {
+		msg = msg[:maxLen] + "..."
+	}
+	start := p.opts.Now()
+	l, err := p.store.Update(leases.WithCharge(ctx, leases.ChargeRenew, ol.token), ol.current(), func(n *leases.Lease) error {
+		if !strings.EqualFold(n.Owner, p.opts.Instance) {
+			return &leases.LeaseLostError{Token: n.Token, Owner: n.Owner}
+		}
+		if msg == "" {
+			delete(n.Properties, readFailureKey)
+			return nil
+		}
+		if n.Properties == nil {
+			n.Properties = map[string]string{}
+		}
+		n.Properties[readFailureKey] = msg
+		return nil
+	})
+	switch {
+	case err == nil:
+		ol.update(l, start)
+	case errors.Is(err, leases.ErrLeaseLost):
+		ol.lose(err)
+	case ctx.Err() == nil:
+		p.warnLimited(ctx, "mark read failure", ol.token, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,6 +195,67 @@ func TestProcessor_DeletedMonitoredContainerEndsRun(t *testing.T) {
 			if l.Owner != "" {
 				t.Errorf("lease %s still owned by %q after Run returned", l.Token, l.Owner)
 			}
+		}
+	})
+}
+
+// TestProcessor_PermanentReadErrorsShowInTheEstimate: the lease of a host whose reads fail
+// permanently looked active to an estimator. The owner now writes the failure into the lease
+// (ReadFailure), an estimate shows the lease "failing", and once reads work the mark goes.
+func TestProcessor_PermanentReadErrorsShowInTheEstimate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := feedtest.NewMemSource(2)
+		src := &failingSource{Source: mem, readErr: badRequest{}}
+		store := leases.NewStore(leases.NewMemDocuments("/id"), testPrefix, leases.StoreOptions{})
+		p, err := feed.NewProcessor(src, store, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }),
+			feed.ProcessorOptions{Instance: "a", StartFrom: feed.StartFrom{Kind: feed.StartBeginning}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(runCtx) }()
+		time.Sleep(2 * feed.DefaultAcquireInterval)
+		synctest.Wait()
+		estimate := func() []feed.LeaseLag {
+			t.Helper()
+			ls, err := store.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lags, _, err := feed.Estimate(ctx, mem, ls, feed.EstimateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lags
+		}
+		for _, l := range estimate() {
+			if l.Progress == feed.ProgressFailing {
+				t.Fatalf("lease %s failing before any read failed", l.Token)
+			}
+		}
+
+		src.armed.Store(true)
+		time.Sleep(feed.DefaultAcquireInterval)
+		synctest.Wait()
+		for _, l := range estimate() {
+			if l.Progress != feed.ProgressFailing || !strings.Contains(feed.ReadFailure(l.Lease), "HTTP 400") {
+				t.Errorf("lease %s: progress %q, failure %q; want failing with the 400", l.Token, l.Progress, feed.ReadFailure(l.Lease))
+			}
+		}
+
+		src.armed.Store(false)
+		time.Sleep(2 * feed.DefaultMaxErrorBackoff)
+		synctest.Wait()
+		for _, l := range estimate() {
+			if l.Progress == feed.ProgressFailing || feed.ReadFailure(l.Lease) != "" {
+				t.Errorf("lease %s: progress %q, failure %q after reads work again", l.Token, l.Progress, feed.ReadFailure(l.Lease))
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
 		}
 	})
 }

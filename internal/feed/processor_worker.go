@@ -368,7 +368,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				if ol.ctx.Err() == nil {
 					if !IsPermanent(err) {
 						p.infraError(ol.ctx, "route lease", w.info.Token, err)
-					} else if gone := p.readFailed(ol.ctx, "route lease", w.info.Token, err); gone != nil {
+					} else if gone := p.readFailed(ol.ctx, ol, "route lease", err); gone != nil {
 						return CloseShutdown, gone
 					}
 				}
@@ -391,14 +391,14 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			failures++
 			if !IsPermanent(err) {
 				p.infraError(ol.ctx, "read change feed", w.info.Token, err)
-			} else if gone := p.readFailed(ol.ctx, "read change feed", w.info.Token, err); gone != nil {
+			} else if gone := p.readFailed(ol.ctx, ol, "read change feed", err); gone != nil {
 				return CloseShutdown, gone
 			}
 			_ = sleepCtx(ol.ctx, p.backoff(failures))
 			continue
 		}
-		if failures > 0 {
-			p.readRecovered(w.info.Token)
+		if failures > 0 || ReadFailure(ol.current()) != "" {
+			p.readRecovered(ol.ctx, ol) // also a mark left by an earlier owner
 		}
 		failures = 0
 		p.limit.reset(limitKey("read change feed", w.info.Token))
