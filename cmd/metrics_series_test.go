@@ -1,7 +1,9 @@
 package cmd
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,5 +67,21 @@ func TestProcessMetrics_SeriesOfAReleasedLeaseGo(t *testing.T) {
 		if got := leaseSeries(t, m.registry, name); got["0"] || !got["1"] {
 			t.Errorf("%s has series for leases %v, want only 1 (0 was released)", name, got)
 		}
+	}
+}
+
+// TestNewLeaseView_ReadFailure: leases list shows the read failure a live owner wrote into its
+// lease, and not once the owner is gone.
+func TestNewLeaseView_ReadFailure(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l := &leases.Lease{Token: "0", Owner: "host-a", Timestamp: now.Add(-time.Second),
+		Properties: map[string]string{"cfpReadFailure": "read change feed: HTTP 400"}}
+	v := newLeaseView(l, now, time.Minute)
+	if v.ReadFailure == nil || *v.ReadFailure != "read change feed: HTTP 400" || !strings.Contains(modeCell(v), "reads failing") {
+		t.Errorf("owned lease with a read failure: %+v, mode cell %q", v, modeCell(v))
+	}
+	if v := newLeaseView(l, now.Add(time.Hour), time.Minute); v.ReadFailure != nil {
+		t.Errorf("expired lease still shows the read failure %q", *v.ReadFailure)
 	}
 }
