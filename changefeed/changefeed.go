@@ -38,7 +38,9 @@ type Config struct {
 	// of its own. Required unless LeasePrefix is set.
 	Processor string
 	// Instance is this host's name, .NET's WithInstanceName: written as the owner of the leases
-	// it holds, so it must differ between the hosts of a processor. Required by NewProcessor.
+	// it holds, so it must differ between the hosts of a processor (add a random suffix, or a
+	// container id: containers share hostnames and PIDs). Run refuses a name another live host
+	// runs under. Required by NewProcessor.
 	Instance string
 	// StartFrom is where leases without a continuation start: Now() (the zero value),
 	// Beginning() or Time(t). Leases with a continuation always resume from it. Now() means the

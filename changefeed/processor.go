@@ -63,9 +63,11 @@ func NewProcessor(cfg Config, h Handler) (*Processor, error) {
 // It returns only after every batch in flight finished (or ShutdownTimeout passed), the last
 // checkpoints were written and every lease it held was released, so other hosts take them over
 // at their next acquire cycle; no goroutine it started is left. A shutdown because ctx ended
-// returns nil. Errors: ErrNotFound (a container is missing), ErrModeMismatch (the lease set is in
-// the other mode), a *StopError from a handler, or another failure to reach the account. Run
-// may be called again after it returned, but not while it runs.
+// returns nil. Errors: ErrNotFound (a container is missing, also the monitored container
+// deleted while Run ran), ErrModeMismatch (the lease set is in the other mode), a *StopError
+// from a handler, an error saying another live host runs under Config.Instance (or that the
+// lease set was deleted while Run ran), or another failure to reach the account. Run may be
+// called again after it returned, but not while it runs.
 func (p *Processor) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
