@@ -121,6 +121,7 @@ func TestProcessor_PermanentReadErrorsFailTheCycleWithinOneAcquireInterval(t *te
 				if rf == nil {
 					t.Fatalf("%s: no cycle reported the failing reads within 3 acquire intervals", tc.name)
 				}
+				t.Logf("%s: the first cycle reporting the failing reads came %s after the reads failed", tc.name, at.Sub(armed))
 				if d := at.Sub(armed); d > feed.DefaultAcquireInterval {
 					t.Errorf("%s: the first cycle reporting the failing reads came %s after the reads failed, want within one acquire interval (%s)", tc.name, d, feed.DefaultAcquireInterval)
 				}
