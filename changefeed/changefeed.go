@@ -38,7 +38,9 @@ type Config struct {
 	// of its own. Required unless LeasePrefix is set.
 	Processor string
 	// Instance is this host's name, .NET's WithInstanceName: written as the owner of the leases
-	// it holds, so it must differ between the hosts of a processor. Required by NewProcessor.
+	// it holds, so it must differ between the hosts of a processor (add a random suffix, or a
+	// container id: containers share hostnames and PIDs). Run refuses a name another live host
+	// runs under. Required by NewProcessor.
 	Instance string
 	// StartFrom is where leases without a continuation start: Now() (the zero value),
 	// Beginning() or Time(t). Leases with a continuation always resume from it. Now() means the
@@ -160,7 +162,9 @@ type Batch struct {
 // leases must be safe for concurrent use. Return nil once every change of the batch was
 // processed: the host checkpoints it. Any other error means not processed: the same changes
 // come again from the last checkpoint, after a backoff (1s, doubling up to 30s). Return an
-// error made with Stop to stop the whole processor.
+// error made with Stop to stop the whole processor. A panic in the handler is recovered and
+// counts as the batch's error (a *PanicError, whose stack goes to Config.Logger): the changes
+// come again, and the program and its other leases go on.
 //
 // ctx ends when the lease is lost or handed to another host, and ShutdownTimeout after the
 // processor's context ended.

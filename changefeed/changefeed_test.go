@@ -1,10 +1,12 @@
 package changefeed_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sort"
 	"strings"
@@ -674,4 +676,76 @@ func TestProcessor_MergeIsAMergeEvent(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProcessor_HandlerPanicIsTheBatchsError: a handler that panics does not kill the program:
+// the panic is the batch's error (an error event with a *PanicError), its stack goes to the
+// log, and the batch comes again.
+func TestProcessor_HandlerPanicIsTheBatchsError(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, 1, nil)
+	fx.write(t, 0, 3)
+	var logs syncBuffer
+	var mu sync.Mutex
+	var eventErr error
+	done := make(chan struct{})
+	cfg := fx.config("panic", "host-a")
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.OnEvent = func(e changefeed.Event) {
+		if e.Type == changefeed.EventError && e.Cause == changefeed.CauseUser {
+			mu.Lock()
+			eventErr = e.Err
+			mu.Unlock()
+		}
+	}
+	p, err := changefeed.NewProcessor(cfg, func(_ context.Context, b changefeed.Batch) error {
+		if b.Attempt == 1 {
+			panic("handler bug")
+		}
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runAll(context.Background(), p)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the batch was not delivered again within 60s after the handler panicked")
+	}
+	if errs := stop(); errs[0] != nil {
+		t.Fatalf("Run() = %v", errs[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var pe *changefeed.PanicError
+	if !errors.As(eventErr, &pe) || pe.Value != "handler bug" || pe.Lease == "" {
+		t.Errorf("the error event's Err = %v, want a *PanicError with the panic's value", eventErr)
+	}
+	if out := logs.String(); !strings.Contains(out, "handler panicked") || !strings.Contains(out, "changefeed_test.go") {
+		t.Errorf("the log has no panic with its stack:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the processor's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -62,9 +63,11 @@ func NewProcessor(cfg Config, h Handler) (*Processor, error) {
 // It returns only after every batch in flight finished (or ShutdownTimeout passed), the last
 // checkpoints were written and every lease it held was released, so other hosts take them over
 // at their next acquire cycle; no goroutine it started is left. A shutdown because ctx ended
-// returns nil. Errors: ErrNotFound (a container is missing), ErrModeMismatch (the lease set is in
-// the other mode), a *StopError from a handler, or another failure to reach the account. Run
-// may be called again after it returned, but not while it runs.
+// returns nil. Errors: ErrNotFound (a container is missing, also the monitored container
+// deleted while Run ran), ErrModeMismatch (the lease set is in the other mode), a *StopError
+// from a handler, an error saying another live host runs under Config.Instance (or that the
+// lease set was deleted while Run ran), or another failure to reach the account. Run may be
+// called again after it returned, but not while it runs.
 func (p *Processor) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.running {
@@ -91,7 +94,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	mode := p.e.cfg.Mode
 	h := feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
-		return p.h(ctx, Batch{
+		return p.handle(ctx, Batch{
 			Lease: b.LeaseToken, Range: rangeOf(b.Range), Items: b.Items, Mode: mode,
 			Continuation: b.Continuation, Checkpoint: b.Checkpoint, Attempt: b.Attempt, LatestLSN: b.LatestLSN,
 		})
@@ -108,4 +111,28 @@ func (p *Processor) Run(ctx context.Context) error {
 		return fmt.Errorf("changefeed: %w", err)
 	}
 	return nil
+}
+
+// PanicError is the error of a batch whose Handler panicked: the host recovers, logs the stack
+// (at Error, to Config.Logger) and treats the batch as not processed, as for any other error.
+type PanicError struct {
+	// Lease is the batch's lease token; Value is what the handler panicked with.
+	Lease string
+	Value any
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("handler panicked on a batch of lease %s: %v", e.Lease, e.Value)
+}
+
+// handle calls the user's handler for b, and turns a panic into the batch's error: a handler's
+// bug must not kill the program, whose other leases and checkpoints go on.
+func (p *Processor) handle(ctx context.Context, b Batch) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Lease: b.Lease, Value: v}
+			p.e.log.Error("handler panicked", "lease", b.Lease, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
+	return p.h(ctx, b)
 }

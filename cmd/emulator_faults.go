@@ -62,7 +62,7 @@ process and end with it.`,
 		},
 	}
 	fs := c.Flags()
-	fs.IntVar(&opts.Status, "status", 0, "answer with this HTTP `STATUS`: 429, 500, 503 or 410")
+	fs.IntVar(&opts.Status, "status", 0, "answer with this HTTP `STATUS`: 429, 500, 503, 410 or 400")
 	fs.IntVar(&opts.Substatus, "substatus", 0, "x-ms-substatus `CODE` (default for 410: 1002, partition gone)")
 	fs.DurationVar(&opts.RetryAfter, "retry-after", 0, "retry-after `DURATION` sent with 429 (default 10ms)")
 	fs.DurationVar(&opts.Latency, "latency", 0, "add this `DURATION` before answering")

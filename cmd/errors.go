@@ -24,6 +24,7 @@ const (
 	exitThreshold   = 3
 	exitAuth        = 4
 	exitNoLeases    = 5
+	exitGone        = 6
 	exitInterrupted = 130
 )
 

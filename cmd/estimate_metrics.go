@@ -112,6 +112,13 @@ func (g *estimateGauges) set(v estimateView) {
 			g.moves.WithLabelValues(l.Lease)
 		}
 	}
+	// A lease gone from the set (split into children, merged, deleted) has no moves to count
+	// any more: its series goes, as its lag and state series do above.
+	for lease := range g.owners {
+		if _, ok := owners[lease]; !ok {
+			g.moves.DeleteLabelValues(lease)
+		}
+	}
 	g.owners = owners
 	g.totalLag.Set(float64(v.Summary.TotalLag))
 	g.leases.Set(float64(v.Summary.Leases))

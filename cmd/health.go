@@ -1,9 +1,12 @@
 package cmd
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
 )
 
 // health is what /healthz and /readyz answer for a long-running command (`cfp process`, `cfp
@@ -14,7 +17,8 @@ import (
 //     longer than stallAfter, which means it is wedged and the process should be restarted.
 //   - /readyz (readiness) answers 200 once the first round finished and while the last round
 //     reached the account; 503 with the reason before that, while the account is unreachable,
-//     and once the command stops.
+//     while the reads of leases the host holds fail permanently (a *feed.ReadsFailingError:
+//     a refused continuation, credentials refused), and once the command stops.
 //
 // Its methods are safe for concurrent use; the zero value is not: use newHealth.
 type health struct {
@@ -25,6 +29,7 @@ type health struct {
 	rounds   int       // rounds reported
 	lastAt   time.Time // when the last round ended (or the loop started)
 	lastErr  string    // the last round's failure, "" when it reached the account
+	failing  bool      // the last round reached the account, but reads fail permanently
 	stopping bool
 }
 
@@ -48,6 +53,7 @@ func (h *health) round(err error) {
 	h.rounds++
 	h.lastAt = h.now()
 	h.lastErr = ""
+	_, h.failing = errors.AsType[*feed.ReadsFailingError](err)
 	if err != nil {
 		h.lastErr = err.Error()
 	}
@@ -86,6 +92,8 @@ func (h *health) ready() (bool, string) {
 	switch {
 	case h.rounds == 0:
 		return false, "starting: the first round has not finished"
+	case h.failing:
+		return false, h.lastErr
 	case h.lastErr != "":
 		return false, "account unreachable: " + h.lastErr
 	}

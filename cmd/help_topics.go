@@ -34,6 +34,8 @@ const helpExitCodes = `cfp exits with one of these codes, so scripts and health 
   5    no such lease set: the processor (-p) or --lease-id-prefix has no leases in the
        lease container ('cfp estimate', 'cfp leases list/export/reset/delete/release');
        the message names the processors that are there, nearest first
+  6    gone: 'cfp process' stopped because the monitored container (or its database), or
+       its lease set ('cfp leases delete --force'), was deleted while it ran
   130  interrupted by SIGINT (Ctrl-C) or SIGTERM ('cfp tail', 'cfp estimate --watch', ...);
        'cfp process' exits 0 instead once it has stopped gracefully
 

@@ -50,7 +50,9 @@ bootstrapped, in a lease container without time to live, stays until it is remov
 'cfp leases list --check' reports it.
 
 Without --execute, delete prints what it would remove. It asks on a terminal unless
---yes, and refuses while any lease has a live owner unless --force. Save the leases
+--yes, and refuses while any lease has a live owner unless --force. A cfp host still running
+finds its leases deleted at its next renew or checkpoint, and stops (exit 6) rather than
+bootstrap a new set by itself; a .NET or Java host idles. Save the leases
 first with 'cfp leases export' to be able to undo it with 'cfp leases import'.`,
 		Example: `  # Only the bootstrap lock a dead host left in a lease container without time to live
   cfp leases delete -d shop -c orders -p orders-proj --lock --execute

@@ -38,6 +38,9 @@ type leaseView struct {
 	Start *string `json:"start"`
 	// ContinuationError says why the continuation cannot be decoded, null when it can.
 	ContinuationError *string `json:"continuation_error"`
+	// ReadFailure is the permanent read failure the lease's live owner (a cfp host) reports
+	// (feed.ReadFailure), present only then.
+	ReadFailure *string `json:"read_failure,omitempty"`
 }
 
 // processorView is one processor in `cfp leases list -o json` without -p; a public contract.
@@ -208,6 +211,9 @@ func newLeaseView(l *leases.Lease, now time.Time, expiration time.Duration) leas
 	if l.StateError != nil {
 		v.ContinuationError = new(l.StateError.Error())
 	}
+	if f := feed.ReadFailure(l); f != "" && v.State == leases.StateOwned {
+		v.ReadFailure = &f
+	}
 	return v
 }
 
@@ -226,6 +232,9 @@ func modeCell(v leaseView) string {
 	}
 	if v.ContinuationError != nil {
 		cell += ", continuation undecodable"
+	}
+	if v.ReadFailure != nil {
+		cell += ", reads failing"
 	}
 	return cell
 }

@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +29,7 @@ type processOptions struct {
 	f *factory
 
 	Instance        string
+	defaultInstance string // the default name, drawn once
 	AcquireInterval time.Duration
 	RenewInterval   time.Duration
 	Expiration      time.Duration
@@ -63,7 +66,9 @@ the delegate has processed it (at least once).
 Run several instances with the same -p/--processor and lease container, on one machine or
 many: the leases balance across them, and across .NET (v3) hosts that use the same processor
 name, endpoint host and lease container. Each instance writes its --instance name (default
-<hostname>-<pid>) as the Owner of the leases it holds. On first start the lease store is
+<hostname>-<pid>-<random>, different for every process) as the Owner of the leases it holds;
+a host refuses to start under the name of another live host, which would process the same
+leases. On first start the lease store is
 initialized as .NET does (one lease per physical partition, the .info marker); splits of
 the monitored container are followed.
 
@@ -165,7 +170,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 		},
 	}
 	fs := c.Flags()
-	fs.StringVar(&opts.Instance, "instance", "", "this host's `NAME`, written as the owner of its leases (default <hostname>-<pid>)")
+	fs.StringVar(&opts.Instance, "instance", "", "this host's `NAME`, written as the owner of its leases; unique per host (default <hostname>-<pid>-<random>)")
 	positiveDurationVar(fs, &opts.AcquireInterval, "lease-acquire-interval", feed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
 	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
 	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
@@ -231,16 +236,27 @@ func (o *processOptions) resolve() error {
 	return nil
 }
 
-// instance returns --instance or the default <hostname>-<pid>.
+// duplicateInstanceHint is the Try: line of a host that refused a name another live host runs
+// under.
+const duplicateInstanceHint = "give each host its own name with --instance NAME, or leave --instance out: the default <hostname>-<pid>-<random> differs for every process"
+
+// instance returns --instance or the default <hostname>-<pid>-<random>: containers that share a
+// hostname and run cfp as PID 1 would otherwise share a name, and two hosts under one name both
+// process every lease (the host refuses to start under a name a live host runs under).
 func (o *processOptions) instance() string {
 	if o.Instance != "" {
 		return o.Instance
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "cfp"
+	if o.defaultInstance == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "cfp"
+		}
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		o.defaultInstance = host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 	}
-	return host + "-" + strconv.Itoa(os.Getpid())
+	return o.defaultInstance
 }
 
 // engineOptions maps the flags to the processor's options (Notify and Logger are added by
@@ -284,11 +300,17 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		}
 		defer stop()
 		eopts.OnAcquireCycle = func(err error) {
-			if err != nil {
+			rf, _ := errors.AsType[*feed.ReadsFailingError](err)
+			switch {
+			case rf != nil:
+				// Not the account: the reads of some leases fail, whatever the retries.
+				err = &feed.ReadsFailingError{Leases: rf.Leases, Err: errors.New(f.redact(rf.Err.Error()))}
+			case err != nil:
 				err = errors.New(f.redact(err.Error()))
 			}
 			hl.round(err)
 			metrics.cycle(f.Now())
+			metrics.failing(rf)
 		}
 	}
 	// Every request the host makes reports its charge to ru, by kind (the summary's RU).
@@ -351,6 +373,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		if mm, ok := errors.AsType[*feed.ModeMismatchError](err); ok {
 			return o.modeMismatch(mm)
 		}
+		if _, ok := errors.AsType[*feed.DuplicateInstanceError](err); ok {
+			return withHint(err, duplicateInstanceHint)
+		}
 		return fmt.Errorf("initialize lease store: %w", err)
 	}
 	if boot.Existed && o.startSet {
@@ -371,6 +396,17 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		var stop *feed.StopError
 		if errors.As(runErr, &stop) {
 			return fmt.Errorf("processor stopped: %w", stop.Err)
+		}
+		if _, ok := errors.AsType[*feed.DuplicateInstanceError](runErr); ok {
+			return withHint(runErr, duplicateInstanceHint)
+		}
+		if _, ok := errors.AsType[*feed.LeaseSetDeletedError](runErr); ok {
+			return &ExitError{Code: exitGone, Err: withHint(fmt.Errorf("processor stopped: %w", runErr),
+				"start the host again to bootstrap a new lease set from its start options (--from), or leave it stopped if the processor is retired")}
+		}
+		if _, ok := errors.AsType[*feed.MonitoredGoneError](runErr); ok {
+			return &ExitError{Code: exitGone, Err: withHint(fmt.Errorf("processor stopped: %w", runErr),
+				"recreate the container and start the host again, or retire the processor with cfp leases delete")}
 		}
 		return fmt.Errorf("processor: %w", runErr)
 	}

@@ -26,6 +26,7 @@ type processMetrics struct {
 	items    *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 	owned    prometheus.Gauge
+	failingG prometheus.Gauge
 	moves    *prometheus.CounterVec
 	lag      *prometheus.GaugeVec
 	state    *prometheus.GaugeVec
@@ -64,6 +65,9 @@ func newProcessMetrics(processor, database, container, instance string, stuckAft
 		}, []string{"cause"}),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cfp_process_owned_leases", Help: "Leases this host holds.", ConstLabels: labels,
+		}),
+		failingG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cfp_process_failing_leases", Help: "Leases this host holds whose change-feed reads fail permanently (an error retrying does not fix); updated every acquire cycle.", ConstLabels: labels,
 		}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cfp_process_lease_moves_total", Help: "Leases this host acquired, released or lost, by event.", ConstLabels: labels,
@@ -107,7 +111,7 @@ func newProcessMetrics(processor, database, container, instance string, stuckAft
 
 // collectors are the metrics registered.
 func (m *processMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.batches, m.items, m.errors, m.owned, m.moves, m.lag, m.state, m.ru, m.leaseRU}
+	return []prometheus.Collector{m.batches, m.items, m.errors, m.owned, m.failingG, m.moves, m.lag, m.state, m.ru, m.leaseRU}
 }
 
 // charged records the RU of one request, of kind, for lease ("" when it was for none).
@@ -119,6 +123,19 @@ func (m *processMetrics) charged(kind leases.ChargeKind, lease string, ru float6
 	if lease != "" {
 		m.leaseRU.WithLabelValues(lease, string(kind)).Add(ru)
 	}
+}
+
+// failing records, at the end of an acquire cycle, the leases whose reads fail permanently
+// (rf nil: none).
+func (m *processMetrics) failing(rf *feed.ReadsFailingError) {
+	if m == nil {
+		return
+	}
+	n := 0
+	if rf != nil {
+		n = len(rf.Leases)
+	}
+	m.failingG.Set(float64(n))
 }
 
 // processStates are the progress states a host reports for its own leases (it holds them, so
@@ -143,7 +160,12 @@ func (m *processMetrics) observe(e feed.Event) {
 	case feed.EventReleased, feed.EventLost:
 		m.owned.Dec()
 		m.moves.WithLabelValues(string(e.Type)).Inc()
+		// The series of a lease this host no longer holds go: the host that takes it over
+		// reports it under its own owner label.
 		m.lag.DeleteLabelValues(e.Lease)
+		m.batches.DeleteLabelValues(e.Lease)
+		m.items.DeleteLabelValues(e.Lease)
+		m.leaseRU.DeletePartialMatch(prometheus.Labels{"lease": e.Lease})
 		for _, s := range processStates {
 			m.state.DeleteLabelValues(e.Lease, s)
 		}

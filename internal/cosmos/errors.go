@@ -66,6 +66,22 @@ func (e *StatusError) Error() string {
 	return s
 }
 
+// Permanent reports whether retrying the request cannot succeed (feed.IsPermanent): a 4xx
+// answer other than 408 (timeout), 429 (throttled) and 449 (retry with): 400 for a
+// continuation or request the service refuses, 405, 413 and the like.
+func (e *StatusError) Permanent() bool {
+	switch {
+	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusTooManyRequests, e.Status == 449,
+		e.Status == http.StatusNotFound && e.Substatus == 1002:
+		return false
+	}
+	return e.Status >= 400 && e.Status < 500
+}
+
+// Permanent reports that a refused credential or permission is not fixed by retrying
+// (feed.IsPermanent): a key, token or role must change first.
+func (e *AuthError) Permanent() bool { return true }
+
 // opInfo describes an operation for error translation: what is being done, what a 404 means is
 // missing, which data-plane RBAC action a 403 lacks, and which partition a 410 concerns.
 type opInfo struct {
@@ -94,8 +110,9 @@ const (
 //	409            -> leases.ErrConflict
 //	412            -> leases.ErrPreconditionFailed
 //	429, 503       -> *feed.ThrottledError with the service's retry-after
-//	410/1002|1007|1008 -> *feed.RangeGoneError
-//	other 410      -> *feed.StaleRouteError (1000: name cache stale; refresh and retry)
+//	410/1002|1007  -> *feed.RangeGoneError (a split or merge, as .NET's ExceptionClassifier)
+//	other 410      -> *feed.StaleRouteError (1000: name cache stale; 1008: completing a
+//	                  partition migration; refresh and retry)
 //	401, 403       -> *AuthError with a hint
 //	anything else  -> *StatusError
 //
@@ -124,6 +141,10 @@ func translate(err error, info opInfo) error {
 		code, msg = errorBody(re)
 	}
 	switch {
+	case status == http.StatusNotFound && sub == 1002:
+		// 404/1002 is "read session not available" (a replica behind the session token), not a
+		// missing resource: retry, as both SDKs do.
+		return &StatusError{Op: info.op, Status: status, Substatus: sub, Code: code, Message: msg}
 	case status == http.StatusNotFound:
 		missing := info.missing
 		if missing == "" {
@@ -136,8 +157,13 @@ func translate(err error, info opInfo) error {
 		return fmt.Errorf("%s: %w", info.op, leases.ErrPreconditionFailed)
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
 		return fmt.Errorf("%s: %w", info.op, &feed.ThrottledError{Status: status, RetryAfter: retryAfter})
-	case status == http.StatusGone && (sub == 1002 || sub == 1007 || sub == 1008):
-		return fmt.Errorf("%s: %w", info.op, &feed.RangeGoneError{PartitionID: info.partitionID})
+	case status == http.StatusGone && (sub == 1002 || sub == 1007):
+		// .NET counts 410/1002 (PartitionKeyRangeGone) and 410/1007 (CompletingSplit) as a split,
+		// nothing else (Microsoft.Azure.Cosmos/src/ChangeFeedProcessor/DocDBErrors/
+		// ExceptionClassifier.cs, line 16); 410/1008 (CompletingPartitionMigration) is thrown as
+		// a CosmosException (FeedProcessing/FeedProcessorCore.cs, lines 113-118), the partition
+		// stays: a stale route below.
+		return fmt.Errorf("%s: %w", info.op, &feed.RangeGoneError{PartitionID: info.partitionID, Substatus: sub})
 	case status == http.StatusGone:
 		return fmt.Errorf("%s: %w", info.op, &feed.StaleRouteError{PartitionID: info.partitionID, Substatus: sub})
 	case status == http.StatusUnauthorized:

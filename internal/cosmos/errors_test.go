@@ -75,8 +75,28 @@ func TestTranslate(t *testing.T) {
 			}
 		}},
 		{name: "410/1007", err: responseError(410, map[string]string{"x-ms-substatus": "1007"}, `{}`), check: func(t *testing.T, err error) {
-			if !feed.IsRangeGone(err) {
-				t.Errorf("410/1007 = %v, want RangeGoneError", err)
+			var g *feed.RangeGoneError
+			if !errors.As(err, &g) || g.Substatus != 1007 {
+				t.Errorf("410/1007 = %v, want RangeGoneError with substatus 1007", err)
+			}
+		}},
+		// .NET's ExceptionClassifier counts only 1002 and 1007 as a split: 1008 (completing a
+		// partition migration) is an error to retry, the partition stays.
+		{name: "410/1008", err: responseError(410, map[string]string{"x-ms-substatus": "1008"}, `{}`), check: func(t *testing.T, err error) {
+			var sr *feed.StaleRouteError
+			if feed.IsRangeGone(err) || !errors.As(err, &sr) || sr.Substatus != 1008 {
+				t.Errorf("410/1008 = %v, want a StaleRouteError, not a split", err)
+			}
+		}},
+		// 404/1002 is "read session not available": retried, not a missing container.
+		{name: "404/1002", err: responseError(404, map[string]string{"x-ms-substatus": "1002"}, `{}`), check: func(t *testing.T, err error) {
+			if errors.Is(err, leases.ErrNotFound) || feed.IsPermanent(err) {
+				t.Errorf("404/1002 = %v, want a transient error, not not-found", err)
+			}
+		}},
+		{name: "400 permanent", err: responseError(400, nil, `{"code":"BadRequest","message":"invalid continuation"}`), check: func(t *testing.T, err error) {
+			if !feed.IsPermanent(err) {
+				t.Errorf("400 = %v, want a permanent error", err)
 			}
 		}},
 		{name: "410 other", err: responseError(410, map[string]string{"x-ms-substatus": "1000"}, `{}`), check: func(t *testing.T, err error) {

@@ -12,8 +12,9 @@ import (
 // /dbs, and the account read when IncludeAccount is set; the /_cfp/ admin endpoints are never
 // affected). Rules are off by default; InjectFaults adds one and ClearFaults removes all.
 type FaultRule struct {
-	// Status is the error to answer: 429 (with x-ms-retry-after-ms), 500, 503 or 410 (with
-	// x-ms-substatus). 0 answers normally, after Latency.
+	// Status is the error to answer: 429 (with x-ms-retry-after-ms), 500, 503, 410 (with
+	// x-ms-substatus) or 400 (a request the service refuses, such as a bad continuation). 0
+	// answers normally, after Latency.
 	Status int
 	// Substatus is sent as x-ms-substatus. Default for 410: 1002 (partition key range gone).
 	Substatus int
@@ -34,9 +35,9 @@ type FaultRule struct {
 // Validate reports whether the rule can be injected.
 func (f FaultRule) Validate() error {
 	switch f.Status {
-	case 0, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGone:
+	case 0, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGone, http.StatusBadRequest:
 	default:
-		return fmt.Errorf("fault status must be 429, 500, 503, 410 or 0, got %d", f.Status)
+		return fmt.Errorf("fault status must be 429, 500, 503, 410, 400 or 0, got %d", f.Status)
 	}
 	if f.Fraction < 0 || f.Fraction > 1 {
 		return fmt.Errorf("fault fraction must be between 0 and 1, got %v", f.Fraction)

@@ -242,6 +242,8 @@ func (e *Emulator) applyFault(w http.ResponseWriter, r *http.Request, f FaultRul
 		writeError(w, f.Status, "InternalServerError", "an internal server error occurred (injected fault)", f.Substatus)
 	case http.StatusGone:
 		writeError(w, f.Status, "Gone", "the partition key range is gone (injected fault)", f.Substatus)
+	case http.StatusBadRequest:
+		writeError(w, f.Status, "BadRequest", "the request is invalid (injected fault)", f.Substatus)
 	default:
 		return true
 	}

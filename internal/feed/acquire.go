@@ -113,6 +113,9 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 		return
 	}
 	p.limit.reset(limitKey("list leases", ""))
+	if p.checkName(ctx, hosts) || p.checkDeleted(ctx, all) {
+		return
+	}
 	p.noticeLost(all, listing)
 	now := p.opts.Now()
 	p.pruneHandoffs(now)
@@ -274,6 +277,9 @@ func (p *Processor) noticeLost(all []*leases.Lease, listing uint64) {
 
 // cycleDone tells ProcessorOptions.OnAcquireCycle that an acquire cycle ended.
 func (p *Processor) cycleDone(err error) {
+	if err == nil {
+		err = p.readsFailing()
+	}
 	if p.opts.OnAcquireCycle != nil {
 		p.opts.OnAcquireCycle(err)
 	}

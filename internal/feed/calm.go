@@ -57,6 +57,9 @@ func (p *Processor) quietCycle(ctx context.Context) bool {
 	if err != nil {
 		return false // the full cycle reports it
 	}
+	if p.checkName(ctx, hosts) {
+		return true
+	}
 	now := p.opts.Now()
 	if liveRecords(hosts, now, p.opts.Expiration) != c.records || p.holding() != c.held {
 		return false

@@ -283,7 +283,7 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 	}
 
 	page, err := NewReader(src, req, opts.Reader).readOnce(ctx)
-	if IsRangeGone(err) {
+	if estimatesGone(err) {
 		return sentinel(ll, SentinelRangeGone), nil
 	}
 	if err != nil {
@@ -308,11 +308,21 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 	return ll, nil
 }
 
+// estimatesGone reports whether a read's err gives the range-gone sentinel (lag 1), as .NET's
+// estimator does for 410/1002 only (Microsoft.Azure.Cosmos/src/ChangeFeedProcessor/
+// ChangeFeedEstimatorIterator.cs, lines 322-325), and for a range cfp found gone by itself
+// (Substatus 0, which .NET's routing answers as 410/1002 too). A 410/1007 (completing a split)
+// fails the estimate there (EnsureSuccessStatusCode, line 329), and so it does here.
+func estimatesGone(err error) bool {
+	var g *RangeGoneError
+	return errors.As(err, &g) && g.Substatus != 1007
+}
+
 // estimateJava reads the lease's range from now and applies JavaLag.
 func estimateJava(ctx context.Context, src Source, req ReadRequest, ll LeaseLag, opts EstimateOptions) (LeaseLag, error) {
 	req.Start = StartFrom{Kind: StartNow}
 	page, err := NewReader(src, req, opts.Reader).readOnce(ctx)
-	if IsRangeGone(err) {
+	if estimatesGone(err) {
 		return sentinel(ll, SentinelRangeGone), nil
 	}
 	if err != nil {

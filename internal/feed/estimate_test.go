@@ -209,6 +209,26 @@ func TestEstimate_Errors(t *testing.T) {
 	}
 }
 
+// TestEstimate_GoneSentinelOnlyFor1002: .NET's estimator reports 1 for a lease whose read
+// answers 410/1002 and fails on 410/1007 (ChangeFeedEstimatorIterator.cs, lines 322-329).
+func TestEstimate_GoneSentinelOnlyFor1002(t *testing.T) {
+	t.Parallel()
+	clock := feedtest.NewClock(t0)
+	src := feedtest.NewMemSource(1, feedtest.WithClock(clock.Now))
+	writeEvery(t, src, clock, "a", 3)
+	ls := []*leases.Lease{v0("0", `"1"`, "", time.Time{})}
+
+	src.Fail(1, &feed.RangeGoneError{PartitionID: "0", Substatus: 1002})
+	lags, _, err := feed.Estimate(context.Background(), src, ls, feed.EstimateOptions{Now: clock.Now})
+	if err != nil || lags[0].Lag != 1 || lags[0].Sentinel != feed.SentinelRangeGone {
+		t.Fatalf("410/1002: %+v, %v; want the range-gone sentinel, lag 1", lags, err)
+	}
+	src.Fail(1, &feed.RangeGoneError{PartitionID: "0", Substatus: 1007})
+	if lags, _, err := feed.Estimate(context.Background(), src, ls, feed.EstimateOptions{Now: clock.Now}); !feed.IsRangeGone(err) {
+		t.Fatalf("410/1007: %+v, %v; want the estimate to fail with the gone error, as .NET's", lags, err)
+	}
+}
+
 func TestEstimate_ConcurrencyBound(t *testing.T) {
 	t.Parallel()
 	mem := feedtest.NewMemSource(1)

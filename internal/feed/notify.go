@@ -36,6 +36,9 @@ type Event struct {
 	// Err is the failure of an EventError or the reason of an EventLost.
 	Err   error
 	Cause Cause
+	// Permanent marks an EventError of the change feed that retrying does not fix (see
+	// IsPermanent): the lease is not processed until its cause is.
+	Permanent bool
 	// Items is the batch size of EventBatch.
 	Items int
 	// Continuation is the checkpointed position of EventCheckpoint and the handled batch's end

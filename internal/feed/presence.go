@@ -15,7 +15,7 @@ import (
 // without the record, the others see this host once it owns leases, as .NET hosts do.
 // It reports whether the record was written.
 func (p *Processor) announce(ctx context.Context) bool {
-	_, err := p.store.Announce(ctx, p.opts.Instance, max(leases.DefaultHostTTL, 2*p.opts.Expiration))
+	_, err := p.store.AnnounceIncarnation(ctx, p.record(), max(leases.DefaultHostTTL, 2*p.opts.Expiration))
 	if err != nil {
 		if ctx.Err() == nil {
 			p.warnLimited(ctx, "announce host", "", err)
@@ -31,6 +31,10 @@ func (p *Processor) announce(ctx context.Context) bool {
 func (p *Processor) withdraw(ctx context.Context) {
 	fctx, cancel := p.fresh(ctx)
 	defer cancel()
+	var dup *DuplicateInstanceError
+	if errors.As(context.Cause(ctx), &dup) {
+		return // the record and the leases of this name are the other process's
+	}
 	if err := p.store.Withdraw(fctx, p.opts.Instance); err != nil {
 		p.warnLimited(ctx, "withdraw host", "", err)
 	}

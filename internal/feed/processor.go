@@ -89,9 +89,11 @@ type ProcessorOptions struct {
 	// doubles per consecutive failure up to MaxErrorBackoff (defaults 1s and 30s).
 	ErrorBackoff, MaxErrorBackoff time.Duration
 	// OnAcquireCycle, when set, is called at the end of every acquire cycle that was not cut
-	// off by shutdown, with nil when the cycle listed the leases or the listing's error (the
-	// lease store did not answer). It is called from the balancing goroutine and must be quick.
-	// Health checks use it: the first call says the host finished its first cycle.
+	// off by shutdown, with nil when the cycle listed the leases, the listing's error (the
+	// lease store did not answer), or a *ReadsFailingError when the leases listed but the
+	// reads of leases this host holds fail permanently (see IsPermanent). It is called from
+	// the balancing goroutine and must be quick. Health checks use it: the first call says the
+	// host finished its first cycle.
 	OnAcquireCycle func(err error)
 }
 
@@ -233,14 +235,26 @@ type Processor struct {
 	ho   *handoffs // taken before mu (see handoffs)
 	calm calm      // the balancing goroutine's own (see quietCycle)
 
-	mu    sync.Mutex             // guards owned, group and run
+	mu    sync.Mutex             // guards owned, failing, group and run
 	owned map[string]*ownedLease // by token
+	// failing holds the last permanent read failure of each lease whose reads fail (see
+	// readFailed), by token.
+	failing map[string]error
 	// workerEnded gets a value (when it has room) each time a worker ended.
 	workerEnded chan struct{}
 	group       *errgroup.Group
 	run         context.Context // the group's context: ends at shutdown
 
 	listings atomic.Uint64 // lease listings started (see ownedLease.listing)
+
+	// incarnation and since tell this process's presence record from another process's under
+	// the same instance name (see instance.go); abort ends Run with its cause.
+	incarnation string
+	since       time.Time
+	abort       context.CancelCauseFunc
+	// deleted are the leases found deleted since the last acquire cycle (see deleted.go),
+	// guarded by mu.
+	deleted []LeaseInfo
 }
 
 // BootstrapResult says what Bootstrap found.
@@ -265,8 +279,8 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 	p := &Processor{
 		src: src, store: store, h: h, opts: opts,
 		log:   opts.Logger.With("owner", opts.Instance),
-		owned: map[string]*ownedLease{}, workerEnded: make(chan struct{}, 1),
-		ho: newHandoffs(),
+		owned: map[string]*ownedLease{}, failing: map[string]error{}, workerEnded: make(chan struct{}, 1),
+		ho: newHandoffs(), incarnation: newIncarnation(), abort: func(error) {},
 	}
 	p.limit = newRateLog(p.log, opts.Now, DefaultMaxErrorBackoff)
 	p.lh, _ = h.(LeaseHandler)
@@ -310,13 +324,15 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	actx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	g, gctx := errgroup.WithContext(actx)
 	p.mu.Lock()
 	if p.group != nil {
 		p.mu.Unlock()
 		return errors.New("processor is already running")
 	}
-	p.group, p.run = g, gctx
+	p.group, p.run, p.abort = g, gctx, abort
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
@@ -327,6 +343,18 @@ func (p *Processor) Run(ctx context.Context) error {
 	g.Go(func() error { p.balanceLoop(gctx); return nil })
 	g.Go(func() error { p.renewLoop(gctx); return nil })
 	err := g.Wait()
+	var dup *DuplicateInstanceError
+	if errors.As(context.Cause(actx), &dup) && ctx.Err() == nil {
+		return dup
+	}
+	var setGone *LeaseSetDeletedError
+	if errors.As(context.Cause(actx), &setGone) && ctx.Err() == nil {
+		return setGone
+	}
+	var gone *MonitoredGoneError
+	if errors.As(err, &gone) {
+		return err
+	}
 	var stop *StopError
 	if errors.As(err, &stop) {
 		return err
@@ -352,6 +380,10 @@ func (p *Processor) Bootstrap(ctx context.Context) (BootstrapResult, error) {
 	defer p.bootMu.Unlock()
 	if p.boot != nil {
 		return *p.boot, nil
+	}
+	p.since = p.opts.Now()
+	if err := p.claimName(ctx); err != nil {
+		return BootstrapResult{}, err
 	}
 	p.announce(ctx)
 	res, err := p.bootstrap(ctx)

@@ -194,6 +194,7 @@ func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 		defer func() {
 			p.mu.Lock()
 			delete(p.owned, l.Token)
+			delete(p.failing, l.Token)
 			p.mu.Unlock()
 			select {
 			case p.workerEnded <- struct{}{}:
@@ -365,7 +366,11 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				}
 				failures++
 				if ol.ctx.Err() == nil {
-					p.infraError(ol.ctx, "route lease", w.info.Token, err)
+					if !IsPermanent(err) {
+						p.infraError(ol.ctx, "route lease", w.info.Token, err)
+					} else if gone := p.readFailed(ol.ctx, ol, "route lease", err); gone != nil {
+						return CloseShutdown, gone
+					}
 				}
 				_ = sleepCtx(ol.ctx, p.backoff(failures))
 				continue
@@ -384,9 +389,16 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 				continue // merged into one partition (the lease stays), or retry the split
 			}
 			failures++
-			p.infraError(ol.ctx, "read change feed", w.info.Token, err)
+			if !IsPermanent(err) {
+				p.infraError(ol.ctx, "read change feed", w.info.Token, err)
+			} else if gone := p.readFailed(ol.ctx, ol, "read change feed", err); gone != nil {
+				return CloseShutdown, gone
+			}
 			_ = sleepCtx(ol.ctx, p.backoff(failures))
 			continue
+		}
+		if failures > 0 || ReadFailure(ol.current()) != "" {
+			p.readRecovered(ol.ctx, ol) // also a mark left by an earlier owner
 		}
 		failures = 0
 		p.limit.reset(limitKey("read change feed", w.info.Token))
@@ -609,10 +621,21 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 			p.handlerError(ctx, w.info, fmt.Errorf("close lease %s: %w", w.info.Token, closeErr))
 		}
 	}
+	var dup *DuplicateInstanceError
+	if reason == CloseShutdown && errors.As(context.Cause(w.run), &dup) {
+		// Another process runs under this name and holds this lease in the same name: a
+		// checkpoint or a release from here would be written over its work. Just stop.
+		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: dup})
+		return nil
+	}
 	switch reason {
 	case CloseLeaseLost:
 		cause := context.Cause(ol.ctx)
-		p.log.Info("lease lost", "lease", w.info.Token, "err", cause)
+		if isDeleted(cause) {
+			p.deletedLease(w.info, cause)
+		} else {
+			p.log.Info("lease lost", "lease", w.info.Token, "err", cause)
+		}
 		p.notify(Event{Type: EventLost, Lease: w.info.Token, Range: w.info.Range, Err: cause})
 		var expired *expiredError
 		if errors.As(cause, &expired) {

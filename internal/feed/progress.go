@@ -20,10 +20,13 @@ const (
 	ProgressStuck = "stuck"
 	// ProgressWaiting: there is something to read and no live owner (expired or unowned).
 	ProgressWaiting = "waiting"
+	// ProgressFailing: the lease's live owner (a cfp host) reports that the reads of its range
+	// fail with an error retrying does not fix (ReadFailure says which): nothing is processed.
+	ProgressFailing = "failing"
 )
 
 // Progresses lists every progress value, in the order documentation and metrics use.
-var Progresses = []string{ProgressIdle, ProgressActive, ProgressStuck, ProgressWaiting}
+var Progresses = []string{ProgressIdle, ProgressActive, ProgressStuck, ProgressWaiting, ProgressFailing}
 
 // DefaultStuckAfter is how many consecutive estimates must see an owned lease with pending
 // changes and an unchanged continuation before it is stuck.
@@ -42,6 +45,8 @@ type LeaseSighting struct {
 	Measured bool
 	// At is when the lease was observed.
 	At time.Time
+	// Failure is the permanent read failure the lease's owner reported (see ReadFailure).
+	Failure string
 }
 
 // LeaseTrack is what TrackProgress remembers about a lease between two observations. The zero
@@ -67,6 +72,8 @@ type LeaseTrack struct {
 // moved (since the first of those observations), set only when stuck.
 func TrackProgress(prev LeaseTrack, s LeaseSighting, stuckAfter int) (progress string, stuckFor time.Duration, next LeaseTrack) {
 	switch {
+	case s.Failure != "" && s.State == leases.StateOwned:
+		return ProgressFailing, 0, LeaseTrack{}
 	case s.Measured && s.Lag == 0:
 		return ProgressIdle, 0, LeaseTrack{}
 	case s.State != leases.StateOwned:
@@ -113,7 +120,7 @@ func (t *ProgressTracker) Observe(lags []LeaseLag, at time.Time) {
 func (l *LeaseLag) sighting(at time.Time) LeaseSighting {
 	s := LeaseSighting{State: l.State, Owner: l.Owner, Lag: l.Lag, Measured: l.Sentinel == "", At: at}
 	if l.Lease != nil {
-		s.Continuation = l.Lease.Continuation
+		s.Continuation, s.Failure = l.Lease.Continuation, ReadFailure(l.Lease)
 	}
 	return s
 }

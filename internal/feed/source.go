@@ -138,9 +138,17 @@ type Source interface {
 // ErrNotFound means the container (or database) does not exist.
 var ErrNotFound = leases.ErrNotFound
 
-// RangeGoneError reports that a partition no longer exists (410 with substatus 1002/1007/1008).
+// RangeGoneError reports that a partition no longer exists: the service answered 410 with
+// substatus 1002 (partition key range gone) or 1007 (completing a split), the two .NET's
+// processor counts as a split (ChangeFeedProcessor/DocDBErrors/ExceptionClassifier.cs, line 16),
+// or cfp's routing found no partition (Substatus 0). 410/1008 (completing a partition
+// migration) is no split: .NET classifies it Undefined and throws it as a CosmosException
+// (FeedProcessing/FeedProcessorCore.cs, lines 113-118), so it is a *StaleRouteError here.
 type RangeGoneError struct {
 	PartitionID string
+	// Substatus is the service's x-ms-substatus (1002 or 1007), 0 when cfp found the range
+	// gone by itself (a routing map without the partition, or a range over several).
+	Substatus int
 }
 
 func (e *RangeGoneError) Error() string {

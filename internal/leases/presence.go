@@ -16,7 +16,13 @@ import (
 // that joins aims at half of them. A cfp host therefore keeps a small record of its own in the
 // lease container, refreshed every acquire cycle and deleted when it stops:
 //
-//	{"id":"<prefix>.host.<instance>","cfpHost":"<instance>","timestamp":"<UTC ISO-8601>","ttl":3600}
+//	{"id":"<prefix>.host.<instance>","cfpHost":"<instance>","timestamp":"<UTC ISO-8601>","ttl":3600,
+//	 "cfpIncarnation":"<random>","cfpSince":"<UTC ISO-8601>"}
+//
+// cfpIncarnation is random per host process and cfpSince is when it started: two processes
+// that run under one instance name write the same record, and each tells the other's writes
+// from its own by them (see feed's DuplicateInstanceError). Records without them are read as
+// an unknown incarnation.
 //
 // plus "partitionKey" (the id) in a /partitionKey container. Like the .info and .lock markers it
 // lives outside "<prefix>..", so the .NET and Java processors, whose listing query is
@@ -26,6 +32,8 @@ const (
 	hostInfix = ".host."
 	fHost     = "cfpHost"
 	fTTL      = "ttl"
+	fIncarn   = "cfpIncarnation"
+	fSince    = "cfpSince"
 	// DefaultHostTTL is the ttl of a host record: how long a lease container with TTL enabled
 	// keeps the record of a host that stopped without deleting it.
 	DefaultHostTTL = time.Hour
@@ -48,6 +56,10 @@ type Host struct {
 	Instance string
 	// Timestamp is the host's last refresh (the timestamp field, else _ts).
 	Timestamp time.Time
+	// Incarnation identifies the process that wrote the record ("" when unknown); Since is
+	// when that process started (zero when unknown).
+	Incarnation string
+	Since       time.Time
 }
 
 // Expired reports whether the host stopped refreshing its record: its timestamp is older than
@@ -109,6 +121,12 @@ func DecodeHost(doc Document) (Host, error) {
 		return Host{}, fmt.Errorf("decode host record %q: %w", h.ID, err)
 	}
 	h.Timestamp = ts.Timestamp
+	h.Incarnation, _ = o.str(fIncarn)
+	if s, _ := o.str(fSince); s != "" {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			h.Since = t
+		}
+	}
 	return h, nil
 }
 
@@ -117,6 +135,13 @@ func DecodeHost(doc Document) (Host, error) {
 // in a container with TTL enabled (DefaultHostTTL when not positive). It is idempotent and safe
 // for concurrent use.
 func (s *Store) Announce(ctx context.Context, instance string, ttl time.Duration) (Host, error) {
+	return s.AnnounceIncarnation(ctx, Host{Instance: instance}, ttl)
+}
+
+// AnnounceIncarnation is Announce that also writes h.Incarnation and h.Since (when set), so
+// that another process writing the record of the same instance can be told apart.
+func (s *Store) AnnounceIncarnation(ctx context.Context, h Host, ttl time.Duration) (Host, error) {
+	instance := h.Instance
 	ctx = WithCharge(ctx, ChargePresence, "")
 	if strings.TrimSpace(instance) == "" {
 		return Host{}, errors.New("announce host: empty instance name")
@@ -136,6 +161,16 @@ func (s *Store) Announce(ctx context.Context, instance string, ttl time.Duration
 		v any
 	}{{fID, id}, {fHost, instance}, {fTimestamp, FormatDotNetTime(s.now())}, {fTTL, int((ttl + time.Second - 1) / time.Second)}} {
 		if err := o.set(f.k, f.v); err != nil {
+			return Host{}, err
+		}
+	}
+	if h.Incarnation != "" {
+		if err := o.set(fIncarn, h.Incarnation); err != nil {
+			return Host{}, err
+		}
+	}
+	if !h.Since.IsZero() {
+		if err := o.set(fSince, h.Since.UTC().Format(time.RFC3339Nano)); err != nil {
 			return Host{}, err
 		}
 	}
@@ -168,6 +203,21 @@ func (s *Store) Announce(ctx context.Context, instance string, ttl time.Duration
 	}
 	if d.ID == "" {
 		d.ID = id
+	}
+	return DecodeHost(d)
+}
+
+// ReadHost reads instance's presence record; ErrNotFound when there is none.
+func (s *Store) ReadHost(ctx context.Context, instance string) (Host, error) {
+	ctx = WithCharge(ctx, ChargePresence, "")
+	p, err := s.path(ctx)
+	if err != nil {
+		return Host{}, err
+	}
+	id := HostID(s.prefix, instance)
+	d, err := s.docs.Read(ctx, id, pkFor(p, id, id))
+	if err != nil {
+		return Host{}, fmt.Errorf("read host %s: %w", instance, err)
 	}
 	return DecodeHost(d)
 }

@@ -264,3 +264,28 @@ func TestDiscover_HostRecords(t *testing.T) {
 		t.Errorf("Check = %v, want no findings: host records are not leases", kinds(fs))
 	}
 }
+
+// TestStore_AnnounceIncarnation: the record keeps the writer's incarnation and start, ReadHost
+// reads them back, and a plain Announce (an older cfp) leaves them unknown.
+func TestStore_AnnounceIncarnation(t *testing.T) {
+	t.Parallel()
+	s, _, clk := newTestStore(t, "/id")
+	ctx := context.Background()
+	if _, err := s.ReadHost(ctx, "a"); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("ReadHost of a missing record = %v, want ErrNotFound", err)
+	}
+	since := clk.Now().Add(-time.Minute).UTC()
+	if _, err := s.AnnounceIncarnation(ctx, leases.Host{Instance: "a", Incarnation: "i1", Since: since}, 0); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.ReadHost(ctx, "a")
+	if err != nil || h.Incarnation != "i1" || !h.Since.Equal(since) || h.Instance != "a" {
+		t.Fatalf("ReadHost = %+v, %v; want incarnation i1 since %s", h, err, since)
+	}
+	if _, err := s.Announce(ctx, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.ReadHost(ctx, "a"); err != nil || h.Incarnation != "" || !h.Since.IsZero() {
+		t.Fatalf("after a plain Announce: %+v, %v; want no incarnation", h, err)
+	}
+}

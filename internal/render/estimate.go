@@ -33,7 +33,9 @@ type EstimateLease struct {
 	TimeLagSeconds *float64      `json:"time_lag_seconds"`
 	AgeSeconds     *float64      `json:"age_seconds"`
 	Progress       string        `json:"progress"`
-	StuckSeconds   *float64      `json:"stuck_seconds"`
+	// Failure is the permanent read failure the owner reports when Progress is "failing".
+	Failure      string   `json:"failure,omitempty"`
+	StuckSeconds *float64 `json:"stuck_seconds"`
 }
 
 // EstimateSummary sums up an estimate.

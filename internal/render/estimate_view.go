@@ -28,6 +28,9 @@ func NewEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 		if l.Progress == feed.ProgressStuck {
 			lv.StuckSeconds = new(l.StuckFor.Seconds())
 		}
+		if l.Progress == feed.ProgressFailing {
+			lv.Failure = feed.ReadFailure(l.Lease)
+		}
 		if l.Range.Max != "" {
 			lv.Range = new(l.Range)
 		}

@@ -29,6 +29,9 @@ type EventView struct {
 	// Cause is "user" (the delegate failed) or "infra" (the service failed) for error events.
 	Cause string `json:"cause,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Permanent marks an infra error that retrying does not fix (a refused continuation, a
+	// deleted container, refused credentials): the lease is not processed until it is fixed.
+	Permanent bool `json:"permanent,omitempty"`
 	// Attempt counts the failed deliveries of the same batch (error events with cause user).
 	Attempt  int      `json:"attempt,omitempty"`
 	Children []string `json:"children,omitempty"`
@@ -115,6 +118,7 @@ func EventViewOf(e feed.Event, redact func(string) string) EventView {
 	v := EventView{
 		Type: string(e.Type), Time: e.Time.UTC(), Owner: e.Owner, Lease: e.Lease,
 		Items: e.Items, Continuation: e.Continuation, Cause: string(e.Cause), Children: e.Children,
+		Permanent: e.Permanent,
 	}
 	if e.Range != (feed.Range{}) {
 		r := e.Range
@@ -147,6 +151,9 @@ func TextEvent(v EventView) string {
 		kv("items", fmt.Sprint(v.Items))
 	}
 	kv("cause", v.Cause)
+	if v.Permanent {
+		kv("permanent", "true")
+	}
 	if v.Attempt > 0 {
 		kv("attempt", fmt.Sprint(v.Attempt))
 	}

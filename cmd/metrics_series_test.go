@@ -1,0 +1,87 @@
+package cmd
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/render"
+)
+
+// leaseSeries returns the leases that metric name has a series for in reg.
+func leaseSeries(t *testing.T, reg prometheus.Gatherer, name string) map[string]bool {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "lease" {
+					out[lp.GetValue()] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestEstimateGauges_MovesOfAGoneLeaseGo: once a lease is no longer in the set (its parent
+// split into children), cfp_estimate_lease_moves_total has no series for it any more.
+func TestEstimateGauges_MovesOfAGoneLeaseGo(t *testing.T) {
+	t.Parallel()
+	reg := newMetricsRegistry()
+	g := newEstimateGauges(reg, "p", "d", "c")
+	a, b := "host-a", "host-b"
+	g.set(estimateView{Leases: []render.EstimateLease{{Lease: "0", Owner: &a}, {Lease: "1", Owner: &a}}})
+	g.set(estimateView{Leases: []render.EstimateLease{{Lease: "0", Owner: &b}, {Lease: "1", Owner: &a}}})
+	g.set(estimateView{Leases: []render.EstimateLease{{Lease: "1", Owner: &a}, {Lease: "2", Owner: &a}, {Lease: "3", Owner: &b}}})
+	got := leaseSeries(t, reg, "cfp_estimate_lease_moves_total")
+	if got["0"] || !got["1"] || !got["2"] || !got["3"] {
+		t.Errorf("moves series for leases %v, want 1, 2 and 3 (0 was split away)", got)
+	}
+}
+
+// TestProcessMetrics_SeriesOfAReleasedLeaseGo: the per-lease series of a lease this host
+// released or lost are removed; those of the leases it still holds stay.
+func TestProcessMetrics_SeriesOfAReleasedLeaseGo(t *testing.T) {
+	t.Parallel()
+	m := newProcessMetrics("p", "d", "c", "host-a", 3)
+	for _, l := range []string{"0", "1"} {
+		m.observe(feed.Event{Type: feed.EventAcquired, Lease: l})
+		m.observe(feed.Event{Type: feed.EventBatch, Lease: l, Items: 2})
+		m.charged(leases.ChargeChangeFeed, l, 1)
+		m.batchDone(feed.Batch{LeaseToken: l, LatestLSN: 9, Continuation: `"5"`})
+	}
+	m.observe(feed.Event{Type: feed.EventReleased, Lease: "0"})
+	for _, name := range []string{"cfp_process_batches_total", "cfp_process_items_total", "cfp_process_lease_request_units_total", "cfp_process_lease_lag"} {
+		if got := leaseSeries(t, m.registry, name); got["0"] || !got["1"] {
+			t.Errorf("%s has series for leases %v, want only 1 (0 was released)", name, got)
+		}
+	}
+}
+
+// TestNewLeaseView_ReadFailure: leases list shows the read failure a live owner wrote into its
+// lease, and not once the owner is gone.
+func TestNewLeaseView_ReadFailure(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l := &leases.Lease{Token: "0", Owner: "host-a", Timestamp: now.Add(-time.Second),
+		Properties: map[string]string{"cfpReadFailure": "read change feed: HTTP 400"}}
+	v := newLeaseView(l, now, time.Minute)
+	if v.ReadFailure == nil || *v.ReadFailure != "read change feed: HTTP 400" || !strings.Contains(modeCell(v), "reads failing") {
+		t.Errorf("owned lease with a read failure: %+v, mode cell %q", v, modeCell(v))
+	}
+	if v := newLeaseView(l, now.Add(time.Hour), time.Minute); v.ReadFailure != nil {
+		t.Errorf("expired lease still shows the read failure %q", *v.ReadFailure)
+	}
+}
