@@ -3,12 +3,17 @@ package cmd
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -432,5 +437,34 @@ func TestEmulator_WellKnownKeyRefusalChecksTheDecodedKeyAndTheBoundAddress(t *te
 	var ue *UsageError
 	if served || !errors.As(err, &ue) || !strings.Contains(err.Error(), "refusing to serve lan.localhost:0, bound to 0.0.0.0:") {
 		t.Errorf("a .localhost name bound to 0.0.0.0 with the well-known key: served %v, err %v\n%s", served, err, errOut.String())
+	}
+}
+
+// TestEmulatorCert_ReplacesAnOlderUnconstrainedCertificate runs `cfp emulator cert` on a data
+// directory of an older cfp (an unconstrained self-signed CA, its key beside it): the pair is
+// replaced, stderr says so and what to do, and stdout is only the new path.
+func TestEmulatorCert_ReplacesAnOlderUnconstrainedCertificate(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, DNSNames: []string{"localhost"}}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	kder, _ := x509.MarshalECPrivateKey(key)
+	if err := os.WriteFile(filepath.Join(data, "emulator.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "emulator-key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, context.Background(), "", "emulator", "cert", "--data", data, "--path")
+	if code != 0 || strings.TrimSpace(stdout) != filepath.Join(data, "emulator.pem") {
+		t.Fatalf("emulator cert --path: exit %d, %q\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "cfp: warning: replaced the TLS certificate of "+data) || !strings.Contains(stderr, "trust the new emulator.pem") {
+		t.Errorf("stderr does not report the replacement:\n%s", stderr)
+	}
+	if _, _, stderr := runCLI(t, context.Background(), "", "emulator", "cert", "--data", data, "--path"); stderr != "" {
+		t.Errorf("second run: stderr %q, want nothing (the new certificate is kept)", stderr)
 	}
 }

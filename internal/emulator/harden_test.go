@@ -270,3 +270,27 @@ func TestQuery_ForgedContinuationIs400(t *testing.T) {
 		}
 	}
 }
+
+// FuzzQueryContinuation sends any x-ms-continuation with an ORDER BY and an unordered query:
+// the answer is a page (200) or a 400, never a 500 (a panic reported as a corrupt data file).
+func FuzzQueryContinuation(f *testing.F) {
+	e := openEmu(f, emulator.Options{Partitions: 1})
+	cc := setupContainer(f, newClient(f, e, ""), "db", "c")
+	for i := range 3 {
+		upsert(f, cc, doc{ID: fmt.Sprintf("d%d", i), PK: "p", V: i})
+	}
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, seed := range []string{"", enc(`{"o":1,"n":1}`), enc(`{"s":2,"n":2}`), enc(`{"o":-1}`), enc(`{"o":1e99}`), "!!", enc(`[]`)} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, cont string) {
+		for _, q := range []string{"SELECT * FROM c ORDER BY c.v", "SELECT * FROM c"} {
+			hdr := map[string]string{"Content-Type": "application/query+json", "x-ms-documentdb-isquery": "true",
+				"x-ms-documentdb-partitionkey": `["p"]`, "x-ms-max-item-count": "2", "x-ms-continuation": cont}
+			resp, body := rawRequest(t, e, http.MethodPost, "/dbs/db/colls/c/docs", hdr, `{"query":"`+q+`"}`)
+			if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s with continuation %q: %d %s", q, cont, resp.StatusCode, body)
+			}
+		}
+	})
+}

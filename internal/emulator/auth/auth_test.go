@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 const testDate = "Mon, 30 Nov 2026 12:00:00 GMT"
@@ -172,4 +173,30 @@ func TestVerify_LiteralPlus(t *testing.T) {
 	if err := Verify(r, key); err != nil {
 		t.Errorf("Verify with literal '+' = %v, want nil", err)
 	}
+}
+
+// FuzzVerifyEmulatorToken checks any aad token against a custom key: it never panics, and what
+// it accepts is a JWT whose signature is the MAC of its header and payload under the key (the
+// key's text, accepted for the well-known key only, never passes), with an exp.
+func FuzzVerifyEmulatorToken(f *testing.F) {
+	key := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 64)))
+	now := time.Unix(1_800_000_000, 0)
+	good, _ := EmulatorToken(key, now.Add(time.Hour))
+	enc := base64.RawURLEncoding.EncodeToString
+	for _, seed := range []string{good, "a.b.c", "..", enc([]byte(`{}`)) + "." + enc([]byte(`{"exp":1}`)) + "." + enc([]byte(key))} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		r := httptest.NewRequest(http.MethodGet, "/dbs", nil)
+		r.Header.Set("Authorization", url.QueryEscape("type=aad&ver=1.0&sig="+tok))
+		if VerifyEmulatorToken(r, key, now) != nil {
+			return
+		}
+		parts := strings.Split(tok, ".")
+		k, _ := base64.StdEncoding.DecodeString(key)
+		sig, _ := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[2], "="))
+		if string(sig) != string(tokenMAC(k, parts[0]+"."+parts[1])) {
+			t.Errorf("accepted %q, whose signature is not the MAC under the key", tok)
+		}
+	})
 }
