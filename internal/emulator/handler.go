@@ -151,8 +151,9 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		e.serveCertPEM(w)
 		return
 	}
+	segs, byRID := e.namesOfRIDs(segs)
 	// An unauthenticated client gets its answer and loses its connection.
-	if err := e.verify(r); err != nil {
+	if err := e.verify(r, byRID); err != nil {
 		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
 		return
@@ -184,13 +185,16 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // verify authenticates r: a master-key signature, or (with Options.AcceptEmulatorTokens) a
 // Microsoft Entra ID token of the kind the SDKs send to the official emulator.
-func (e *Emulator) verify(r *http.Request) error {
+func (e *Emulator) verify(r *http.Request, byRID bool) error {
 	authz := strings.ToLower(r.Header.Get("Authorization"))
 	if strings.HasPrefix(authz, "type%3daad") || strings.HasPrefix(authz, "type=aad") {
 		if !e.opts.AcceptEmulatorTokens {
 			return fmt.Errorf("%w: Microsoft Entra ID tokens are accepted only on loopback with the well-known key (cfp emulator --accept-emulator-tokens)", auth.ErrMalformed)
 		}
 		return auth.VerifyEmulatorToken(r, e.opts.Key, time.Now())
+	}
+	if byRID {
+		return auth.VerifyByRID(r, e.key)
 	}
 	return auth.Verify(r, e.key)
 }

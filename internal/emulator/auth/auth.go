@@ -127,6 +127,17 @@ func CheckDate(date string, now time.Time) error {
 // ErrMalformed or ErrMismatch and describes what was signed, never the key or
 // the expected signature.
 func Verify(r *http.Request, key []byte) error {
+	return verify(r, key, false)
+}
+
+// VerifyByRID is Verify for a request addressed by resource ids (dbs/<db rid>/colls/<container
+// rid>/pkranges, as the Java SDK reads partition key ranges): the SDKs sign the rid of the
+// resource addressed (of a feed's owner) alone, in lower case, not the path.
+func VerifyByRID(r *http.Request, key []byte) error {
+	return verify(r, key, true)
+}
+
+func verify(r *http.Request, key []byte, byRID bool) error {
 	header := r.Header.Get("Authorization")
 	if header == "" {
 		return fmt.Errorf("%w: no Authorization header", ErrMissing)
@@ -166,6 +177,9 @@ func Verify(r *http.Request, key []byte) error {
 		return fmt.Errorf("%w: signature is not Base64", ErrMalformed)
 	}
 	resourceType, resourceLink := ResourceFromPath(r.URL.Path) // Path is unescaped
+	if byRID {
+		resourceLink = strings.ToLower(resourceLink[strings.LastIndex(resourceLink, "/")+1:])
+	}
 	want, _ := base64.StdEncoding.DecodeString(Sign(key, r.Method, resourceType, resourceLink, date))
 	if !hmac.Equal(got, want) {
 		return fmt.Errorf("%w: signed %s with resource type %q, link %q and date %q",
