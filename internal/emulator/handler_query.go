@@ -59,6 +59,9 @@ func parseQuery(r *http.Request) (*query.Query, map[string]any, error) {
 		}
 		params[p.Name] = v
 	}
+	if q, err = q.BindTop(params); err != nil {
+		return nil, nil, badRequest("query %q: %v", spec.Query, err)
+	}
 	return q, params, nil
 }
 

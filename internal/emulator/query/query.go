@@ -33,8 +33,11 @@ type Query struct {
 	// Alias is the name the query gives the container's items ("c" in
 	// SELECT * FROM c).
 	Alias string
-	// Top is the TOP n limit, or -1 when the query has none.
+	// Top is the TOP n limit, or -1 when the query has none (or TOP names a parameter: see
+	// TopParam and BindTop).
 	Top int
+	// TopParam is the parameter of TOP @p, with its '@'; "" when TOP is a number or absent.
+	TopParam string
 	// OrderBy is the ORDER BY clause, or nil when the query has none.
 	OrderBy *OrderBy
 
@@ -94,12 +97,36 @@ func (q *Query) Match(doc map[string]any, params map[string]any) (bool, error) {
 	return v == true, nil
 }
 
+func validTop(n float64) bool { return n == float64(int(n)) && n >= 0 && n <= 1<<31 }
+
+// BindTop returns the query with TOP @p replaced by the value of p in params (the Java Change
+// Feed Processor asks for SELECT TOP @Top ...), or q itself when TOP names no parameter. The
+// value must be a non-negative integer, as the service requires.
+func (q *Query) BindTop(params map[string]any) (*Query, error) {
+	if q.TopParam == "" {
+		return q, nil
+	}
+	v, ok := params[q.TopParam]
+	if !ok {
+		return nil, fmt.Errorf("TOP names the parameter %s, which the query does not give", q.TopParam)
+	}
+	n, ok := v.(float64)
+	if !ok || !validTop(n) {
+		return nil, fmt.Errorf("the parameter %s of TOP must be a non-negative integer, found %v", q.TopParam, v)
+	}
+	bound := *q
+	bound.Top, bound.TopParam = int(n), ""
+	return &bound, nil
+}
+
 // String returns the query in a normalised form that parses to an equivalent
 // query.
 func (q *Query) String() string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if q.Top >= 0 {
+	if q.TopParam != "" {
+		b.WriteString("TOP " + q.TopParam + " ")
+	} else if q.Top >= 0 {
 		fmt.Fprintf(&b, "TOP %d ", q.Top)
 	}
 	switch {
@@ -221,13 +248,14 @@ func (p *parser) query() (*Query, error) {
 	}
 	if p.accept("TOP") {
 		t := p.next()
-		if t.kind != tokNumber || t.num != float64(int(t.num)) || t.num < 0 || t.num > 1<<31 {
-			if t.kind == tokParam {
-				return nil, unsupported(t, "TOP with a parameter")
-			}
+		switch {
+		case t.kind == tokParam:
+			q.TopParam = t.text
+		case t.kind != tokNumber || !validTop(t.num):
 			return nil, fmt.Errorf("offset %d: TOP needs a non-negative integer, found %s", t.pos, t)
+		default:
+			q.Top = int(t.num)
 		}
-		q.Top = int(t.num)
 	}
 	// The select list refers to the alias, which FROM names later: read FROM first, then parse
 	// the list with the alias known.

@@ -231,7 +231,6 @@ func TestParse_Errors(t *testing.T) {
 		{"SELECT * FROM c ORDER BY LOWER(c.a)", true, "LOWER"},
 		{"SELECT * FROM c ORDER BY 1", true, "property path"},
 		{"SELECT * FROM c OFFSET 1 LIMIT 2", true, "OFFSET"},
-		{"SELECT TOP @n * FROM c", true, "TOP"},
 		{"SELECT * FROM c WHERE c.tags = ['x']", true, "array literals"},
 		{"SELECT * FROM c WHERE c.o = {}", true, "object literals"},
 		{"SELECT * FROM c WHERE c[@p] = 1", true, "parameters"},
@@ -419,5 +418,32 @@ func TestEquality(t *testing.T) {
 		if got := fmt.Sprint(v, " ", ok); got != want {
 			t.Errorf("Equality(%q) = %s, want %s", sql, got, want)
 		}
+	}
+}
+
+func TestQuery_BindTop(t *testing.T) {
+	t.Parallel()
+	q, err := Parse("SELECT TOP @n * FROM c WHERE c.a = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.TopParam != "@n" || q.String() != "SELECT TOP @n * FROM c WHERE (c.a = 1)" && !strings.HasPrefix(q.String(), "SELECT TOP @n ") {
+		t.Errorf("Parse: TopParam %q, String %q", q.TopParam, q.String())
+	}
+	b, err := q.BindTop(map[string]any{"@n": float64(3)})
+	if err != nil || b.Top != 3 || b.TopParam != "" {
+		t.Errorf("BindTop(@n = 3) = %+v, %v; want Top 3", b, err)
+	}
+	if q.TopParam != "@n" {
+		t.Error("BindTop changed the parsed query")
+	}
+	for _, params := range []map[string]any{{}, {"@n": 1.5}, {"@n": float64(-1)}, {"@n": "3"}, {"@n": nil}} {
+		if _, err := q.BindTop(params); err == nil {
+			t.Errorf("BindTop(%v) succeeded, want an error", params)
+		}
+	}
+	plain, _ := Parse("SELECT TOP 2 * FROM c")
+	if b, err := plain.BindTop(nil); err != nil || b != plain {
+		t.Errorf("BindTop on TOP 2 = %v, %v; want the query itself", b, err)
 	}
 }
