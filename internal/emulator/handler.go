@@ -577,6 +577,9 @@ func (e *Emulator) writeColl(w http.ResponseWriter, status int, charge float64, 
 	out, _ := json.Marshal(body)
 	w.Header().Set("etag", st.Etag)
 	w.Header().Set(hdrContentPath, st.RID)
+	// The owner's name-based path, as the service sends it: the Java SDK builds the container's
+	// name-based link from it (owner + "/colls/" + id), and without it reads no change feed.
+	w.Header().Set(hdrAltContentPath, "dbs/"+st.DB)
 	writeJSON(w, status, charge, out)
 }
 

@@ -88,3 +88,22 @@ func TestRIDAddressed_PartitionKeyRanges(t *testing.T) {
 		t.Errorf("GET the ranges of an unknown container rid: %d, want 404", status)
 	}
 }
+
+// A container's read (and create, replace) names its owner's path in x-ms-alt-content-path, as
+// the service does. The Java SDK builds the container's name-based link from that header
+// (PathsHelper.generatePathForNameBased: owner + "/colls/" + id); without it the link was null
+// and every change-feed read of its Change Feed Processor failed with "Argument
+// 'collectionLink' must not be null".
+func TestContainerRead_NamesItsOwnerPath(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	c := newClient(t, e, "")
+	setupContainer(t, c, "shop", "orders")
+	resp, body := rawRequest(t, e, http.MethodGet, "/dbs/shop/colls/orders", nil, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("read container: %d %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("x-ms-alt-content-path"); got != "dbs/shop" {
+		t.Errorf("x-ms-alt-content-path = %q, want %q", got, "dbs/shop")
+	}
+}
