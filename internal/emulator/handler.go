@@ -979,6 +979,18 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		size += len(d)
 	}
 	charge := chargeFeedPage(len(page.Docs), size)
+	if !allVersions && r.Header.Get(hdrWireFormat) == wireFormatFullFidelity {
+		body, err := latestEnvelope(page.CollRID, page.Docs)
+		if page.Body != nil {
+			putBody(page.Body)
+		}
+		if err != nil {
+			e.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, charge, body)
+		return
+	}
 	if page.Body == nil {
 		writeJSON(w, http.StatusOK, charge, documentsBody(page.CollRID, page.Docs))
 		return
