@@ -4,6 +4,7 @@ package java
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,4 +42,142 @@ func TestOneJavaHostAndOneCFPHost(t *testing.T) {
 		n, got, len(java.delivered(t)), len(cfp.delivered(t)), lost, dups)
 	java.stop(t)
 	cfp.stop(t)
+}
+
+// TestCFPHostsTakeOverAJavaLeaseSet lets two Java hosts create and process a lease set alone,
+// stops them, and compares the Java estimator with `cfp estimate` on the changes written
+// since. Then two cfp hosts take the set over: every change is delivered, those the Java hosts
+// checkpointed are not delivered again, and the leases stay in Java's format, which a Java host
+// started last resumes from.
+func TestCFPHostsTakeOverAJavaLeaseSet(t *testing.T) {
+	r := newRig(t)
+	const processor, n = "takeover", 120
+	r.write(0, n/2)
+	j1 := r.startJava(processor, "java-1", "epk")
+	j2 := r.startJava(processor, "java-2", "epk")
+	r.waitFor(90*time.Second, "the first changes delivered by the Java hosts, leases 2/2",
+		func() bool {
+			got, _, _ := coverage(union(t, j1, j2), n/2)
+			o := r.owners(processor)
+			return got == n/2 && o["java-1"] == 2 && o["java-2"] == 2
+		},
+		func() string {
+			got, _, _ := coverage(union(t, j1, j2), n/2)
+			return fmt.Sprintf("owners %v, %d of %d delivered", r.owners(processor), got, n/2)
+		}, j1, j2)
+	// A Java host checkpoints after its handler returns: give the last batch's checkpoint a
+	// moment, then stop both (each releases its leases).
+	r.waitFor(30*time.Second, "every lease checkpointed by the Java hosts",
+		func() bool {
+			for _, l := range r.leases(processor) {
+				if l.Continuation == "" {
+					return false
+				}
+			}
+			return true
+		},
+		func() string { return fmt.Sprint(r.leases(processor)) }, j1, j2)
+	j1.stop(t)
+	j2.stop(t)
+	for _, l := range r.leases(processor) {
+		if l.Owner != "" {
+			t.Errorf("lease %s is owned by %q after the Java hosts stopped, want released", l.Token, l.Owner)
+		}
+	}
+
+	// Changes pending on a released lease set: both estimators see the same state.
+	r.write(n/2, n)
+	compareEstimates(t, r, processor, n/2)
+
+	c1 := r.startCFP(processor, "cfp-1")
+	c2 := r.startCFP(processor, "cfp-2")
+	r.waitFor(90*time.Second, "the rest delivered by the cfp hosts, leases 2/2",
+		func() bool {
+			got, _, _ := coverage(union(t, c1, c2), n)
+			o := r.owners(processor)
+			return got == n/2 && o["cfp-1"] == 2 && o["cfp-2"] == 2
+		},
+		func() string {
+			got, _, _ := coverage(union(t, c1, c2), n)
+			return fmt.Sprintf("owners %v, %d delivered by cfp", r.owners(processor), got)
+		}, c1, c2)
+	javaSeen, cfpSeen := union(t, j1, j2), union(t, c1, c2)
+	again := 0
+	for i := range n / 2 {
+		again += cfpSeen[docID(i)]
+	}
+	if again > 0 {
+		t.Errorf("the cfp hosts delivered %d changes the Java hosts had checkpointed", again)
+	}
+	got, lost, dups := coverage(union(t, j1, j2, c1, c2), n)
+	_, _, javaDups := coverage(javaSeen, n/2)
+	t.Logf("%d changes: %d delivered (Java %d, cfp %d), %d lost, %d duplicates (%d between the Java hosts)",
+		n, got, len(javaSeen), len(cfpSeen), lost, dups, javaDups)
+	if lost > 0 {
+		t.Errorf("%d changes were never delivered", lost)
+	}
+	for _, l := range r.leases(processor) {
+		if l.Version == nil || *l.Version != 1 || l.Continuation == "" || strings.HasPrefix(l.Continuation, `"`) {
+			t.Errorf("lease %s after cfp: version %v, continuation %q; want Java's EPK format (version 1, a Java state)", l.Token, l.Version, l.Continuation)
+		}
+	}
+	c1.stop(t)
+	c2.stop(t)
+
+	// A Java host resumes from the checkpoints the cfp hosts wrote: it delivers only what is
+	// written after.
+	r.write(n, n+20)
+	j3 := r.startJava(processor, "java-3", "epk")
+	r.waitFor(90*time.Second, "the last changes delivered by java-3",
+		func() bool {
+			seen := j3.delivered(t)
+			for i := n; i < n+20; i++ {
+				if seen[docID(i)] == 0 {
+					return false
+				}
+			}
+			return true
+		},
+		func() string { return fmt.Sprintf("java-3 delivered %d ids", len(j3.delivered(t))) }, j3)
+	if back := len(j3.delivered(t)) - 20; back > 0 {
+		t.Errorf("java-3 delivered %d changes the cfp hosts had checkpointed", back)
+	}
+	j3.stop(t)
+}
+
+// compareEstimates checks that the Java estimator (getCurrentState) and `cfp estimate
+// --formula java` report the same lag for every lease of processor, pending changes in all,
+// and logs the .NET formula's numbers beside them.
+func compareEstimates(t *testing.T, r *rig, processor string, pending int) {
+	t.Helper()
+	js := r.javaEstimate(processor)
+	cj := r.cfpEstimate(processor, "java")
+	cd := r.cfpEstimate(processor, "dotnet")
+	if len(js) != 4 || len(cj) != 4 || len(cd) != 4 {
+		t.Fatalf("estimates of %d (Java), %d (cfp java) and %d (cfp dotnet) leases, want 4 each", len(js), len(cj), len(cd))
+	}
+	var javaTotal, dotnetTotal int64
+	for i, s := range js {
+		if cj[i].Lease != s.Lease || cd[i].Lease != s.Lease {
+			t.Fatalf("lease %d: Java %s, cfp %s and %s", i, s.Lease, cj[i].Lease, cd[i].Lease)
+		}
+		if cj[i].Lag != s.Lag {
+			t.Errorf("lease %s: Java's getCurrentState says lag %d, cfp estimate --formula java %d", s.Lease, s.Lag, cj[i].Lag)
+		}
+		javaTotal += s.Lag
+		dotnetTotal += cd[i].Lag
+		t.Logf("lease %s: Java %d, cfp java %d, cfp dotnet %d (checkpoint %v, latest %v)",
+			s.Lease, s.Lag, cj[i].Lag, cd[i].Lag, deref(cd[i].Check), deref(cd[i].Latest))
+	}
+	t.Logf("%d changes pending: total lag Java %d, cfp dotnet %d", pending, javaTotal, dotnetTotal)
+	if dotnetTotal != int64(pending) {
+		t.Errorf("cfp estimate (dotnet) totals %d, want the %d changes pending", dotnetTotal, pending)
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

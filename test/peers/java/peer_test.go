@@ -232,22 +232,14 @@ type host struct {
 // lease prefix processor.
 func (r *rig) startJava(processor, instance, family string) *host {
 	r.t.Helper()
-	args := []string{
-		"-Djavax.net.ssl.trustStore=" + r.trust,
-		"-Djavax.net.ssl.trustStorePassword=" + trustPassword,
-		"-Djavax.net.ssl.trustStoreType=PKCS12",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-cp", r.jar, "dev.cfp.peer.Main", "process",
-		"--endpoint", r.endpoint,
-		"--database", database, "--container", feedName, "--lease-container", leaseName,
+	args := append(r.javaArgs("process"),
 		"--prefix", processor, "--instance", instance, "--family", family,
 		"--from", "beginning",
 		"--acquire", fmt.Sprint(acquireInterval.Milliseconds()),
 		"--renew", fmt.Sprint(renewInterval.Milliseconds()),
 		"--expiration", fmt.Sprint(leaseExpiration.Milliseconds()),
 		"--poll", fmt.Sprint(pollInterval.Milliseconds()),
-	}
+	)
 	cmd := exec.Command(r.java, args...)
 	cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
 	return r.start("java", instance, cmd)
@@ -456,4 +448,81 @@ func coverage(seen map[string]int, n int) (got, lost, dups int) {
 		dups += c - 1
 	}
 	return got, lost, dups
+}
+
+// javaArgs are the JVM flags of every Java run: the trust store of the emulator's certificate
+// (certificate checks stay on), the SDK's warnings only, a quick start.
+func (r *rig) javaArgs(mode string) []string {
+	return []string{
+		"-Djavax.net.ssl.trustStore=" + r.trust,
+		"-Djavax.net.ssl.trustStorePassword=" + trustPassword,
+		"-Djavax.net.ssl.trustStoreType=PKCS12",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-cp", r.jar, "dev.cfp.peer.Main", mode,
+		"--endpoint", r.endpoint,
+		"--database", database, "--container", feedName, "--lease-container", leaseName,
+	}
+}
+
+// javaState is one lease of the Java estimator's getCurrentState.
+type javaState struct {
+	Lease        string `json:"lease"`
+	Owner        string `json:"owner"`
+	Lag          int64  `json:"lag"`
+	Continuation string `json:"continuation"`
+}
+
+// javaEstimate runs the Java estimator on processor's leases.
+func (r *rig) javaEstimate(processor string) []javaState {
+	r.t.Helper()
+	args := append(r.javaArgs("estimate"), "--prefix", processor, "--family", "epk")
+	cmd := exec.Command(r.java, args...)
+	cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		r.t.Fatalf("java estimate: %v\n%s", err, stderr.Bytes())
+	}
+	var res struct {
+		States []javaState `json:"states"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		r.t.Fatalf("java estimate printed %q: %v", out, err)
+	}
+	sort.Slice(res.States, func(i, j int) bool { return res.States[i].Lease < res.States[j].Lease })
+	return res.States
+}
+
+// cfpLag is one lease of `cfp estimate -o json`.
+type cfpLag struct {
+	Lease    string  `json:"lease"`
+	Lag      int64   `json:"lag"`
+	Sentinel *string `json:"sentinel"`
+	Latest   *int64  `json:"latest_lsn"`
+	Check    *int64  `json:"checkpoint_lsn"`
+}
+
+// cfpEstimate runs `cfp estimate --formula formula -o json` on processor's leases.
+func (r *rig) cfpEstimate(processor, formula string) []cfpLag {
+	r.t.Helper()
+	cmd := exec.Command(r.bin, "estimate", "--endpoint", r.endpoint, "--ca-file", r.pem,
+		"-d", database, "-c", feedName, "--lease-container", leaseName, "-p", processor,
+		"--formula", formula, "-o", "json")
+	cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		r.t.Fatalf("cfp estimate --formula %s: %v\n%s", formula, err, stderr.Bytes())
+	}
+	var res struct {
+		Leases []cfpLag `json:"leases"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		r.t.Fatalf("cfp estimate printed %q: %v", out, err)
+	}
+	sort.Slice(res.Leases, func(i, j int) bool { return res.Leases[i].Lease < res.Leases[j].Lease })
+	return res.Leases
 }

@@ -11,6 +11,8 @@ import com.azure.cosmos.implementation.changefeed.epkversion.PeerLatestVersionPr
 import com.azure.cosmos.models.ChangeFeedProcessorItem;
 import com.azure.cosmos.models.ChangeFeedProcessorOptions;
 import com.azure.cosmos.models.ChangeFeedProcessorState;
+import com.azure.cosmos.models.SqlParameter;
+import com.azure.cosmos.models.SqlQuerySpec;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -34,7 +36,7 @@ import java.util.concurrent.CountDownLatch;
  * <p>Modes:
  * <ul>
  * <li>{@code process}: runs one processor until stdin ends or the JVM is interrupted, then stops
- * it (which releases its leases). Every delivered change is one JSON line on stdout:
+ * it and waits, up to a lease expiration, until its workers have released their leases. Every delivered change is one JSON line on stdout:
  * {@code {"lease":TOKEN,"id":ID,"lsn":N}} (the PK-range family's handler gets no context, so its
  * lines have no lease). Lifecycle events are JSON lines on stderr ({@code "event"}: started,
  * stopping, stopped, error), beside the SDK's own warnings.
@@ -124,7 +126,12 @@ public final class Main {
             stop.await();
             event("stopping", instance, null);
             processor.stop().block(Duration.ofMinutes(1));
-            event("stopped", instance, null);
+            // stop() only cancels the workers (epkversion PartitionControllerImpl.shutdown:
+            // "TODO: wait for the threads to finish"); each releases its lease on its way out.
+            // Wait for that, up to a lease expiration, before the JVM exits under them.
+            int owned = awaitReleased(client, flags, instance,
+                millis(flags, "expiration", ChangeFeedProcessorOptions.DEFAULT_EXPIRATION_INTERVAL));
+            event("stopped", instance, owned == 0 ? null : owned + " leases still owned");
             return 0;
         } catch (RuntimeException | InterruptedException e) {
             event("error", instance, e.toString());
@@ -132,6 +139,22 @@ public final class Main {
         } finally {
             OUT.flush();
             stopped.countDown();
+        }
+    }
+
+    /** Polls the lease container until no lease names instance as its owner, or until d. */
+    private static int awaitReleased(CosmosAsyncClient client, Map<String, String> flags, String instance, Duration d)
+        throws InterruptedException {
+        CosmosAsyncContainer leases = client.getDatabase(require(flags, "database")).getContainer(require(flags, "lease-container"));
+        SqlQuerySpec q = new SqlQuerySpec("SELECT c.id FROM c WHERE c.Owner = @owner",
+            new SqlParameter("@owner", instance));
+        long deadline = System.nanoTime() + d.toNanos();
+        while (true) {
+            List<JsonNode> owned = leases.queryItems(q, JsonNode.class).collectList().block(Duration.ofSeconds(30));
+            if (owned.isEmpty() || System.nanoTime() > deadline) {
+                return owned.size();
+            }
+            Thread.sleep(100);
         }
     }
 
