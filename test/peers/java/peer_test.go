@@ -526,3 +526,24 @@ func (r *rig) cfpEstimate(processor, formula string) []cfpLag {
 	sort.Slice(res.Leases, func(i, j int) bool { return res.Leases[i].Lease < res.Leases[j].Lease })
 	return res.Leases
 }
+
+// leaseOf returns the lease token under which the host last delivered id ("" if it did not,
+// or if its lines carry no lease).
+func (h *host) leaseOf(t *testing.T, id string) string {
+	t.Helper()
+	b, err := os.ReadFile(h.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := ""
+	for line := range bytes.Lines(b) {
+		var ch struct {
+			Lease string `json:"lease"`
+			ID    string `json:"id"`
+		}
+		if json.Unmarshal(line, &ch) == nil && ch.ID == id {
+			lease = ch.Lease
+		}
+	}
+	return lease
+}
