@@ -216,3 +216,52 @@ func deref(p *int64) any {
 	}
 	return *p
 }
+
+// TestKilledHostsLeasesAreTakenOver kills hosts with SIGKILL in a mixed lease set: a Java host
+// (a cfp host takes its leases when they expire), then a cfp host (a Java host takes its
+// leases). No change is lost; a killed host's last batches may be delivered again.
+func TestKilledHostsLeasesAreTakenOver(t *testing.T) {
+	r := newRig(t)
+	const processor, step = "kill", 60
+	r.write(0, step)
+	j1 := r.startJava(processor, "java-1", "epk")
+	r.waitFor(90*time.Second, "4 leases owned by java-1",
+		func() bool { return r.owners(processor)["java-1"] == 4 },
+		func() string { return fmt.Sprint(r.owners(processor)) }, j1)
+	c1 := r.startCFP(processor, "cfp-1")
+	r.waitFor(90*time.Second, "the leases balanced 2/2 between java-1 and cfp-1",
+		func() bool { o := r.owners(processor); return o["java-1"] == 2 && o["cfp-1"] == 2 },
+		func() string { return fmt.Sprint(r.owners(processor)) }, j1, c1)
+
+	j1.kill()
+	r.write(step, 2*step)
+	r.waitFor(90*time.Second, "cfp-1 holding every lease and every change delivered",
+		func() bool {
+			got, _, _ := coverage(union(t, j1, c1), 2*step)
+			return got == 2*step && r.owners(processor)["cfp-1"] == 4
+		},
+		func() string {
+			got, _, _ := coverage(union(t, j1, c1), 2*step)
+			return fmt.Sprintf("owners %v, %d of %d delivered", r.owners(processor), got, 2*step)
+		}, c1)
+
+	j2 := r.startJava(processor, "java-2", "epk")
+	r.waitFor(90*time.Second, "the leases balanced 2/2 between java-2 and cfp-1",
+		func() bool { o := r.owners(processor); return o["java-2"] == 2 && o["cfp-1"] == 2 },
+		func() string { return fmt.Sprint(r.owners(processor)) }, j2, c1)
+	c1.kill()
+	r.write(2*step, 3*step)
+	r.waitFor(90*time.Second, "java-2 holding every lease and every change delivered",
+		func() bool {
+			got, _, _ := coverage(union(t, j1, c1, j2), 3*step)
+			return got == 3*step && r.owners(processor)["java-2"] == 4
+		},
+		func() string {
+			got, _, _ := coverage(union(t, j1, c1, j2), 3*step)
+			return fmt.Sprintf("owners %v, %d of %d delivered", r.owners(processor), got, 3*step)
+		}, j2)
+	got, lost, dups := coverage(union(t, j1, c1, j2), 3*step)
+	t.Logf("%d changes: %d delivered (java-1 %d, cfp-1 %d, java-2 %d), %d lost, %d duplicates",
+		3*step, got, len(j1.delivered(t)), len(c1.delivered(t)), len(j2.delivered(t)), lost, dups)
+	j2.stop(t)
+}
