@@ -9,18 +9,31 @@ import (
 	"time"
 )
 
-// TestOneJavaHostAndOneCFPHost runs a Java host (EPK leases, latest version) and a cfp host on
-// one lease set of a 4-partition container while changes are written: every change is
-// delivered at least once, every lease ends with one owner, and both hosts hold two leases.
+// TestOneJavaHostAndOneCFPHost runs a Java host (EPK leases, latest version; then the PK-range
+// family of handleChanges) and a cfp host on one lease set of a 4-partition container while
+// changes are written: every change is delivered at least once, every lease ends with one
+// owner, and both hosts hold two leases.
 func TestOneJavaHostAndOneCFPHost(t *testing.T) {
+	for _, family := range []string{"epk", "pkrange"} {
+		t.Run(family, func(t *testing.T) { oneJavaHostAndOneCFPHost(t, family) })
+	}
+}
+
+func oneJavaHostAndOneCFPHost(t *testing.T, family string) {
 	r := newRig(t)
 	const processor, n = "mixed", 200
 	r.write(0, n/2)
-	java := r.startJava(processor, "java-1", "epk")
+	java := r.startJava(processor, "java-1", family)
 	r.waitFor(90*time.Second, "4 leases owned by java-1",
 		func() bool { return r.owners(processor)["java-1"] == 4 },
 		func() string { return fmt.Sprint(r.owners(processor)) }, java)
-	cfp := r.startCFP(processor, "cfp-1")
+	var more []string
+	if family == "pkrange" {
+		// Java's PK-range leases are named after the database and container names, not their
+		// rids: cfp process joins them through the whole prefix.
+		more = []string{"--lease-id-prefix", processor + "127.0.0.1_" + database + "_" + feedName}
+	}
+	cfp := r.startCFP(processor, "cfp-1", more...)
 	r.write(n/2, n)
 	r.waitFor(90*time.Second, "every change delivered and the leases balanced 2/2",
 		func() bool {

@@ -141,7 +141,7 @@ func newRig(t *testing.T) *rig {
 	r := &rig{t: t, dir: t.TempDir(), java: javaBin, jar: jar}
 	if keep := os.Getenv("CFP_PEERS_KEEP"); keep != "" {
 		// The hosts' outputs and logs and the emulator's log stay for a look after the run.
-		dir, err := os.MkdirTemp(keep, t.Name()+"-")
+		dir, err := os.MkdirTemp(keep, strings.ReplaceAll(t.Name(), "/", "_")+"-")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,9 +246,9 @@ func (r *rig) startJava(processor, instance, family string) *host {
 }
 
 // startCFP starts `cfp process` named instance on processor, its changes as JSON lines.
-func (r *rig) startCFP(processor, instance string) *host {
+func (r *rig) startCFP(processor, instance string, more ...string) *host {
 	r.t.Helper()
-	cmd := exec.Command(r.bin, "process",
+	cmd := exec.Command(r.bin, append([]string{"process",
 		"--endpoint", r.endpoint, "--ca-file", r.pem,
 		"-d", database, "-c", feedName, "--lease-container", leaseName,
 		"-p", processor, "--instance", instance,
@@ -258,7 +258,7 @@ func (r *rig) startCFP(processor, instance string) *host {
 		"--lease-expiration", leaseExpiration.String(),
 		"--poll-interval", pollInterval.String(),
 		"--events", "jsonl", "--log-level", "info",
-	)
+	}, more...)...)
 	cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
 	return r.start("cfp", instance, cmd)
 }
