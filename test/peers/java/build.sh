@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 start=$SECONDS
-mvn -q -B package -DskipTests
+mvn -q -B -Dstyle.color=never package -DskipTests
 echo "test/peers/java: built target/cfp-java-peer.jar in $((SECONDS - start))s" >&2
