@@ -217,15 +217,14 @@ func docID(i int) string { return fmt.Sprintf("doc-%04d", i) }
 
 // host is a running Java or cfp host.
 type host struct {
-	name   string
-	kind   string // "java" or "cfp"
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	out    string // its stdout file: one JSON line per delivered change
-	log    string // its stderr file
-	done   chan struct{}
-	err    error
-	closed bool
+	name  string
+	kind  string // "java" or "cfp"
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   string // its stdout file: one JSON line per delivered change
+	log   string // its stderr file
+	done  chan struct{}
+	err   error
 }
 
 // startJava starts a Java host of the EPK (or "pkrange") lease family named instance, on the
