@@ -4,9 +4,12 @@ package java
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/testproc"
 )
 
 // TestOneJavaHostAndOneCFPHost runs a Java host (EPK leases, latest version; then the PK-range
@@ -277,4 +280,54 @@ func TestKilledHostsLeasesAreTakenOver(t *testing.T) {
 	t.Logf("%d changes: %d delivered (java-1 %d, cfp-1 %d, java-2 %d), %d lost, %d duplicates",
 		3*step, got, len(j1.delivered(t)), len(c1.delivered(t)), len(j2.delivered(t)), lost, dups)
 	j2.stop(t)
+}
+
+// TestSplitUnderMixedHosts splits a partition under a Java host and a cfp host sharing a lease
+// set, while changes are written before and after: no change is lost, and every lease of the
+// set ends with one of the two as its owner.
+func TestSplitUnderMixedHosts(t *testing.T) {
+	r := newRig(t)
+	const processor, step = "split", 80
+	r.write(0, step)
+	j1 := r.startJava(processor, "java-1", "epk")
+	r.waitFor(90*time.Second, "4 leases owned by java-1",
+		func() bool { return r.owners(processor)["java-1"] == 4 },
+		func() string { return fmt.Sprint(r.owners(processor)) }, j1)
+	c1 := r.startCFP(processor, "cfp-1")
+	r.waitFor(90*time.Second, "the leases balanced 2/2 between java-1 and cfp-1",
+		func() bool { o := r.owners(processor); return o["java-1"] == 2 && o["cfp-1"] == 2 },
+		func() string { return fmt.Sprint(r.owners(processor)) }, j1, c1)
+	for _, rng := range []string{"0", "3"} {
+		// Over plain HTTP: the admin client of cfp emulator split does not apply --ca-file.
+		cmd := exec.Command(r.bin, "emulator", "split", "--endpoint", r.emu.Endpoint,
+			"-d", database, "-c", feedName, "--range", rng, "-o", "json")
+		cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cfp emulator split --range %s: %v\n%s", rng, err, out)
+		}
+	}
+	r.write(step, 2*step)
+	r.waitFor(120*time.Second, "every change delivered and every lease owned by java-1 or cfp-1",
+		func() bool {
+			got, _, _ := coverage(union(t, j1, c1), 2*step)
+			if got != 2*step {
+				return false
+			}
+			for _, l := range r.leases(processor) {
+				if l.Owner != "java-1" && l.Owner != "cfp-1" {
+					return false
+				}
+			}
+			return true
+		},
+		func() string {
+			got, _, _ := coverage(union(t, j1, c1), 2*step)
+			return fmt.Sprintf("owners %v, %d of %d delivered", r.owners(processor), got, 2*step)
+		}, j1, c1)
+	got, lost, dups := coverage(union(t, j1, c1), 2*step)
+	t.Logf("%d changes over a split of 2 of 4 partitions: %d delivered (java-1 %d, cfp-1 %d), %d lost, %d duplicates; leases %v",
+		2*step, got, len(j1.delivered(t)), len(c1.delivered(t)), lost, dups, r.owners(processor))
+	j1.stop(t)
+	c1.stop(t)
 }
