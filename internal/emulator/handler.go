@@ -174,8 +174,9 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		e.serveCertPEM(w)
 		return
 	}
+	segs, byRID := e.namesOfRIDs(segs)
 	// An unauthenticated client gets its answer and loses its connection.
-	if err := e.verify(r); err != nil {
+	if err := e.verify(r, byRID); err != nil {
 		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
@@ -210,13 +211,16 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // verify authenticates r: a master-key signature, or (with Options.AcceptEmulatorTokens) a
 // Microsoft Entra ID token of the kind the SDKs send to the official emulator.
-func (e *Emulator) verify(r *http.Request) error {
+func (e *Emulator) verify(r *http.Request, byRID bool) error {
 	authz := strings.ToLower(r.Header.Get("Authorization"))
 	if strings.HasPrefix(authz, "type%3daad") || strings.HasPrefix(authz, "type=aad") {
 		if !e.opts.AcceptEmulatorTokens {
 			return fmt.Errorf("%w: Microsoft Entra ID tokens are accepted only on loopback with the well-known key (cfp emulator --accept-emulator-tokens)", auth.ErrMalformed)
 		}
 		return auth.VerifyEmulatorToken(r, e.opts.Key, time.Now())
+	}
+	if byRID {
+		return auth.VerifyByRID(r, e.key)
 	}
 	return auth.Verify(r, e.key)
 }
@@ -601,6 +605,9 @@ func (e *Emulator) writeColl(w http.ResponseWriter, status int, charge float64, 
 	out, _ := json.Marshal(body)
 	w.Header().Set("etag", st.Etag)
 	w.Header().Set(hdrContentPath, st.RID)
+	// The owner's name-based path, as the service sends it: the Java SDK builds the container's
+	// name-based link from it (owner + "/colls/" + id), and without it reads no change feed.
+	w.Header().Set(hdrAltContentPath, "dbs/"+st.DB)
 	writeJSON(w, status, charge, out)
 }
 
@@ -1021,6 +1028,18 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		size += len(d)
 	}
 	charge := chargeFeedPage(len(page.Docs), size)
+	if !allVersions && r.Header.Get(hdrWireFormat) == wireFormatFullFidelity {
+		body, err := latestEnvelope(page.CollRID, page.Docs)
+		if page.Body != nil {
+			putBody(page.Body)
+		}
+		if err != nil {
+			e.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, charge, body)
+		return
+	}
 	if page.Body == nil {
 		writeJSON(w, http.StatusOK, charge, documentsBody(page.CollRID, page.Docs))
 		return

@@ -143,15 +143,22 @@ func CheckDate(date string, now time.Time) error {
 // key. Only master-key tokens are accepted; the date's window is CheckDate's. The error wraps ErrMissing,
 // ErrMalformed or ErrMismatch and describes what was signed, never the key or
 // the expected signature.
-func Verify(r *http.Request, key []byte) error { return verify(r, key, "") }
+func Verify(r *http.Request, key []byte) error { return verify(r, key, "", false) }
 
 // VerifyWithBody is Verify for a request signed with SignWithBody over body, the request's body
 // as read by the caller. It does not check the date: CheckDate does.
 func VerifyWithBody(r *http.Request, key, body []byte) error {
-	return verify(r, key, BodyDigest(body))
+	return verify(r, key, BodyDigest(body), false)
 }
 
-func verify(r *http.Request, key []byte, extra string) error {
+// VerifyByRID is Verify for a request addressed by resource ids (dbs/<db rid>/colls/<container
+// rid>/pkranges, as the Java SDK reads partition key ranges): the SDKs sign the rid of the
+// resource addressed (of a feed's owner) alone, in lower case, not the path.
+func VerifyByRID(r *http.Request, key []byte) error {
+	return verify(r, key, "", true)
+}
+
+func verify(r *http.Request, key []byte, extra string, byRID bool) error {
 	header := r.Header.Get("Authorization")
 	if header == "" {
 		return fmt.Errorf("%w: no Authorization header", ErrMissing)
@@ -191,6 +198,9 @@ func verify(r *http.Request, key []byte, extra string) error {
 		return fmt.Errorf("%w: signature is not Base64", ErrMalformed)
 	}
 	resourceType, resourceLink := ResourceFromPath(r.URL.Path) // Path is unescaped
+	if byRID {
+		resourceLink = strings.ToLower(resourceLink[strings.LastIndex(resourceLink, "/")+1:])
+	}
 	want, _ := base64.StdEncoding.DecodeString(sign(key, r.Method, resourceType, resourceLink, date, extra))
 	if !hmac.Equal(got, want) {
 		what := ""

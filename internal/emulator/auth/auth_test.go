@@ -200,3 +200,32 @@ func FuzzVerifyEmulatorToken(f *testing.F) {
 		}
 	})
 }
+
+// A request addressed by resource ids is signed over the addressed resource's rid (a feed's
+// owner's), in lower case, as the Java SDK signs GET dbs/<db rid>/colls/<container rid>/pkranges.
+func TestVerifyByRID(t *testing.T) {
+	t.Parallel()
+	key := wellKnownKey(t)
+	sign := func(method, path, typ, link string) *http.Request {
+		r := httptest.NewRequest(method, "http://emu.test"+path, nil)
+		r.Header.Set("x-ms-date", testDate)
+		r.Header.Set("Authorization", url.QueryEscape("type=master&ver=1.0&sig="+Sign(key, method, typ, link, testDate)))
+		return r
+	}
+	for _, tc := range []struct{ path, typ, link string }{
+		{"/dbs/hryXuw==/colls/hryXu5ALAfA=/pkranges", "pkranges", "hryxu5alafa="},
+		{"/dbs/hryXuw==/colls/hryXu5ALAfA=", "colls", "hryxu5alafa="},
+		{"/dbs/hryXuw==/colls", "colls", "hryxuw=="},
+		{"/dbs/hryXuw==", "dbs", "hryxuw=="},
+	} {
+		if err := VerifyByRID(sign(http.MethodGet, tc.path, tc.typ, tc.link), key); err != nil {
+			t.Errorf("VerifyByRID(GET %s signed over %q) = %v, want nil", tc.path, tc.link, err)
+		}
+		// Neither the rid as written nor the path (the name-based rule) serves it.
+		for _, wrong := range []string{strings.ToUpper(tc.link), strings.TrimPrefix(tc.path, "/")} {
+			if err := VerifyByRID(sign(http.MethodGet, tc.path, tc.typ, wrong), key); !errors.Is(err, ErrMismatch) {
+				t.Errorf("VerifyByRID(GET %s signed over %q) = %v, want ErrMismatch", tc.path, wrong, err)
+			}
+		}
+	}
+}
