@@ -10,17 +10,13 @@ import (
 // C0 controls (ESC, BEL, CR, LF, TAB, ... as \e \a \r \n \t or \xNN), DEL, C1 controls
 // (U+0080..U+009F, as \u0080), the bidirectional overrides and isolates (U+202A..U+202E,
 // U+2066..U+2069) and invalid UTF-8 (\xNN). A document id with "ESC ] 0;..." cannot set the
-// window title, "ESC [2J" cannot clear the screen, and a newline cannot fake a table row.
-// Every string from the service or the user that reaches a terminal as text goes through it;
-// JSON output needs nothing (encoding/json escapes C0 controls; C1 and bidi controls stay
-// literal there, as JSON allows, for the program that reads it).
-func Safe(s string) string { return safe(s, false) }
-
-// safeStyled is Safe that keeps SGR sequences (ESC [ digits and ';' m): the colours cfp's own
-// styles put in table cells and status lines. A hostile SGR can only recolour text.
-func safeStyled(s string) string { return safe(s, true) }
-
-func safe(s string, keepSGR bool) string {
+// window title, "ESC [2J" cannot clear the screen, "ESC [8m" cannot hide the text after it, and
+// a newline cannot fake a table row. Every string from the service or the user that reaches a
+// terminal or a table as text goes through it, SGR sequences (colours) included: cfp adds its
+// own colours after escaping (Table.StateColumn). JSON output needs nothing for C0 controls
+// (encoding/json escapes them; C1 and bidi controls stay literal there, as JSON allows, for the
+// program that reads it).
+func Safe(s string) string {
 	clean := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
@@ -35,13 +31,6 @@ func safe(s string, keepSGR bool) string {
 	b.Grow(len(s) + 8)
 	for i := 0; i < len(s); {
 		c := s[i]
-		if keepSGR && c == 0x1b {
-			if n := sgrLen(s[i:]); n > 0 {
-				b.WriteString(s[i : i+n])
-				i += n
-				continue
-			}
-		}
 		if c < 0x80 {
 			switch {
 			case c == '\n':
@@ -74,21 +63,4 @@ func safe(s string, keepSGR bool) string {
 		i += n
 	}
 	return b.String()
-}
-
-// sgrLen is the length of the SGR sequence s starts with (ESC [ [0-9;]* m), or 0.
-func sgrLen(s string) int {
-	if len(s) < 3 || s[0] != 0x1b || s[1] != '[' {
-		return 0
-	}
-	for i := 2; i < len(s) && i < 64; i++ {
-		switch c := s[i]; {
-		case c == 'm':
-			return i + 1
-		case (c >= '0' && c <= '9') || c == ';':
-		default:
-			return 0
-		}
-	}
-	return 0
 }
