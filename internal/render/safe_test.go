@@ -1,8 +1,14 @@
 package render
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
 )
 
 // TestSafe is the table of hostile strings: nothing that reaches a terminal through Safe can
@@ -107,6 +113,99 @@ func TestStatus_EscapesSequencesFromMessages(t *testing.T) {
 	for _, bad := range []string{"\x1b[8m", "\x1b[30;40m", "\x1b[5m"} {
 		if strings.Contains(got, bad) {
 			t.Errorf("status output %q passes %q", got, bad)
+		}
+	}
+}
+
+// TestJSONOutput_OnATerminalEscapesWhatItWouldObey: JSON output (views, -o jsonl, tail's
+// changes, --jq results) of a value holding an 8-bit CSI (U+009B, "hide text" with 8m), a bidi
+// override and DEL: on a terminal none of them is written raw and the JSON still reads back to
+// the same value; a --jq string, written raw like jq -r, is escaped as a table cell is. In a
+// pipe the output is the data as it is. encoding/json escapes C0 controls but writes C1 and
+// bidi controls raw, which a terminal obeys.
+func TestJSONOutput_OnATerminalEscapesWhatItWouldObey(t *testing.T) {
+	t.Parallel()
+	const hostile = "a\u009b8mhidden\u202eb\x7fc"
+	item := json.RawMessage(`{"id":"` + hostile + `"}`)
+	raw := []string{"\u009b", "\u202e", "\x7f"}
+	q, err := CompileQuery(".id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qObj, err := CompileQuery("{id}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs := []struct {
+		name  string
+		json  bool // the output is JSON (else --jq raw strings)
+		write func(ios *IOStreams) error
+	}{
+		{"view -o json", true, func(ios *IOStreams) error {
+			return NewPrinter(ios, FormatJSON, nil).Print(context.Background(), map[string]string{"id": hostile}, nil)
+		}},
+		{"view -o jsonl", true, func(ios *IOStreams) error {
+			return NewPrinter(ios, FormatJSONL, nil).Print(context.Background(), []map[string]string{{"id": hostile}}, nil)
+		}},
+		{"view --jq object", true, func(ios *IOStreams) error {
+			return NewPrinter(ios, FormatJSON, qObj).Print(context.Background(), map[string]string{"id": hostile}, nil)
+		}},
+		{"view --jq string", false, func(ios *IOStreams) error {
+			return NewPrinter(ios, FormatJSON, q).Print(context.Background(), map[string]string{"id": hostile}, nil)
+		}},
+		{"tail -o jsonl", true, func(ios *IOStreams) error {
+			w := NewChangeWriter(ios, NewChangePrinter(ios, FormatJSONL, nil, false))
+			if err := w.Emit(feed.Change{Item: item}); err != nil {
+				return err
+			}
+			return w.Close(false, time.Second)
+		}},
+		{"tail -o json --envelope", true, func(ios *IOStreams) error {
+			w := NewChangeWriter(ios, NewChangePrinter(ios, FormatJSON, nil, true))
+			if err := w.Emit(feed.Change{Item: item}); err != nil {
+				return err
+			}
+			return w.Close(false, time.Second)
+		}},
+		{"tail --jq string", false, func(ios *IOStreams) error {
+			w := NewChangeWriter(ios, NewChangePrinter(ios, FormatJSONL, q, false))
+			if err := w.Emit(feed.Change{Item: item}); err != nil {
+				return err
+			}
+			return w.Close(false, time.Second)
+		}},
+	}
+	for _, o := range outputs {
+		for _, tty := range []bool{true, false} {
+			ios, _, out, _ := Test()
+			ios.IsStdoutTTY = tty
+			if err := o.write(ios); err != nil {
+				t.Fatalf("%s: %v", o.name, err)
+			}
+			got := out.String()
+			for _, r := range raw {
+				if tty && strings.Contains(got, r) {
+					t.Errorf("%s on a terminal: output %q holds %q raw", o.name, got, r)
+				}
+			}
+			if !tty && !strings.Contains(got, "\u009b") {
+				t.Errorf("%s in a pipe: output %q is not the data as it is (U+009B escaped)", o.name, got)
+			}
+			if o.json && !strings.Contains(got, hostile) {
+				// Whatever the escapes, the JSON reads back to the same id.
+				var v any
+				dec := json.NewDecoder(strings.NewReader(got))
+				found := false
+				for dec.More() {
+					if err := dec.Decode(&v); err != nil {
+						t.Fatalf("%s, terminal %v: output %q is not JSON: %v", o.name, tty, got, err)
+					}
+					found = found || strings.Contains(fmt.Sprint(v), hostile)
+				}
+				if !found {
+					t.Errorf("%s, terminal %v: output %q does not read back to the id %q", o.name, tty, got, hostile)
+				}
+			}
 		}
 	}
 }
