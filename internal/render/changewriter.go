@@ -182,8 +182,10 @@ func (t *ChangeWriter) writeOut(b []byte) error {
 				n = i + 1
 			}
 		}
-		if !t.atomic {
-			// Stdout may take this write in part: until it returns, a line may be open.
+		if t.piece > 0 && !t.atomic {
+			// A socket may take this write in part: until it returns, a line may be open. (A
+			// terminal or a file gets the whole buffer in one write, as before: a terminal
+			// shows what it got, and a file never stays blocked.)
 			t.setInLine(true)
 		}
 		if _, err := t.ios.Out.Write(b[:n]); err != nil {
