@@ -66,7 +66,8 @@ already gone counts as deleted. With 'cfp tail --mode all-versions' this is how 
 made and seen on the embedded emulator.
 
 Up to --concurrency upserts run at once (default 16); lines of one document (partition key and
-id) are written in input order, so the last one wins. Throttled upserts are retried after the
+id; numbers in keys compare by value, as in Cosmos DB: 1 and 1.0 are one key) are written in
+input order, so the last one wins. Throttled upserts are retried after the
 service's retry-after; a server error (HTTP 5xx) stops the import at once (exit 1). On a terminal a progress line is shown (for regular files a bar with the share read and the time left); a summary line (imported,
 rejected, elapsed, documents per second) is always written to stderr.`
 

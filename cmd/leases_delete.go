@@ -238,9 +238,9 @@ func runLeasesRelease(ctx context.Context, opts *leasesReleaseOptions) error {
 	}
 	err = p.Print(ctx, views, func(tb *render.Table) {
 		*tb = *render.NewTable(f.IO, "lease", "owner", "state")
-		tb.Abbreviated(0, render.AbbrevToken)
+		tb.Abbreviated(0, render.AbbrevToken).StateColumn(2)
 		for _, v := range views {
-			tb.Row(v.Lease, v.Owner, render.State(f.IO.Styles(), v.State))
+			tb.Row(v.Lease, v.Owner, v.State)
 		}
 	})
 	if err != nil {

@@ -133,7 +133,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		// MODE, then FAMILY, are the first to go on a narrow terminal.
 		tb.Optional(len(render.LeaseColumns) + 2).Optional(len(render.LeaseColumns) + 1)
 		for i, v := range views {
-			cells := render.LeaseCells(f.IO.Styles(), v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
+			cells := render.LeaseCells(v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
 			tb.Row(append(cells, f.IO.Timestamp(set.Leases[i].Timestamp, now), v.Family, modeCell(v))...)
 		}
 	})

@@ -1,8 +1,8 @@
-// Package connlimit owns the connection limits of cfp's HTTP servers (the emulator's gateway,
-// the metrics and probe endpoints of `cfp process` and `cfp estimate`). An idle or silent
-// connection costs a file descriptor and nothing else, so the limits bound how long one is kept
-// (Timeouts) and how many are kept at once (Limiter); a client that sends requests is never cut
-// off by either.
+// Package connlimit owns the connection limits of the metrics and probe server of `cfp process`
+// and `cfp estimate` (--metrics-addr); the emulator's gateway has its own limiter, which also
+// knows which connections sent signed requests. An idle or silent connection costs a file
+// descriptor and nothing else, so the limits bound how long one is kept (Timeouts) and how many
+// are kept at once (Limiter); a client that sends requests is never cut off by either.
 package connlimit
 
 import (

@@ -8,7 +8,6 @@ package load
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -18,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cfp-dev/cfp/internal/emulator/epk"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/lineio"
 )
@@ -195,11 +195,18 @@ func (l *Loader) line() {
 	}
 }
 
-// shard returns the worker of a document: the same for the same partition key and id.
+// shard returns the worker of a document: the same for the same partition key and id. The key
+// is hashed in its canonical form (epk.Canonical, the emulator's and the EPK hashing's): Cosmos
+// DB compares numbers as doubles, so 1, 1.0 and 1e0 are one partition key and their lines one
+// document, written by one worker in input order. Hashing the key's text put them on different
+// workers, and an older line could be written last.
 func shard(pk any, id string, n int) int {
 	h := fnv.New64a()
-	key, _ := json.Marshal(pk)
-	h.Write(key)
+	parts, ok := pk.([]any)
+	if !ok {
+		parts = []any{pk}
+	}
+	h.Write([]byte(epk.Canonical(parts)))
 	h.Write([]byte{0})
 	h.Write([]byte(id))
 	return int(h.Sum64() % uint64(n))

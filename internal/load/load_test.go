@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/cosmos"
@@ -228,5 +229,61 @@ func TestLoader_BytesReadIsTheInputSize(t *testing.T) {
 		if got := l.BytesRead(); got != int64(len(in)) {
 			t.Errorf("BytesRead() = %d after %q, want %d", got, in, len(in))
 		}
+	}
+}
+
+// heldTarget is a fakeTarget whose write of the body held waits for release: the test sees what
+// the other workers write meanwhile.
+type heldTarget struct {
+	fakeTarget
+	held    string
+	release chan struct{}
+}
+
+func (h *heldTarget) UpsertItem(ctx context.Context, pk any, body []byte) error {
+	if string(body) == h.held {
+		<-h.release
+	}
+	return h.fakeTarget.UpsertItem(ctx, pk, body)
+}
+
+// TestLoader_NumericKeyWrittenTwoWaysIsOneDocument: a document whose numeric partition key is
+// written 1 on one line and 1.0 on a later one is one document in Cosmos DB (numbers are
+// compared as doubles), and the later line must win. The first line's write is held until every
+// other worker is idle (synctest.Wait): the later line must not have been written past it. Sharding
+// by the key's text put the two lines on different workers, and the older line was written last.
+func TestLoader_NumericKeyWrittenTwoWaysIsOneDocument(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		paths [][]string
+		lines []string
+	}{
+		{"1 then 1.0", [][]string{{"pk"}}, []string{`{"id":"a","pk":1,"v":1}`, `{"id":"a","pk":1.0,"v":2}`}},
+		{"1.0 then 1e0", [][]string{{"pk"}}, []string{`{"id":"a","pk":1.0,"v":1}`, `{"id":"a","pk":1e0,"v":2}`}},
+		{"hierarchical 10 then 1e1", [][]string{{"t"}, {"pk"}}, []string{`{"id":"a","t":"x","pk":10,"v":1}`, `{"id":"a","t":"x","pk":1e1,"v":2}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				target := &heldTarget{held: tc.lines[0], release: make(chan struct{})}
+				done := make(chan error, 1)
+				go func() {
+					_, rejects, err := run(t, target, Options{Paths: tc.paths, Concurrency: 16}, strings.Join(tc.lines, "\n")+"\n")
+					if len(rejects) > 0 {
+						err = fmt.Errorf("rejects %q", rejects)
+					}
+					done <- err
+				}()
+				synctest.Wait() // the first line's write is held; the other workers did what they could
+				close(target.release)
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if got, want := target.docs["a"], tc.lines[1]; got != want {
+					t.Errorf("document a = %s, want %s (the later line: one document, written in input order)", got, want)
+				}
+			})
+		})
 	}
 }

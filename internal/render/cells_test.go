@@ -77,7 +77,7 @@ func wideLeaseTable(ios *IOStreams) *Table {
 			owner = &owners[i]
 		}
 		tl, age := 93.0, 4.0
-		cells := LeaseCells(ios.Styles(), tok, &leases.Range{Min: bounds[i], Max: bounds[i+1]}, owner, StateOwned, &cp)
+		cells := LeaseCells(tok, &leases.Range{Min: bounds[i], Max: bounds[i+1]}, owner, StateOwned, &cp)
 		tb.Row(append(cells, LSN(&latest), fmt.Sprint(latest-cp), Seconds(&tl), Seconds(&age), "active")...)
 	}
 	return tb

@@ -32,22 +32,23 @@ type ChangePrinter interface {
 func NewChangePrinter(ios *IOStreams, f Format, q *Query, envelope bool) ChangePrinter {
 	switch {
 	case q != nil:
-		return &jqChanges{query: q, envelope: envelope}
+		return &jqChanges{query: q, envelope: envelope, terminal: ios.IsStdoutTTY}
 	case f == FormatTable:
 		return lineChanges{width: ios.Width, styles: ios.Styles()}
 	case f == FormatJSON:
-		return jsonArrayChanges{envelope: envelope}
+		return jsonArrayChanges{envelope: envelope, terminal: ios.IsStdoutTTY}
 	}
-	return jsonLinesChanges{envelope: envelope}
+	return jsonLinesChanges{envelope: envelope, terminal: ios.IsStdoutTTY}
 }
 
-// jsonLinesChanges writes each change as one line of JSON, exactly as the feed returned it.
-type jsonLinesChanges struct{ envelope bool }
+// jsonLinesChanges writes each change as one line of JSON, exactly as the feed returned it
+// (on a terminal with what it would obey escaped: appendTerminalJSON).
+type jsonLinesChanges struct{ envelope, terminal bool }
 
 func (jsonLinesChanges) Open(dst []byte) []byte { return dst }
 
 func (p jsonLinesChanges) Append(_ context.Context, dst []byte, ch feed.Change, _ int64) ([]byte, error) {
-	dst, err := appendJSON(dst, ch, p.envelope)
+	dst, err := appendJSON(dst, ch, p.envelope, p.terminal)
 	if err != nil {
 		return dst, err
 	}
@@ -57,7 +58,7 @@ func (p jsonLinesChanges) Append(_ context.Context, dst []byte, ch feed.Change, 
 func (jsonLinesChanges) Close(dst []byte, _ int64) []byte { return dst }
 
 // jsonArrayChanges writes the changes as one JSON array, a change a line.
-type jsonArrayChanges struct{ envelope bool }
+type jsonArrayChanges struct{ envelope, terminal bool }
 
 func (jsonArrayChanges) Open(dst []byte) []byte { return append(dst, '[') }
 
@@ -65,7 +66,7 @@ func (p jsonArrayChanges) Append(_ context.Context, dst []byte, ch feed.Change, 
 	if n > 0 {
 		dst = append(dst, ',')
 	}
-	return appendJSON(append(dst, '\n'), ch, p.envelope)
+	return appendJSON(append(dst, '\n'), ch, p.envelope, p.terminal)
 }
 
 func (jsonArrayChanges) Close(dst []byte, n int64) []byte {
@@ -75,18 +76,27 @@ func (jsonArrayChanges) Close(dst []byte, n int64) []byte {
 	return append(dst, "]\n"...)
 }
 
-// appendJSON appends the change, or its envelope, as compact JSON.
-func appendJSON(dst []byte, ch feed.Change, envelope bool) ([]byte, error) {
+// appendJSON appends the change, or its envelope, as compact JSON; for a terminal, with what
+// it would obey escaped (appendTerminalJSON).
+func appendJSON(dst []byte, ch feed.Change, envelope, terminal bool) ([]byte, error) {
+	start := len(dst)
+	var err error
 	if envelope {
-		return appendEnvelope(dst, ch)
+		dst, err = appendEnvelope(dst, ch)
+	} else {
+		dst, err = appendCompact(dst, ch.Item)
 	}
-	return appendCompact(dst, ch.Item)
+	if err != nil || !terminal || !mayNeedTerminalEscape(dst[start:]) {
+		return dst, err
+	}
+	return appendTerminalJSON(dst[:start], slices.Clone(dst[start:])), nil
 }
 
 // jqChanges writes what a --jq query makes of each change (or its envelope).
 type jqChanges struct {
 	query    *Query
 	envelope bool
+	terminal bool
 	out      bytes.Buffer
 }
 
@@ -98,7 +108,7 @@ func (p *jqChanges) Append(ctx context.Context, dst []byte, ch feed.Change, _ in
 		v = EnvelopeOf(ch)
 	}
 	p.out.Reset()
-	if err := p.query.Run(ctx, &p.out, v); err != nil {
+	if err := p.query.run(ctx, &p.out, v, p.terminal); err != nil {
 		return dst, err
 	}
 	return append(dst, p.out.Bytes()...), nil

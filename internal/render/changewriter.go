@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,13 @@ var ErrOutput = errors.New("write output")
 // bulk tail writes big blocks. The write to stdout happens outside mu, so a stdout nobody
 // reads never blocks the state saver or the shutdown; Written counts the changes that reached
 // stdout, for the tail's state.
+//
+// An interrupted tail's output ends at a line boundary even when stdout is a pipe nobody reads
+// (Close): into a pipe or a socket the buffer is written in pieces that end at line ends (a line
+// longer than a piece takes several), each no longer than PIPE_BUF, which a pipe takes whole or
+// not at all. When stdout stays blocked past the grace, the writes stop at the next line end: a
+// piece still blocked never lands in a pipe once cfp exits, and a line begun is completed first
+// if stdout takes it within OpenLineGrace.
 type ChangeWriter struct {
 	ios *IOStreams
 	p   ChangePrinter
@@ -41,7 +50,26 @@ type ChangeWriter struct {
 	// share a terminal; statusMsg is its text.
 	status    *Status
 	statusMsg string
+
+	// piece is the longest write to stdout (0: the whole buffer at once); atomic says stdout
+	// takes a write of at most piece bytes whole or not at all (a pipe).
+	piece  int
+	atomic bool
+	// stopping says the writes stop at the next line end (Close of an interrupted tail).
+	stopping atomic.Bool
+	// lmu guards lineOpen, which is non-nil while stdout may hold part of a line (a long
+	// line's first pieces, or a write in flight that stdout may take in part); it is closed
+	// once stdout is at a line end again or a write failed.
+	lmu      sync.Mutex
+	lineOpen chan struct{}
 }
+
+// pipeBuf is PIPE_BUF, the longest write a pipe takes whole or not at all: 4096 bytes on Linux,
+// POSIX's minimum of 512 elsewhere.
+var pipeBuf = map[bool]int{true: 4096, false: 512}[runtime.GOOS == "linux"]
+
+// errStopped ends the writes of an interrupted tail whose stdout stayed blocked.
+var errStopped = fmt.Errorf("%w: stdout is blocked", ErrOutput)
 
 // changeBufferSize is the output buffer beyond which Emit writes it out at once.
 const changeBufferSize = 64 << 10
@@ -59,6 +87,16 @@ func NewChangeWriter(ios *IOStreams, p ChangePrinter) *ChangeWriter {
 	t := &ChangeWriter{ios: ios, p: p, ctx: context.Background(),
 		w: bytes.NewBuffer(make([]byte, 0, changeBufferSize+4096)), spare: bytes.NewBuffer(make([]byte, 0, changeBufferSize+4096))}
 	t.w.Write(p.Open(nil))
+	if f, ok := ios.Out.(*os.File); ok && !ios.IsStdoutTTY {
+		if st, err := f.Stat(); err == nil {
+			switch {
+			case st.Mode()&os.ModeNamedPipe != 0:
+				t.piece, t.atomic = pipeBuf, true
+			case st.Mode()&os.ModeSocket != 0:
+				t.piece = pipeBuf
+			}
+		}
+	}
 	return t
 }
 
@@ -113,8 +151,12 @@ func (t *ChangeWriter) drain() error {
 	if tty {
 		status.Clear()
 	}
-	_, err := t.ios.Out.Write(t.spare.Bytes())
+	err := t.writeOut(t.spare.Bytes())
 	t.spare.Reset()
+	if errors.Is(err, errStopped) {
+		t.werr = err
+		return t.werr
+	}
 	if err != nil {
 		t.werr = fmt.Errorf("%w: %w", ErrOutput, err)
 		return t.werr
@@ -124,6 +166,81 @@ func (t *ChangeWriter) drain() error {
 		status.Update("%s", msg)
 	}
 	return nil
+}
+
+// writeOut writes b to stdout, in pieces of at most t.piece bytes that end at line ends where a
+// line fits (t.wmu held). Once stopping, it stops at the first line end with errStopped.
+func (t *ChangeWriter) writeOut(b []byte) error {
+	for len(b) > 0 {
+		if t.stopping.Load() && !t.inLine() {
+			return errStopped
+		}
+		n := len(b)
+		if t.piece > 0 && n > t.piece {
+			n = t.piece
+			if i := bytes.LastIndexByte(b[:n], '\n'); i >= 0 {
+				n = i + 1
+			}
+		}
+		if t.piece > 0 && !t.atomic {
+			// A socket may take this write in part: until it returns, a line may be open. (A
+			// terminal or a file gets the whole buffer in one write, as before: a terminal
+			// shows what it got, and a file never stays blocked.)
+			t.setInLine(true)
+		}
+		if _, err := t.ios.Out.Write(b[:n]); err != nil {
+			t.setInLine(false) // nothing more will be written: release a waiting Close
+			return err
+		}
+		t.setInLine(b[n-1] != '\n')
+		b = b[n:]
+	}
+	return nil
+}
+
+// inLine reports whether stdout may hold part of a line.
+func (t *ChangeWriter) inLine() bool {
+	t.lmu.Lock()
+	defer t.lmu.Unlock()
+	return t.lineOpen != nil
+}
+
+// setInLine records whether stdout may hold part of a line.
+func (t *ChangeWriter) setInLine(open bool) {
+	t.lmu.Lock()
+	defer t.lmu.Unlock()
+	switch {
+	case open && t.lineOpen == nil:
+		t.lineOpen = make(chan struct{})
+	case !open && t.lineOpen != nil:
+		close(t.lineOpen)
+		t.lineOpen = nil
+	}
+}
+
+// OpenLineGrace bounds how long an interrupted tail waits, after its grace, for a stdout that
+// holds part of a line to take the rest of it (Close).
+const OpenLineGrace = 10 * time.Second
+
+// stopAtLineEnd makes the writes to stdout stop at the next line end and waits until stdout is
+// at one, at most wait: a line begun is completed (or its write fails), a piece not yet taken is
+// abandoned. It reports whether stdout is at a line end.
+func (t *ChangeWriter) stopAtLineEnd(wait time.Duration) bool {
+	t.stopping.Store(true)
+	t.lmu.Lock()
+	open := t.lineOpen
+	t.lmu.Unlock()
+	if open == nil {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-open:
+		return true
+	case <-timer.C:
+		return false
+	}
 }
 
 // FlushWithin writes the buffered output, waiting at most d for stdout; it reports whether
@@ -177,7 +294,10 @@ func (t *ChangeWriter) writeErr() error {
 }
 
 // Close ends the output (the closing bracket of -o json) and writes it out, waiting at most
-// grace for stdout when the tail was interrupted.
+// grace for stdout when the tail was interrupted. When stdout stays blocked longer, the output
+// stops at a line end: Close waits, at most OpenLineGrace more, for stdout to take the rest of a
+// line it holds part of (into a pipe, only a line longer than PIPE_BUF is written in parts), and
+// the rest is not written.
 func (t *ChangeWriter) Close(interrupted bool, grace time.Duration) error {
 	t.mu.Lock()
 	t.w.Write(t.p.Close(nil, t.n))
@@ -186,10 +306,11 @@ func (t *ChangeWriter) Close(interrupted bool, grace time.Duration) error {
 		return t.drain()
 	}
 	if !t.FlushWithin(grace) {
+		t.stopAtLineEnd(OpenLineGrace)
 		if err := t.writeErr(); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: stdout is blocked", ErrOutput)
+		return errStopped
 	}
 	return t.writeErr()
 }

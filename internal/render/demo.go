@@ -94,7 +94,7 @@ func WriteDemoTotals(w io.Writer, ios *IOStreams, s DemoSetup, v DemoView, sortB
 	var lag int64
 	for _, l := range SortEstimateLeases(v.Leases, sortBy) {
 		lag += l.Lag
-		cells := LeaseCells(st, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
+		cells := LeaseCells(l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN)
 		tb.Row(append(cells, LSN(l.LatestLSN), strconv.FormatInt(l.Lag, 10))...)
 	}
 	if err := tb.RenderTo(&b); err != nil {

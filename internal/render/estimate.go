@@ -112,7 +112,6 @@ func EstimateTable(ios *IOStreams, v EstimateView, o EstimateTableOptions) *Tabl
 	extra = append(extra, "time-lag", "age", "progress")
 	tb := NewLeaseTable(ios, extra...)
 	tb.Optional(len(LeaseColumns)).Optional(len(LeaseColumns) + len(extra) - 2)
-	st := ios.Styles()
 	for _, l := range SortEstimateLeases(v.Leases, o.Sort) {
 		lag := strconv.FormatInt(l.Lag, 10)
 		if l.Sentinel != nil {
@@ -122,7 +121,7 @@ func EstimateTable(ios *IOStreams, v EstimateView, o EstimateTableOptions) *Tabl
 		if l.StuckSeconds != nil {
 			progress += " " + Seconds(l.StuckSeconds)
 		}
-		row := append(LeaseCells(st, l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN), LSN(l.LatestLSN), lag)
+		row := append(LeaseCells(l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN), LSN(l.LatestLSN), lag)
 		if o.Trends != nil {
 			row = append(row, Sparkline(o.Trends[l.Lease]))
 		}

@@ -41,6 +41,12 @@ func (q *Query) String() string { return q.src }
 // endless results ('.[]' on a large array, 'range(infinite)') streams in bounded memory; the
 // results written before an error stay written.
 func (q *Query) Run(ctx context.Context, w io.Writer, v any) error {
+	return q.run(ctx, w, v, false)
+}
+
+// run is Run for w, a terminal when terminal is set: then raw strings are escaped (Safe) and
+// JSON results escape what a terminal would obey (appendTerminalJSON).
+func (q *Query) run(ctx context.Context, w io.Writer, v any, terminal bool) error {
 	in, err := toGeneric(v)
 	if err != nil {
 		return err
@@ -62,14 +68,21 @@ func (q *Query) Run(ctx context.Context, w io.Writer, v any) error {
 			}
 			return fmt.Errorf("--jq %s: %w", q.src, err)
 		}
-		if s, ok := out.(string); ok {
+		switch s, isString := out.(string); {
+		case isString && terminal:
+			buf.WriteString(Safe(s))
+		case isString:
 			buf.WriteString(s)
-		} else {
+		default:
 			b, err := gojq.Marshal(out)
 			if err != nil {
 				return fmt.Errorf("--jq %s: %w", q.src, err)
 			}
-			buf.Write(b)
+			if terminal {
+				buf.Write(appendTerminalJSON(nil, b))
+			} else {
+				buf.Write(b)
+			}
 		}
 		buf.WriteByte('\n')
 		if _, err := w.Write(buf.Bytes()); err != nil {

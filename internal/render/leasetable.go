@@ -11,6 +11,7 @@ const (
 	LeaseColumnToken = iota
 	LeaseColumnRange
 	LeaseColumnOwner
+	LeaseColumnState
 )
 
 // NewLeaseTable starts a table of one processor's leases: LeaseColumns, then extra. On a
@@ -19,13 +20,14 @@ const (
 func NewLeaseTable(ios *IOStreams, extra ...string) *Table {
 	headers := append(append([]string{}, LeaseColumns...), extra...)
 	t := NewTable(ios, headers...)
-	t.Abbreviated(LeaseColumnToken, AbbrevToken).Abbreviated(LeaseColumnRange, AbbrevRange).TruncateMiddle(LeaseColumnOwner)
+	t.Abbreviated(LeaseColumnToken, AbbrevToken).Abbreviated(LeaseColumnRange, AbbrevRange).TruncateMiddle(LeaseColumnOwner).StateColumn(LeaseColumnState)
 	return t
 }
 
 // LeaseCells renders a lease's LeaseColumns from the optional fields of its JSON view: its
-// token, range (Empty when the lease names none), owner, coloured state and checkpoint LSN.
-func LeaseCells(st Styles, token string, r *leases.Range, owner *string, state string, checkpoint *int64) []string {
+// token, range (Empty when the lease names none), owner, state (coloured by the lease table on
+// a terminal) and checkpoint LSN.
+func LeaseCells(token string, r *leases.Range, owner *string, state string, checkpoint *int64) []string {
 	rng := Empty
 	if r != nil && r.Max != "" {
 		rng = RangeText(r.Min, r.Max)
@@ -34,5 +36,5 @@ func LeaseCells(st Styles, token string, r *leases.Range, owner *string, state s
 	if owner != nil {
 		o = *owner
 	}
-	return []string{token, rng, o, State(st, state), LSN(checkpoint)}
+	return []string{token, rng, o, state, LSN(checkpoint)}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"reflect"
 )
 
@@ -58,20 +57,20 @@ func (p *Printer) Print(ctx context.Context, v any, fill func(*Table)) error {
 // JSON writes v as one JSON document, indented for reading, or through the query.
 func (p *Printer) JSON(ctx context.Context, v any) error {
 	if p.Query != nil {
-		return p.Query.Run(ctx, p.IO.Out, v)
+		return p.Query.run(ctx, p.IO.Out, v, p.IO.IsStdoutTTY)
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode output as json: %w", err)
 	}
-	return writeLine(p.IO.Out, b)
+	return p.writeLine(b)
 }
 
 // Line writes v as one compact JSON line, or through the query. Streaming commands call it
 // once per event; each call writes whole lines.
 func (p *Printer) Line(ctx context.Context, v any) error {
 	if p.Query != nil {
-		return p.Query.Run(ctx, p.IO.Out, v)
+		return p.Query.run(ctx, p.IO.Out, v, p.IO.IsStdoutTTY)
 	}
 	var b []byte
 	switch x := v.(type) {
@@ -87,12 +86,18 @@ func (p *Printer) Line(ctx context.Context, v any) error {
 			return fmt.Errorf("encode output as json: %w", err)
 		}
 	}
-	return writeLine(p.IO.Out, b)
+	return p.writeLine(b)
 }
 
-func writeLine(w io.Writer, b []byte) error {
+// writeLine writes the JSON text b and a line end, escaping what a terminal would obey when
+// stdout is one (appendTerminalJSON).
+func (p *Printer) writeLine(b []byte) error {
 	buf := make([]byte, 0, len(b)+1)
-	buf = append(append(buf, b...), '\n')
-	_, err := w.Write(buf)
+	if p.IO.IsStdoutTTY {
+		buf = appendTerminalJSON(buf, b)
+	} else {
+		buf = append(buf, b...)
+	}
+	_, err := p.IO.Out.Write(append(buf, '\n'))
 	return err
 }

@@ -30,7 +30,7 @@ func (s *Status) Update(format string, args ...any) {
 	if !s.tty {
 		return
 	}
-	msg := safeStyled(firstLine(fmt.Sprintf(format, args...)))
+	msg := Safe(firstLine(fmt.Sprintf(format, args...)))
 	if s.width > 1 && len([]rune(msg)) > s.width-1 {
 		msg = string([]rune(msg)[:s.width-1])
 	}
@@ -46,7 +46,7 @@ func (s *Status) Println(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clearLocked()
-	fmt.Fprintf(s.w, "%s\n", safeStyled(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(s.w, "%s\n", Safe(fmt.Sprintf(format, args...)))
 }
 
 // Done clears the status line and writes the final message, if not empty, as a line.
@@ -55,7 +55,7 @@ func (s *Status) Done(format string, args ...any) {
 	defer s.mu.Unlock()
 	s.clearLocked()
 	if format != "" {
-		fmt.Fprintf(s.w, "%s\n", safeStyled(fmt.Sprintf(format, args...)))
+		fmt.Fprintf(s.w, "%s\n", Safe(fmt.Sprintf(format, args...)))
 	}
 }
 

@@ -32,11 +32,21 @@ type Table struct {
 	// optional marks columns left out on a terminal too narrow for the whole table, unless
 	// Wide, rightmost first.
 	optional map[int]bool
+	// states marks columns of lease states, coloured on a terminal (State).
+	states map[int]bool
 }
 
 // NewTable starts a table with the given column headers (upper-cased when rendered).
 func NewTable(ios *IOStreams, headers ...string) *Table {
-	return &Table{ios: ios, headers: headers, truncate: map[int]bool{}, middle: map[int]bool{}, abbrev: map[int]Abbrev{}, optional: map[int]bool{}}
+	return &Table{ios: ios, headers: headers, truncate: map[int]bool{}, middle: map[int]bool{}, abbrev: map[int]Abbrev{}, optional: map[int]bool{}, states: map[int]bool{}}
+}
+
+// StateColumn marks column i (0-based) as holding lease states, which a terminal table colours
+// (State: owned green, expired yellow). The colour is added after the cell was escaped, so it
+// is the only SGR sequence a cell can show.
+func (t *Table) StateColumn(i int) *Table {
+	t.states[i] = true
+	return t
 }
 
 // TruncateMiddle marks column i (0-based) as one that may be shortened on a terminal narrower
@@ -71,11 +81,13 @@ func (t *Table) Truncatable(i int) *Table {
 }
 
 // Row adds a row. Missing cells are empty; extra cells are an error at Render.
-// Control characters in cells are escaped (Safe, keeping cfp's own colours).
+// Control characters and escape sequences in cells are escaped (Safe), SGR sequences (colours,
+// hidden text) included, on a terminal and in a pipe alike: cells are data, and cfp's own
+// colours are added by the table (StateColumn).
 func (t *Table) Row(cells ...string) {
 	row := make([]string, len(cells))
 	for i, c := range cells {
-		row[i] = safeStyled(c)
+		row[i] = Safe(c)
 	}
 	t.rows = append(t.rows, row)
 }
@@ -201,6 +213,9 @@ func (t *Table) renderTTY(w io.Writer) error {
 			if m, ok := cuts[i]; ok {
 				c = m[c]
 			}
+			if t.states[i] {
+				c = State(st, c)
+			}
 			row[i] = c
 		}
 		if err := tbl.Append(row...); err != nil {
@@ -264,7 +279,7 @@ func (t *Table) fitted() *Table {
 			keep[i] = false
 		}
 	}
-	out := &Table{ios: t.ios, truncate: map[int]bool{}, middle: map[int]bool{}, abbrev: map[int]Abbrev{}, optional: map[int]bool{}}
+	out := &Table{ios: t.ios, truncate: map[int]bool{}, middle: map[int]bool{}, abbrev: map[int]Abbrev{}, optional: map[int]bool{}, states: map[int]bool{}}
 	index := make([]int, 0, len(t.headers))
 	for i, h := range t.headers {
 		if keep[i] {
@@ -273,6 +288,9 @@ func (t *Table) fitted() *Table {
 			}
 			if t.middle[i] {
 				out.middle[len(out.headers)] = true
+			}
+			if t.states[i] {
+				out.states[len(out.headers)] = true
 			}
 			out.headers = append(out.headers, h)
 			index = append(index, i)
