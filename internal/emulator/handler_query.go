@@ -320,7 +320,13 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			if err != nil || !ok {
 				return err == nil, err
 			}
-			return true, agg.Add(doc)
+			if err := agg.Add(doc); err != nil {
+				return false, err
+			}
+			if agg.Len() > e.opts.MaxOrderByItems {
+				return false, badRequest("not supported by cfp emulator: a GROUP BY query with more than %d groups; filter the query, or raise cfp emulator --max-order-by", e.opts.MaxOrderByItems)
+			}
+			return true, nil
 		})
 		var all []any
 		if err == nil {

@@ -955,3 +955,32 @@ func TestQueryPlan_UnsupportedShapesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestQuery_MemoryBoundsOfTheNewShapes: DISTINCT keeps every match, GROUP BY every group, and the
+// first page of OFFSET n its n skipped results; past --max-order-by each is a 400 that says so,
+// not an emulator that grows without bound.
+func TestQuery_MemoryBoundsOfTheNewShapes(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1, MaxOrderByItems: 12})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	for i := range 20 {
+		upsert(t, cc, doc{ID: fmt.Sprintf("d%02d", i), PK: "p", V: i})
+	}
+	pk := azcosmos.NewPartitionKeyString("p")
+	for sql, bound := range map[string]string{
+		"SELECT DISTINCT VALUE c.v FROM c":                             "a DISTINCT query over more than 12 matches",
+		"SELECT c.v, COUNT(1) AS n FROM c GROUP BY c.v":                "a GROUP BY query with more than 12 groups",
+		"SELECT * FROM c OFFSET 10 LIMIT 5":                            "an OFFSET page beyond the first 12 results",
+		"SELECT DISTINCT VALUE c.v FROM c WHERE c.v < 12":              "",
+		"SELECT c.v, COUNT(1) AS n FROM c WHERE c.v < 12 GROUP BY c.v": "",
+		"SELECT * FROM c OFFSET 5 LIMIT 5":                             "",
+	} {
+		_, _, err := queryAll(t, cc, sql, pk, &azcosmos.QueryOptions{PageSizeHint: 5})
+		switch {
+		case bound == "" && err != nil:
+			t.Errorf("%s: %v", sql, err)
+		case bound != "" && (statusOf(err) != 400 || !strings.Contains(err.Error(), "not supported by cfp emulator: "+bound)):
+			t.Errorf("%s: %v, want a 400 naming the bound", sql, err)
+		}
+	}
+}
