@@ -155,7 +155,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.Addr, "addr", defaultEmulatorAddr, "`HOST:PORT` to listen on (port 0: any free port)")
 	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
 	fs.DurationVar(&opts.Retention, "retention", emulator.DefaultLogRetention, "how long the operation log keeps every operation for the all-versions feed (`DURATION`; 0: for ever); older ones are compacted away")
-	fs.IntVar(&opts.MaxOrderBy, "max-order-by", emulator.DefaultMaxOrderByItems, "most results an ORDER BY query keeps in memory for one page (its offset plus its size, `N`); deeper pages answer 400")
+	fs.IntVar(&opts.MaxOrderBy, "max-order-by", emulator.DefaultMaxOrderByItems, "most results an ORDER BY query keeps in memory for one page (its offset plus its size, `N`), and matches of a DISTINCT query, groups of a GROUP BY, results of an OFFSET's first page; beyond, a 400")
 	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
 	fs.BoolVar(&opts.Fsync, "fsync", false, "fsync every write before acknowledging it (survives a power loss; without it writes survive kill -9, and bulk loads are ~20x faster)")
 	enumFlag(fs, &opts.Consistency, "consistency", "", "Session", "the account's default consistency `LEVEL` as reads of the account report it (every level reads the latest write)", "Strong", "BoundedStaleness", "Session", "ConsistentPrefix", "Eventual")

@@ -320,7 +320,13 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 			if err != nil || !ok {
 				return err == nil, err
 			}
-			return true, agg.Add(doc)
+			if err := agg.Add(doc); err != nil {
+				return false, err
+			}
+			if agg.Len() > e.opts.MaxOrderByItems {
+				return false, badRequest("not supported by cfp emulator: a GROUP BY query with more than %d groups; filter the query, or raise cfp emulator --max-order-by", e.opts.MaxOrderByItems)
+			}
+			return true, nil
 		})
 		var all []any
 		if err == nil {
@@ -330,12 +336,17 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		}
 		// One result, or one per group (in the order of their first document); pages index
 		// into them.
-		i := cont.Offset
+		i, pageBytes, full := cont.Offset, 0, false
 		for ; err == nil && i < len(all) && len(docs) < size; i++ {
 			b, _ := json.Marshal(all[i])
+			if !fitsPage(len(docs), pageBytes, len(b)) {
+				full = true // by bytes: the next page starts at i
+				break
+			}
 			docs = append(docs, b)
+			pageBytes += len(b)
 		}
-		if err == nil && i < len(all) && len(docs) == size {
+		if err == nil && i < len(all) && (len(docs) == size || full) {
 			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
 		}
 	case q.Distinct:
@@ -387,11 +398,16 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 				distinct = append(distinct, body)
 			}
 		}
-		i := cont.Offset
+		i, pageBytes, full := cont.Offset, 0, false
 		for ; err == nil && i < len(distinct) && len(docs) < size; i++ {
+			if !fitsPage(len(docs), pageBytes, len(distinct[i])) {
+				full = true // by bytes: the next page starts at i
+				break
+			}
 			docs = append(docs, distinct[i])
+			pageBytes += len(distinct[i])
 		}
-		if err == nil && i < len(distinct) && len(docs) == size {
+		if err == nil && i < len(distinct) && (len(docs) == size || full) {
 			next = &queryCont{Offset: i, Returned: cont.Returned + len(docs)}
 		}
 	case len(q.OrderBy) == 0:
@@ -452,13 +468,15 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		for i := len(res) - 1; i >= 0; i-- {
 			res[i] = heap.Pop(h).(seqDoc)
 		}
-		for _, d := range res[min(skip, len(res)):] {
+		skipped := min(skip, len(res))
+		for _, d := range res[skipped:] {
 			docs = append(docs, d.body)
 		}
 		// A continuation only when another result follows: a full last page with one would
-		// make every client fetch an empty page after it.
+		// make every client fetch an empty page after it. It carries what OFFSET has still to
+		// skip when the page held fewer results than that (cut by the response limit).
 		if len(res) > 0 && more {
-			next = &queryCont{Seq: res[len(res)-1].seq, Returned: cont.Returned + len(docs)}
+			next = &queryCont{Seq: res[len(res)-1].seq, Offset: skip - skipped, Returned: cont.Returned + len(docs)}
 		}
 	default:
 		// The page needs the first Offset+size results in order and whether one more follows:

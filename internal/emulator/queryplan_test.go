@@ -955,3 +955,70 @@ func TestQueryPlan_UnsupportedShapesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestQuery_MemoryBoundsOfTheNewShapes: DISTINCT keeps every match, GROUP BY every group, and the
+// first page of OFFSET n its n skipped results; past --max-order-by each is a 400 that says so,
+// not an emulator that grows without bound.
+func TestQuery_MemoryBoundsOfTheNewShapes(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1, MaxOrderByItems: 12})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	for i := range 20 {
+		upsert(t, cc, doc{ID: fmt.Sprintf("d%02d", i), PK: "p", V: i})
+	}
+	pk := azcosmos.NewPartitionKeyString("p")
+	for sql, bound := range map[string]string{
+		"SELECT DISTINCT VALUE c.v FROM c":                             "a DISTINCT query over more than 12 matches",
+		"SELECT c.v, COUNT(1) AS n FROM c GROUP BY c.v":                "a GROUP BY query with more than 12 groups",
+		"SELECT * FROM c OFFSET 10 LIMIT 5":                            "an OFFSET page beyond the first 12 results",
+		"SELECT DISTINCT VALUE c.v FROM c WHERE c.v < 12":              "",
+		"SELECT c.v, COUNT(1) AS n FROM c WHERE c.v < 12 GROUP BY c.v": "",
+		"SELECT * FROM c OFFSET 5 LIMIT 5":                             "",
+	} {
+		_, _, err := queryAll(t, cc, sql, pk, &azcosmos.QueryOptions{PageSizeHint: 5})
+		switch {
+		case bound == "" && err != nil:
+			t.Errorf("%s: %v", sql, err)
+		case bound != "" && (statusOf(err) != 400 || !strings.Contains(err.Error(), "not supported by cfp emulator: "+bound)):
+			t.Errorf("%s: %v, want a 400 naming the bound", sql, err)
+		}
+	}
+}
+
+// TestPages_NewShapesBoundedByTheResponseLimit: the pages of DISTINCT, GROUP BY and OFFSET
+// queries fit in the service's 4 MB response limit too, and an OFFSET whose skipped results
+// alone exceed a page still skips all of them (the continuation carries what is left to skip).
+func TestPages_NewShapesBoundedByTheResponseLimit(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	ids := bigItems(t, cc, 5)
+	for q, want := range map[string][]string{
+		"SELECT * FROM c OFFSET 3 LIMIT 2":                     ids[3:],
+		"SELECT DISTINCT * FROM c":                             ids,
+		"SELECT DISTINCT c.id, c.pad FROM c ORDER BY c.v DESC": {ids[4], ids[3], ids[2], ids[1], ids[0]},
+		"SELECT c.id, MAX(c.pad) AS pad FROM c GROUP BY c.id":  ids,
+		"SELECT * FROM c WHERE c.v >= 1 OFFSET 2 LIMIT 10":     ids[3:],
+	} {
+		var got []string
+		cont := ""
+		for pages := 0; ; pages++ {
+			hdr := map[string]string{"Content-Type": "application/query+json", "x-ms-documentdb-isquery": "true",
+				"x-ms-documentdb-partitionkey": `["p"]`, "x-ms-max-item-count": "100"}
+			if cont != "" {
+				hdr["x-ms-continuation"] = cont
+			}
+			resp, body := rawRequest(t, e, http.MethodPost, "/dbs/db/colls/c/docs", hdr, queryBody(q, nil))
+			if resp.StatusCode != http.StatusOK || pages > 10 {
+				t.Fatalf("%s page %d: %d %.300s", q, pages, resp.StatusCode, body)
+			}
+			got = append(got, pageIDs(t, q, body)...)
+			if cont = resp.Header.Get("x-ms-continuation"); cont == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", q, got, want)
+		}
+	}
+}

@@ -1000,6 +1000,9 @@ func (a *Aggregator) Add(doc map[string]any) error {
 	return nil
 }
 
+// Len is the number of groups so far.
+func (a *Aggregator) Len() int { return len(a.order) }
+
 // Result returns the one result of a query without GROUP BY; ok is false when there is none, as
 // for SELECT VALUE of an undefined aggregate (SUM or AVG over non-numbers, or MIN, MAX and AVG
 // over nothing).
