@@ -119,6 +119,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 	p.noticeLost(all, listing)
 	now := p.opts.Now()
 	p.pruneHandoffs(now)
+	p.observeTimings(all, hosts, now)
 
 	candidates := make([]*leases.Lease, 0, len(all))
 	for _, l := range all {

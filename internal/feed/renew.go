@@ -10,7 +10,8 @@ import (
 )
 
 // renewLoop looks at every held lease each half RenewInterval, after a first half interval,
-// and renews those whose last write is KeepAlive old, until ctx ends, then goes on renewing the leases whose workers still finish a batch
+// and renews those whose last write is KeepAlive old (shorter in a mixed set, see
+// observeTimings), until ctx ends, then goes on renewing the leases whose workers still finish a batch
 // in flight until the last worker ended. A lease that is lost, or that could not be written for
 // longer than the expiration (another host may hold it by now), stops its worker.
 //
@@ -32,7 +33,7 @@ func (p *Processor) renewLoop(ctx context.Context) {
 	t := time.NewTicker(p.opts.RenewInterval / 4)
 	defer t.Stop()
 	for {
-		for _, ol := range p.dueForRenew(p.opts.KeepAlive()) {
+		for _, ol := range p.dueForRenew(p.keepAlive()) {
 			if !ol.renewing.CompareAndSwap(false, true) {
 				continue // its last renew is still in flight
 			}

@@ -1,0 +1,209 @@
+package feed_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/feed/dotnettest"
+	"github.com/cfp-dev/cfp/internal/feed/feedtest"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Mixed deployments at the processors' real timings (issue 22, F1-F3), in synctest bubbles:
+// minutes of virtual time, cfp's defaults (13s/17s/60s, a keep-alive of 43s) against model
+// .NET hosts.
+
+// realCluster is one cfp host and .NET model hosts on one lease set, at real timings.
+type realCluster struct {
+	t    *testing.T
+	src  *feedtest.MemSource
+	docs *leases.MemDocuments
+	mu   sync.Mutex
+	// deliveries of each document id, by host
+	seen map[string]map[string]int
+	// cfpAfter records each batch the cfp host delivered: lease and when.
+	cfpBatches []timedBatch
+	cancel     context.CancelFunc
+	done       chan error
+	hosts      []*dotnettest.Host
+}
+
+type timedBatch struct {
+	lease string
+	at    time.Time
+	items int
+}
+
+func newRealCluster(t *testing.T, partitions int) *realCluster {
+	return &realCluster{t: t, src: feedtest.NewMemSource(partitions, feedtest.WithPageSize(10)), docs: leases.NewMemDocuments("/id"),
+		seen: map[string]map[string]int{}}
+}
+
+func (c *realCluster) record(host string, items []json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, it := range items {
+		id := docID(it)
+		if c.seen[id] == nil {
+			c.seen[id] = map[string]int{}
+		}
+		c.seen[id][host]++
+	}
+}
+
+// startCFP starts the cfp host "cfp-a" with cfp's default timings and opts applied.
+func (c *realCluster) startCFP(tune func(*feed.ProcessorOptions)) {
+	opts := feed.ProcessorOptions{Instance: "cfp-a", MaxItems: 10, StartFrom: feed.StartFrom{Kind: feed.StartBeginning}}
+	if tune != nil {
+		tune(&opts)
+	}
+	p, err := feed.NewProcessor(c.src, leases.NewStore(c.docs, testPrefix, leases.StoreOptions{}), feed.HandlerFunc(func(_ context.Context, b feed.Batch) error {
+		c.record("cfp-a", b.Items)
+		c.mu.Lock()
+		c.cfpBatches = append(c.cfpBatches, timedBatch{lease: b.LeaseToken, at: time.Now(), items: len(b.Items)})
+		c.mu.Unlock()
+		return nil
+	}), opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.done = cancel, make(chan error, 1)
+	go func() { c.done <- p.Run(ctx) }()
+}
+
+// startDotNet starts a .NET model host with .NET's default timings and o applied.
+func (c *realCluster) startDotNet(name string, docs leases.Documents, tune func(*dotnettest.Options)) *dotnettest.Host {
+	o := dotnettest.Options{Instance: name, Prefix: testPrefix, MaxItems: 10, StartFromBeginning: true,
+		Handle: func(_ context.Context, b dotnettest.Batch) error { c.record(name, b.Items); return nil }}
+	if tune != nil {
+		tune(&o)
+	}
+	if docs == nil {
+		docs = c.docs
+	}
+	h := dotnettest.New(c.src, docs, o)
+	if err := h.Start(context.Background()); err != nil {
+		c.t.Fatal(err)
+	}
+	c.hosts = append(c.hosts, h)
+	return h
+}
+
+func (c *realCluster) stop() {
+	c.t.Helper()
+	for _, h := range c.hosts {
+		h.Stop()
+	}
+	if c.cancel != nil {
+		c.cancel()
+		if err := <-c.done; err != nil {
+			c.t.Errorf("cfp host: %v", err)
+		}
+	}
+}
+
+// owners returns each lease's owner, by token.
+func (c *realCluster) owners() map[string]string {
+	c.t.Helper()
+	ls, err := leases.NewStore(c.docs, testPrefix, leases.StoreOptions{}).List(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range ls {
+		out[l.Token] = strings.ToLower(l.Owner)
+	}
+	return out
+}
+
+// bothHosts returns how many documents more than one host processed.
+func (c *realCluster) bothHosts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, by := range c.seen {
+		if len(by) > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// writeEvery writes a document every d until the returned function is called.
+func (c *realCluster) writeEvery(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(d):
+			}
+			if _, err := c.src.Write(fmt.Sprintf("pk%d", i), fmt.Appendf(nil, `{"id":"doc%d"}`, i)); err != nil {
+				c.t.Error(err)
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// TestMixed_ADotNetHostWithAShortExpirationLeavesCFPLeasesAlone (F1): a settled cfp host wrote
+// an idle lease only every 43-47s (KeepAlive); a .NET host whose lease expiration is 45s
+// (WithLeaseConfiguration, the Functions trigger's LeaseExpirationInterval) saw it expired and
+// took it, and cfp took it back: leases changed owner again and again. In a set where a host
+// that is not cfp owns a lease, cfp keeps its leases as fresh as that host keeps its own: as
+// .NET's default renew interval (17s) until it observed the host's renewals, then as those (the
+// second case, renewals every 5s and an 8s expiration, needs the observation).
+func TestMixed_ADotNetHostWithAShortExpirationLeavesCFPLeasesAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		renew, expiration time.Duration
+	}{
+		{"expiration 45s", 0, 45 * time.Second},
+		{"renew 5s expiration 8s", 5 * time.Second, 8 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newRealCluster(t, 2)
+				c.startCFP(nil)
+				time.Sleep(30 * time.Second)
+				if o := c.owners(); o["0"] != "cfp-a" || o["1"] != "cfp-a" {
+					t.Fatalf("owners before the .NET host joined: %v", o)
+				}
+				c.startDotNet("dotnet-a", nil, func(o *dotnettest.Options) { o.RenewInterval, o.Expiration = tc.renew, tc.expiration })
+				time.Sleep(2 * time.Minute) // the .NET host steals its share; settled
+				last := c.owners()
+				changes := 0
+				for range 240 {
+					time.Sleep(time.Second)
+					now := c.owners()
+					for tok, o := range now {
+						if last[tok] != o {
+							changes++
+						}
+					}
+					last = now
+				}
+				c.stop()
+				if changes != 0 {
+					t.Errorf("leases changed owner %d times in 4 minutes after the hosts settled, want 0", changes)
+				}
+				if n := strings.Count(last["0"]+","+last["1"], "dotnet-a"); n != 1 {
+					t.Errorf("owners at the end: %v, want one lease each", last)
+				}
+			})
+		})
+	}
+}

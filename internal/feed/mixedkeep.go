@@ -1,0 +1,151 @@
+package feed
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Keep-alive in a mixed lease set. A settled cfp host writes an idle lease once per KeepAlive
+// (43-47s with the defaults), which keeps it live for hosts whose expiration is cfp's own. A
+// .NET or Java host compares the lease's age with its own expiration, which cfp cannot read:
+// WithLeaseConfiguration, the Functions trigger's LeaseExpirationInterval or a clock running
+// ahead make it shorter, and such a host took cfp's idle leases as expired (issue 22, F1).
+//
+// What cfp can observe of such a host is how often it writes its own idle leases: its renew
+// interval, the shortest time between two writes of one lease that changed neither its owner
+// nor its continuation, the first renew after an acquire aside (the renewer's first write comes
+// half an interval after the acquire). Whatever its expiration, it must exceed that interval,
+// or the host's own leases would expire between its renewals. So in a set where a live lease is
+// owned by a host that keeps no cfp presence record, a cfp host writes its leases so that none
+// gets older than that interval; until it observed one, than the defaults' renew interval, 17s
+// (.NET ChangeFeedLeaseOptions.DefaultRenewInterval, Configuration/ChangeFeedLeaseOptions.cs:15;
+// Java ChangeFeedProcessorOptions.DEFAULT_RENEW_INTERVAL; the Functions trigger's
+// LeaseRenewInterval, 17000 ms; their expirations are 60s). A host whose clock runs ahead of
+// cfp's by s still sees cfp's leases s older: with the defaults that is tolerated up to 43s of
+// skew, where the 43s keep-alive tolerated 13s.
+
+// foreignDefaultRenew is the renew interval of .NET's, Java's and the Functions trigger's
+// defaults.
+const foreignDefaultRenew = 17 * time.Second
+
+// foreignView is what the balancing goroutine learned of the hosts that are not cfp; keep is
+// read by the renewer.
+type foreignView struct {
+	seen    map[string]foreignSeen // by lease token, leases of foreign owners in the last listing
+	gaps    []time.Duration        // the last maxGaps times between two renews seen
+	cadence time.Duration          // the renew interval they show (commonPeriod), 0 none yet
+	keep    atomic.Int64           // the renewer's keep-alive (a time.Duration)
+	mixed   bool
+}
+
+// foreignSeen is a foreign-owned lease as a listing showed it.
+type foreignSeen struct {
+	owner, cont string
+	ts          time.Time
+	// renewed: this version came from a renew by the same owner (the timestamp moved, the
+	// continuation did not), so the next such change is a whole renew interval later.
+	renewed bool
+}
+
+// keepAlive is how old a held lease's last write may get before the renewer writes it again:
+// KeepAlive, shorter in a mixed set (see foreignView).
+func (p *Processor) keepAlive() time.Duration {
+	return time.Duration(p.others.keep.Load())
+}
+
+// observeTimings updates the foreign view from a full listing, and the keep-alive with it.
+func (p *Processor) observeTimings(all []*leases.Lease, hosts []leases.Host, now time.Time) {
+	f := &p.others
+	cfp := map[string]bool{strings.ToLower(p.opts.Instance): true}
+	for _, h := range hosts {
+		if !h.Expired(now, p.opts.Expiration) {
+			cfp[strings.ToLower(h.Instance)] = true
+		}
+	}
+	next := make(map[string]foreignSeen, len(f.seen))
+	mixed := false
+	for _, l := range all {
+		owner := strings.ToLower(strings.TrimSpace(l.Owner))
+		if owner == "" || cfp[owner] || l.Expired(now, p.opts.Expiration) {
+			continue
+		}
+		mixed = true
+		s := foreignSeen{owner: owner, cont: l.Continuation, ts: l.Timestamp}
+		if prev, ok := f.seen[l.Token]; ok && prev.owner == owner {
+			switch {
+			case l.Timestamp.Equal(prev.ts):
+				s = prev // not written since
+			case prev.cont == l.Continuation && l.Timestamp.After(prev.ts):
+				s.renewed = true
+				if prev.renewed {
+					f.gaps = append(f.gaps, l.Timestamp.Sub(prev.ts))
+					if len(f.gaps) > maxGaps {
+						f.gaps = f.gaps[len(f.gaps)-maxGaps:]
+					}
+				}
+			}
+		}
+		next[l.Token] = s
+	}
+	f.seen = next
+	if !mixed {
+		f.gaps = nil
+	}
+	f.cadence = commonPeriod(f.gaps)
+	keep := p.opts.KeepAlive()
+	renew := foreignDefaultRenew
+	if f.cadence > 0 {
+		renew = f.cadence
+	}
+	if mixed {
+		keep = min(keep, keepUnder(renew, p.opts.RenewInterval))
+	}
+	if old := time.Duration(f.keep.Swap(int64(keep))); old != keep || mixed != f.mixed {
+		if mixed {
+			p.log.Info("mixed lease set: leases owned by hosts that are not cfp; renewing as often as they do",
+				"keepAlive", keep, "foreignRenewInterval", renew, "observed", f.cadence > 0)
+		} else if f.mixed {
+			p.log.Info("no lease owned by a host that is not cfp; renewing every keep-alive", "keepAlive", keep)
+		}
+	}
+	f.mixed = mixed
+}
+
+// keepUnder is the keep-alive that keeps a lease younger than renew: the renewer looks every
+// quarter of its own renew interval, and a write takes time.
+func keepUnder(renew, ownRenew time.Duration) time.Duration {
+	return max(0, renew-ownRenew/4-min(keepAliveSlack, renew/10))
+}
+
+// maxGaps bounds the renew gaps a host remembers.
+const maxGaps = 64
+
+// commonPeriod is the longest period of which every gap is a whole multiple, within 5% (a write's
+// latency): the listings come every acquire interval, so a host that renews more often is seen
+// only every second or third renew (gaps of 10s and 15s are renewals every 5s). It tries the
+// shortest gap divided by 1 to 8; 0 when there is no gap.
+func commonPeriod(gaps []time.Duration) time.Duration {
+	if len(gaps) == 0 {
+		return 0
+	}
+	shortest := slices.Min(gaps)
+	for j := 1; j <= 8; j++ {
+		c := shortest / time.Duration(j)
+		fits := true
+		for _, g := range gaps {
+			k := (g + c/2) / c
+			if diff := (g - k*c).Abs(); diff > c/20*k {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return c
+		}
+	}
+	return shortest / 8
+}
