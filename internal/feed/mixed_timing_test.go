@@ -207,3 +207,74 @@ func TestMixed_ADotNetHostWithAShortExpirationLeavesCFPLeasesAlone(t *testing.T)
 		})
 	}
 }
+
+// stealWatch polls the lease owners every 250ms and records when each lease was first seen
+// owned by a host other than cfp-a.
+func (c *realCluster) stealWatch() (stop func() map[string]time.Time) {
+	done := make(chan struct{})
+	stolen := map[string]time.Time{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			for tok, o := range c.owners() {
+				if _, ok := stolen[tok]; !ok && o != "" && o != "cfp-a" {
+					stolen[tok] = time.Now()
+				}
+			}
+		}
+	}()
+	return func() map[string]time.Time { close(done); wg.Wait(); return stolen }
+}
+
+// lastCFPBatch returns when cfp-a last delivered a batch of lease tok, and how many items it
+// delivered after since.
+func (c *realCluster) cfpAfter(tok string, since time.Time) (last time.Time, items int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.cfpBatches {
+		if b.lease == tok && !b.at.Before(since) {
+			last, items = b.at, items+b.items
+		}
+	}
+	return last, items
+}
+
+// TestMixed_ALeaseStolenUnderACheckpointIntervalStopsWithinARenewInterval (F2): with
+// --checkpoint-interval 45s a cfp host writes a busy lease only every keep-alive, and learned
+// that a joining .NET host stole it only then: it went on delivering the lease's changes for
+// 18-29s while the .NET host processed them too. A host that delivered batches it has not
+// written yet now looks at the lease every renew interval (a point read), and stops delivering
+// at once when another host owns it: it delivers at most one renew interval (plus the quarter
+// interval the renewer looks at) after the steal, and the batch in flight then.
+func TestMixed_ALeaseStolenUnderACheckpointIntervalStopsWithinARenewInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newRealCluster(t, 2)
+		c.startCFP(func(o *feed.ProcessorOptions) { o.CheckpointInterval = 45 * time.Second })
+		stopWriting := c.writeEvery(200 * time.Millisecond)
+		time.Sleep(3 * time.Minute) // settled: quiet acquire cycles
+		watch := c.stealWatch()
+		c.startDotNet("dotnet-a", nil, nil)
+		time.Sleep(2 * time.Minute)
+		stopWriting()
+		stolen := watch()
+		c.stop()
+		if len(stolen) != 1 {
+			t.Fatalf("leases taken by the .NET host: %v, want one", stolen)
+		}
+		bound := feed.DefaultRenewInterval + feed.DefaultRenewInterval/4
+		for tok, at := range stolen {
+			last, items := c.cfpAfter(tok, at)
+			if over := last.Sub(at); over > bound {
+				t.Errorf("cfp-a delivered %d changes of lease %s for %s after the .NET host took it, want at most %s", items, tok, over, bound)
+			}
+			t.Logf("lease %s: cfp-a delivered %d changes in the %s after the steal; %d documents processed by both hosts", tok, items, max(0, last.Sub(at)), c.bothHosts())
+		}
+	})
+}
