@@ -30,6 +30,7 @@ type realCluster struct {
 	seen map[string]map[string]int
 	// cfpAfter records each batch the cfp host delivered: lease and when.
 	cfpBatches []timedBatch
+	lost       []timedBatch // cfp-a's EventLost, by lease
 	cancel     context.CancelFunc
 	done       chan error
 	hosts      []*dotnettest.Host
@@ -60,7 +61,14 @@ func (c *realCluster) record(host string, items []json.RawMessage) {
 
 // startCFP starts the cfp host "cfp-a" with cfp's default timings and opts applied.
 func (c *realCluster) startCFP(tune func(*feed.ProcessorOptions)) {
-	opts := feed.ProcessorOptions{Instance: "cfp-a", MaxItems: 10, StartFrom: feed.StartFrom{Kind: feed.StartBeginning}}
+	opts := feed.ProcessorOptions{Instance: "cfp-a", MaxItems: 10, StartFrom: feed.StartFrom{Kind: feed.StartBeginning},
+		Notify: func(e feed.Event) {
+			if e.Type == feed.EventLost {
+				c.mu.Lock()
+				c.lost = append(c.lost, timedBatch{lease: e.Lease, at: time.Now()})
+				c.mu.Unlock()
+			}
+		}}
 	if tune != nil {
 		tune(&opts)
 	}
@@ -276,5 +284,106 @@ func TestMixed_ALeaseStolenUnderACheckpointIntervalStopsWithinARenewInterval(t *
 			}
 			t.Logf("lease %s: cfp-a delivered %d changes in the %s after the steal; %d documents processed by both hosts", tok, items, max(0, last.Sub(at)), c.bothHosts())
 		}
+	})
+}
+
+// slowChildAcquire delays the first replace of each lease in ids by delay (a throttled or slow
+// acquire) and records when it succeeded.
+type slowChildAcquire struct {
+	leases.Documents
+	delay time.Duration
+	mu    sync.Mutex
+	ids   map[string]bool
+	done  map[string]time.Time
+}
+
+func (s *slowChildAcquire) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	s.mu.Lock()
+	first := s.ids[id]
+	delete(s.ids, id)
+	s.mu.Unlock()
+	if first {
+		time.Sleep(s.delay)
+	}
+	d, err := s.Documents.Replace(ctx, id, pk, ifMatch, body)
+	if first && err == nil {
+		s.mu.Lock()
+		s.done[id] = time.Now()
+		s.mu.Unlock()
+	}
+	return d, err
+}
+
+// TestMixed_ADotNetSplitChildTakenByCFPFirstIsOverwrittenAndCFPStops (F3): .NET acquires the
+// children of a split without If-Match (the lease it created has no _etag,
+// DocumentServiceLeaseManagerCosmos.cs:329-338 and Utils/CosmosContainerExtensions.cs:39-64;
+// the replace's IfMatchEtag is null, DocumentServiceLeaseUpdaterCosmos.cs:114-117), from the
+// parent's continuation: a cfp host that took a child between the create and the acquire is
+// overwritten, and the .NET host processes again what cfp processed of the child. cfp cannot
+// prevent that; it stops delivering the child at its next write (a checkpoint's If-Match fails
+// and the lease is another host's), so it delivers at most the batch in flight after the
+// overwrite.
+func TestMixed_ADotNetSplitChildTakenByCFPFirstIsOverwrittenAndCFPStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newRealCluster(t, 1)
+		slow := &slowChildAcquire{Documents: c.docs, delay: 30 * time.Second, ids: map[string]bool{}, done: map[string]time.Time{}}
+		c.startDotNet("dotnet-a", slow, nil)
+		stopWriting := c.writeEvery(200 * time.Millisecond)
+		time.Sleep(20 * time.Second)
+		c.startCFP(nil)
+		time.Sleep(40 * time.Second)
+		if o := c.owners(); o["0"] != "dotnet-a" {
+			t.Fatalf("owners before the split: %v", o)
+		}
+		slow.mu.Lock()
+		slow.ids[testPrefix+"..1"], slow.ids[testPrefix+"..2"] = true, true
+		slow.mu.Unlock()
+		kids, err := c.src.Split("0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second)
+		if o := c.owners(); o[kids[0]] != "cfp-a" || o[kids[1]] != "cfp-a" {
+			t.Fatalf("owners 20s after the split: %v, want both children cfp-a's", o)
+		}
+		time.Sleep(time.Minute)
+		stopWriting()
+		time.Sleep(5 * time.Second)
+		c.stop()
+		for _, k := range kids {
+			slow.mu.Lock()
+			at, ok := slow.done[testPrefix+".."+k]
+			slow.mu.Unlock()
+			if !ok {
+				t.Errorf("the .NET host's acquire of child %s did not overwrite cfp-a's", k)
+				continue
+			}
+			c.mu.Lock()
+			var lost time.Time
+			for _, e := range c.lost {
+				if e.lease == k && !e.at.Before(at) {
+					lost = e.at
+					break
+				}
+			}
+			after := 0
+			for _, b := range c.cfpBatches {
+				if b.lease == k && b.at.After(at) && !b.at.After(lost) {
+					after++
+				}
+			}
+			c.mu.Unlock()
+			if lost.IsZero() {
+				t.Errorf("cfp-a never noticed that the .NET host overwrote child %s", k)
+				continue
+			}
+			if after > 1 {
+				t.Errorf("cfp-a delivered %d batches of child %s in the %s after the .NET host overwrote it, want at most the one in flight", after, k, lost.Sub(at))
+			}
+		}
+		both := c.bothHosts()
+		c.mu.Lock()
+		t.Logf("%d documents processed by both hosts; cfp-a lost a child %d times", both, len(c.lost))
+		c.mu.Unlock()
 	})
 }

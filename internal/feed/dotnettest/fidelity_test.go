@@ -195,6 +195,23 @@ func TestHost_AcquiresASplitChildWithoutIfMatch(t *testing.T) {
 		if got := strings.Join(h.Owned(), ","); got != strings.Join(kids, ",") {
 			t.Errorf("dotnet-a processes %s, want both children", got)
 		}
+		// The checkpointer keeps that object too (PartitionControllerCore.cs:62-66,92 ->
+		// PartitionCheckpointerCore.cs:24): every checkpoint of a split child is a replace
+		// without If-Match, which overwrites another host's owner with this one's.
+		writeDocs(t, src, 3, 40)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for _, k := range kids {
+			unconditional := 0
+			for _, r := range spy.replacesOf(prefix + ".." + k)[1:] {
+				if r.ifMatch == "" {
+					unconditional++
+				}
+			}
+			if unconditional == 0 {
+				t.Errorf("child %s: no checkpoint without If-Match after the acquire", k)
+			}
+		}
 	})
 }
 
