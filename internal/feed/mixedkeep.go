@@ -21,10 +21,13 @@ import (
 // half an interval after the acquire). Whatever its expiration, it must exceed that interval,
 // or the host's own leases would expire between its renewals. So in a set where a live lease is
 // owned by a host that keeps no cfp presence record, a cfp host writes its leases so that none
-// gets older than that interval; until it observed one, than the defaults' renew interval, 17s
-// (.NET ChangeFeedLeaseOptions.DefaultRenewInterval, Configuration/ChangeFeedLeaseOptions.cs:15;
-// Java ChangeFeedProcessorOptions.DEFAULT_RENEW_INTERVAL; the Functions trigger's
-// LeaseRenewInterval, 17000 ms; their expirations are 60s). A host whose clock runs ahead of
+// gets older than that interval; until it observed one, than the defaults' renew interval, 17s:
+// .NET's ChangeFeedLeaseOptions.DefaultRenewInterval (ChangeFeedProcessor/Configuration/
+// ChangeFeedLeaseOptions.cs:14, expiration 60s at :16), Java's
+// ChangeFeedProcessorOptions.DEFAULT_RENEW_INTERVAL (com/azure/cosmos/models/
+// ChangeFeedProcessorOptions.java, expiration DEFAULT_EXPIRATION_INTERVAL 60s) and the Functions
+// trigger's LeaseRenewInterval (CosmosDBTriggerAttribute.cs in azure-webjobs-sdk-extensions:
+// 17000 ms, LeaseExpirationInterval 60000 ms). A host whose clock runs ahead of
 // cfp's by s still sees cfp's leases s older: with the defaults that is tolerated up to 43s of
 // skew, where the 43s keep-alive tolerated 13s.
 
