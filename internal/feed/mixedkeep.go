@@ -1,8 +1,10 @@
 package feed
 
 import (
+	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +38,12 @@ import (
 const foreignDefaultRenew = 17 * time.Second
 
 // foreignView is what the balancing goroutine learned of the hosts that are not cfp; keep is
-// read by the renewer.
+// read by the renewer, rebuffs written by the workers.
 type foreignView struct {
+	rebuffMu sync.Mutex
+	rebuffs  map[string]rebuff // by lease token (see noteRebuff)
+	stolen   map[string]rebuff // by lease token: stolen from owner, until an expiration later
+
 	seen    map[string]foreignSeen // by lease token, leases of foreign owners in the last listing
 	gaps    []time.Duration        // the last maxGaps times between two renews seen
 	cadence time.Duration          // the renew interval they show (commonPeriod), 0 none yet
@@ -151,4 +157,83 @@ func commonPeriod(gaps []time.Duration) time.Duration {
 		}
 	}
 	return shortest / 8
+}
+
+// A lease this host stole from a .NET or Java host and lost to that host again within an
+// expiration is not stolen from it again for two expirations. .NET acquires the children of a split
+// without If-Match and its checkpointer goes on writing them without If-Match
+// (ChangeFeedProcessor/LeaseManagement/DocumentServiceLeaseManagerCosmos.cs:329-338,
+// Utils/CosmosContainerExtensions.cs:39-87): each checkpoint writes its own name back over the
+// host that stole the child, which learns it at its next write, and would steal it again at its
+// next cycle, processing the same changes as the .NET host each time (issue 22, F3). A steal
+// .NET undid this way, or by balancing it differently, is not worth repeating at once.
+type rebuff struct {
+	owner string
+	until time.Time
+}
+
+// noteSteal records that this host steals l from its live owner, a host that is not cfp.
+func (p *Processor) noteSteal(l *leases.Lease, now time.Time) {
+	f := &p.others
+	f.rebuffMu.Lock()
+	defer f.rebuffMu.Unlock()
+	if f.stolen == nil {
+		f.stolen = map[string]rebuff{}
+	}
+	for tok, r := range f.stolen {
+		if !now.Before(r.until) {
+			delete(f.stolen, tok)
+		}
+	}
+	f.stolen[l.Token] = rebuff{owner: l.Owner, until: now.Add(p.opts.Expiration)}
+}
+
+// noteRebuff records a lease this worker stole from a host that is not cfp and lost to that
+// host again within an expiration.
+func (p *Processor) noteRebuff(ol *ownedLease, cause error) {
+	var lost *leases.LeaseLostError
+	if !errors.As(cause, &lost) || strings.TrimSpace(lost.Owner) == "" {
+		return
+	}
+	now := p.opts.Now()
+	f := &p.others
+	f.rebuffMu.Lock()
+	defer f.rebuffMu.Unlock()
+	s, ok := f.stolen[ol.token]
+	if !ok || !now.Before(s.until) || !strings.EqualFold(s.owner, lost.Owner) {
+		return
+	}
+	delete(f.stolen, ol.token)
+	if f.rebuffs == nil {
+		f.rebuffs = map[string]rebuff{}
+	}
+	for tok, r := range f.rebuffs {
+		if !now.Before(r.until) {
+			delete(f.rebuffs, tok)
+		}
+	}
+	f.rebuffs[ol.token] = rebuff{owner: lost.Owner, until: now.Add(2 * p.opts.Expiration)}
+	p.log.Info("lease taken back by the host it was stolen from; not stealing it again for a while",
+		"lease", ol.token, "owner", lost.Owner, "until", f.rebuffs[ol.token].until)
+}
+
+// rebuffed reports whether l, owned by another host, is one this host lost to that host soon
+// after taking it, less than two expirations ago.
+func (p *Processor) rebuffed(l *leases.Lease, now time.Time) bool {
+	f := &p.others
+	f.rebuffMu.Lock()
+	defer f.rebuffMu.Unlock()
+	r, ok := f.rebuffs[l.Token]
+	return ok && now.Before(r.until) && strings.EqualFold(r.owner, l.Owner)
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

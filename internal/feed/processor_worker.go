@@ -652,6 +652,7 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 	switch reason {
 	case CloseLeaseLost:
 		cause := context.Cause(ol.ctx)
+		p.noteRebuff(ol, cause)
 		if isDeleted(cause) {
 			p.deletedLease(w.info, cause)
 		} else {
