@@ -153,7 +153,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	for _, pt := range parts {
 		cparts = append(cparts, leases.Partition{ID: pt.ID, Range: pt.Range, Parents: pt.Parents})
 	}
-	checkOpts := []leases.CheckOption{leases.WithMarkers(set.HasInfo, set.LockTime), leases.WithLockTTL(set.LockTTL)}
+	checkOpts := []leases.CheckOption{leases.WithMarkers(set.HasInfo, set.LockTime), leases.WithLockTTL(set.LockTTL), leases.WithHosts(set.Hosts)}
 	if parts != nil {
 		checkOpts = append(checkOpts, leases.WithPartitions(cparts))
 	}

@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -45,6 +47,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitCode,
 			"lines":    cmdLines,
+			"agestamp": cmdAgeStamp,
 		},
 		RequireExplicitExec: true,
 	})
@@ -95,4 +98,25 @@ func cmdLines(ts *testscript.TestScript, neg bool, args []string) {
 	if (got == want) == neg {
 		ts.Fatalf("%s has %d lines, want %d (negated: %v)", args[0], got, want, neg)
 	}
+}
+
+// cmdAgeStamp replaces each {{age DURATION}} in FILE with the UTC time DURATION before now in
+// .NET's lease timestamp format: `agestamp FILE`. Lease states depend on the reading clock.
+func cmdAgeStamp(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: agestamp FILE")
+	}
+	now := time.Now().UTC()
+	re := regexp.MustCompile(`\{\{age ([^}]+)\}\}`)
+	var bad error
+	out := re.ReplaceAllStringFunc(ts.ReadFile(args[0]), func(m string) string {
+		d, err := time.ParseDuration(re.FindStringSubmatch(m)[1])
+		if err != nil {
+			bad = err
+			return m
+		}
+		return now.Add(-d).Format("2006-01-02T15:04:05.0000000Z")
+	})
+	ts.Check(bad)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(out), 0o644))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/internal/feed/dotnettest"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
@@ -20,7 +21,8 @@ import (
 // 1 RU; a create of a lease with its ~12 indexed properties about 4.65 RU and a replace 1.87
 // times that, about 8.7 RU; a query page 2.79 RU plus 0.05 per document loaded, the lease
 // query reading pages of 100 documents (the service's default page size when the SDK sets no
-// maximum item count), each page a request; a write that fails its If-Match (412) or finds no
+// maximum item count; a .NET host's listing reads pages of 1,000, dotnettest.ListPageSize),
+// each page a request; a write that fails its If-Match (412) or finds no
 // document (404) 1 RU (the service charges failed requests, less than the write; the
 // documentation gives no figure).
 const (
@@ -164,10 +166,14 @@ func (c *counter) QueryPrefix(ctx context.Context, prefix string) ([]leases.Docu
 		return nil, err
 	}
 	docs, err := c.Documents.QueryPrefix(ctx, prefix)
-	pages := max(1, (len(docs)+queryPageSize-1)/queryPageSize)
+	pageSize := queryPageSize
+	if n := dotnettest.QueryPageSize(ctx); n > 0 {
+		pageSize = n // a .NET host's listing: pages of 1,000
+	}
+	pages := max(1, (len(docs)+pageSize-1)/pageSize)
 	ru := 0.0
 	for p := range pages {
-		page := docs[min(len(docs), p*queryPageSize):min(len(docs), (p+1)*queryPageSize)]
+		page := docs[min(len(docs), p*pageSize):min(len(docs), (p+1)*pageSize)]
 		size := 0
 		for _, d := range page {
 			size += len(d.Body)

@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,6 +120,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 	p.noticeLost(all, listing)
 	now := p.opts.Now()
 	p.pruneHandoffs(now)
+	p.observeTimings(all, hosts, now)
 
 	candidates := make([]*leases.Lease, 0, len(all))
 	for _, l := range all {
@@ -130,6 +132,11 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 		}
 		candidates = append(candidates, l)
 	}
+	// Leases a .NET host took back soon after this host stole them go last, so that a steal
+	// picks another lease of that host, if it has one (see rebuffed).
+	slices.SortStableFunc(candidates, func(a, b *leases.Lease) int {
+		return cmpBool(p.rebuffed(a, now), p.rebuffed(b, now))
+	})
 	live := leases.LiveHosts(candidates, hosts, now, p.opts.Expiration)
 	held := heldBy(candidates, now, p.opts.Expiration)
 	floor := p.setView(len(all), live, held)
@@ -180,10 +187,11 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 			// it never answers a handoff request, so steal the .NET way, at once and one
 			// lease per cycle (FeedManagement/EqualPartitionsBalancingStrategy.cs lines 77-78,
 			// 87-93).
-			if stoleForeign {
+			if stoleForeign || p.rebuffed(l, now) {
 				continue
 			}
 			stoleForeign = true
+			p.noteSteal(l, now)
 		case live && p.askFirst(l, now):
 			asked = true
 			if first {

@@ -232,8 +232,9 @@ type Processor struct {
 	bootMu sync.Mutex
 	boot   *BootstrapResult
 
-	ho   *handoffs // taken before mu (see handoffs)
-	calm calm      // the balancing goroutine's own (see quietCycle)
+	ho     *handoffs   // taken before mu (see handoffs)
+	calm   calm        // the balancing goroutine's own (see quietCycle)
+	others foreignView // the balancing goroutine's, but keep (see observeTimings)
 
 	mu    sync.Mutex             // guards owned, failing, group and run
 	owned map[string]*ownedLease // by token
@@ -284,6 +285,7 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 	}
 	p.limit = newRateLog(p.log, opts.Now, DefaultMaxErrorBackoff)
 	p.lh, _ = h.(LeaseHandler)
+	p.others.keep.Store(int64(opts.KeepAlive()))
 	return p, nil
 }
 

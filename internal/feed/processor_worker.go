@@ -34,6 +34,7 @@ type ownedLease struct {
 	mu        sync.Mutex
 	lease     *leases.Lease     // the newest version this host wrote
 	confirmed time.Time         // start of the last successful write of the lease
+	looked    time.Time         // start of the last read that found the lease still this host's
 	onLost    func(cause error) // the worker's: cancels the batch in flight
 	graceOver bool              // the stopping worker's batch in flight was cancelled
 	// carry is the worker's continuation waiting for CheckpointInterval, and the stored
@@ -94,6 +95,26 @@ func (ol *ownedLease) update(l *leases.Lease, start time.Time) {
 	if start.After(ol.confirmed) {
 		ol.confirmed = start
 	}
+}
+
+// markLooked records a read, started at start, that found the lease still this host's.
+func (ol *ownedLease) markLooked(start time.Time) {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	if start.After(ol.looked) {
+		ol.looked = start
+	}
+}
+
+// lastLook is the start of the last write of the lease, or of a later read that found it
+// still this host's.
+func (ol *ownedLease) lastLook() time.Time {
+	ol.mu.Lock()
+	defer ol.mu.Unlock()
+	if ol.looked.After(ol.confirmed) {
+		return ol.looked
+	}
+	return ol.confirmed
 }
 
 // lastWrite is the start of the last successful write of the lease by this host.
@@ -631,6 +652,7 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 	switch reason {
 	case CloseLeaseLost:
 		cause := context.Cause(ol.ctx)
+		p.noteRebuff(ol, cause)
 		if isDeleted(cause) {
 			p.deletedLease(w.info, cause)
 		} else {

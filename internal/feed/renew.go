@@ -10,7 +10,8 @@ import (
 )
 
 // renewLoop looks at every held lease each half RenewInterval, after a first half interval,
-// and renews those whose last write is KeepAlive old, until ctx ends, then goes on renewing the leases whose workers still finish a batch
+// and renews those whose last write is KeepAlive old (shorter in a mixed set, see
+// observeTimings), until ctx ends, then goes on renewing the leases whose workers still finish a batch
 // in flight until the last worker ended. A lease that is lost, or that could not be written for
 // longer than the expiration (another host may hold it by now), stops its worker.
 //
@@ -31,23 +32,29 @@ func (p *Processor) renewLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(p.opts.RenewInterval / 4)
 	defer t.Stop()
+	spawn := func(ol *ownedLease, do func(context.Context, *ownedLease)) {
+		if !ol.renewing.CompareAndSwap(false, true) {
+			return // its last renew is still in flight
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			ol.renewing.Store(false) // every slot busy: the next look tries again
+			return
+		}
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			defer func() { <-slots; ol.renewing.Store(false) }()
+			do(ctx, ol)
+		}()
+	}
 	for {
-		for _, ol := range p.dueForRenew(p.opts.KeepAlive()) {
-			if !ol.renewing.CompareAndSwap(false, true) {
-				continue // its last renew is still in flight
-			}
-			select {
-			case slots <- struct{}{}:
-			default:
-				ol.renewing.Store(false) // every slot busy: the next look tries again
-				continue
-			}
-			inFlight.Add(1)
-			go func() {
-				defer inFlight.Done()
-				defer func() { <-slots; ol.renewing.Store(false) }()
-				p.renew(ctx, ol)
-			}()
+		for _, ol := range p.dueForRenew(p.keepAlive()) {
+			spawn(ol, p.renew)
+		}
+		for _, ol := range p.dueForLook() {
+			spawn(ol, p.look)
 		}
 		select {
 		case <-ctx.Done():
@@ -116,6 +123,64 @@ func (p *Processor) dueForRenew(keep time.Duration) []*ownedLease {
 		due = append(due, ol)
 	}
 	return due
+}
+
+// dueForLook returns the held leases whose worker delivered batches it has not written yet
+// (their continuation waits for CheckpointInterval, see carry) and that this host has neither
+// written nor looked at for a renew interval. Under a checkpoint interval a busy lease is
+// written only every keep-alive, and a host learns that another took the lease at its next
+// write or listing: a settled host's acquire cycles read only the presence records, which a
+// .NET or Java host does not write, so it went on delivering the stolen lease's changes, which
+// the thief processes too, for up to a keep-alive (issue 22, F2). The look is a point read,
+// 1 RU against about 10 for a write.
+func (p *Processor) dueForLook() []*ownedLease {
+	if p.opts.CheckpointInterval <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	owned := make([]*ownedLease, 0, len(p.owned))
+	for _, ol := range p.owned {
+		owned = append(owned, ol)
+	}
+	p.mu.Unlock()
+	now := p.opts.Now()
+	due := owned[:0]
+	for _, ol := range owned {
+		if ol.ctx.Err() != nil {
+			continue // stopping: the renewer's writes see a theft
+		}
+		if _, cont := ol.carrying(); cont == "" {
+			continue // nothing delivered since the last write
+		}
+		if now.Sub(ol.lastLook()) < p.opts.RenewInterval {
+			continue
+		}
+		due = append(due, ol)
+	}
+	return due
+}
+
+// look reads ol's lease and stops its worker at once, the batch in flight included, when the
+// lease is owned by another host or gone: the worker then delivers nothing more of it. So a
+// host delivers a lease's changes at most a renew interval and a quarter after another host
+// took it (the renewer looks every quarter interval), plus the batch in flight then.
+func (p *Processor) look(ctx context.Context, ol *ownedLease) {
+	start := p.opts.Now()
+	l, err := p.store.Get(ctx, ol.current())
+	switch {
+	case errors.Is(err, leases.ErrNotFound):
+		ol.lose(&leases.LeaseLostError{Token: ol.token, Gone: true})
+	case err != nil:
+		// The renewer's next write, or the expiry fence, decides.
+		if ctx.Err() == nil {
+			p.infraError(ctx, "read lease", ol.token, err)
+		}
+	case l.Owner != p.opts.Instance:
+		p.log.Info("lease taken by another host", "lease", ol.token, "by", l.Owner)
+		ol.lose(&leases.LeaseLostError{Token: ol.token, Owner: l.Owner})
+	default:
+		ol.markLooked(start)
+	}
 }
 
 // renew rewrites ol's lease with a fresh timestamp; a lease being handed off also gets the

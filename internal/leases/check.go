@@ -35,6 +35,7 @@ const (
 	FindingUnreadable    FindingKind = "unreadable-continuation" // a continuation cfp cannot decode
 	FindingFutureTime    FindingKind = "future-timestamp"        // a lease timestamp ahead of now
 	FindingBeyondLatest  FindingKind = "beyond-latest-lsn"       // a continuation past its partition's latest LSN
+	FindingTimings       FindingKind = "timing-mismatch"         // hosts that renew at different paces (WithHosts)
 )
 
 // FutureTolerance is how far a lease timestamp may lie ahead of the checking clock before
@@ -67,6 +68,8 @@ type Finding struct {
 
 type checkConfig struct {
 	partitions []Partition
+	hosts      []Host
+	hostsKnown bool
 	markers    bool
 	hasInfo    bool
 	lockTime   time.Time
@@ -86,6 +89,13 @@ func WithPartitions(ps []Partition) CheckOption {
 // written (zero: no lock).
 func WithMarkers(hasInfo bool, lockTime time.Time) CheckOption {
 	return func(c *checkConfig) { c.markers, c.hasInfo, c.lockTime = true, hasInfo, lockTime }
+}
+
+// WithHosts tells Check the cfp presence records of the prefix, which tell cfp hosts from
+// .NET and Java hosts (they keep none): Check then compares how fresh each kind keeps its
+// leases (FindingTimings).
+func WithHosts(hs []Host) CheckOption {
+	return func(c *checkConfig) { c.hosts, c.hostsKnown = hs, true }
 }
 
 // WithLockTTL tells Check the .lock marker's ttl (its "ttl" field; default DefaultLockTTL). A
@@ -242,6 +252,12 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 		}
 	}
 
+	if cfg.hostsKnown {
+		if f, ok := timingMismatch(ls, cfg.hosts, now, expiration); ok {
+			add(f)
+		}
+	}
+
 	// Markers.
 	if cfg.markers {
 		if !cfg.hasInfo && len(ls) > 0 {
@@ -332,4 +348,61 @@ func BeyondLatest(ls []*Lease, latest map[string]int64) []Finding {
 			Message: fmt.Sprintf("continuation LSN %d is past the partition's latest LSN %d: the next %d changes written there would be skipped", lsn, top, lsn-top)})
 	}
 	return out
+}
+
+// timingMismatch compares how fresh the cfp hosts and the other hosts keep their leases. No
+// host writes its expiration anywhere, so whether hosts agree on it cannot be seen; how often a
+// host writes its leases shows in their age: a live lease is younger than its owner's renew
+// interval. A .NET or Java host renews every 17s by default (and expires leases after 60s,
+// or less when configured so); a cfp host before issue 22 wrote an idle lease every 43-47s,
+// which such a host with an expiration under about 48s takes as expired. So, when leases of
+// a host without a cfp presence record are live, a live cfp lease older than the defaults'
+// renew interval and than every lease of those hosts is reported: its owner renews less often
+// than they do. One listing sees only ages; a cfp host that runs sees the others' renew
+// intervals over several listings and matches them.
+func timingMismatch(ls []*Lease, hosts []Host, now time.Time, expiration time.Duration) (Finding, bool) {
+	cfp := map[string]bool{}
+	for _, h := range hosts {
+		if !h.Expired(now, expiration) {
+			cfp[strings.ToLower(h.Instance)] = true
+		}
+	}
+	threshold := DefaultRenewInterval
+	var foreign []string
+	for _, l := range ls {
+		owner := strings.ToLower(strings.TrimSpace(l.Owner))
+		if owner == "" || cfp[owner] || l.State(now, expiration) != StateOwned {
+			continue
+		}
+		if !slices.Contains(foreign, l.Owner) {
+			foreign = append(foreign, l.Owner)
+		}
+		threshold = max(threshold, now.Sub(l.Timestamp))
+	}
+	if len(foreign) == 0 {
+		return Finding{}, false
+	}
+	var tokens, owners []string
+	oldest := time.Duration(0)
+	for _, l := range ls {
+		owner := strings.ToLower(strings.TrimSpace(l.Owner))
+		if !cfp[owner] || l.State(now, expiration) != StateOwned {
+			continue
+		}
+		if age := now.Sub(l.Timestamp); age > threshold {
+			tokens = append(tokens, l.Token)
+			if !slices.Contains(owners, l.Owner) {
+				owners = append(owners, l.Owner)
+			}
+			oldest = max(oldest, age)
+		}
+	}
+	if len(tokens) == 0 {
+		return Finding{}, false
+	}
+	slices.Sort(foreign)
+	slices.Sort(owners)
+	return Finding{Kind: FindingTimings, Severity: SeverityWarning, Tokens: tokens, Owner: strings.Join(owners, ","),
+		Message: fmt.Sprintf("cfp host(s) %s last wrote %d lease(s) up to %s ago, while %s (no cfp presence record: .NET or Java) keep theirs under %s: a host whose lease expiration is shorter than that age takes them as expired; upgrade those cfp hosts (they then renew as often as the others) or give every host the same lease timings",
+			strings.Join(owners, ", "), len(tokens), oldest.Round(time.Second), strings.Join(foreign, ", "), threshold.Round(time.Second))}, true
 }

@@ -323,3 +323,51 @@ func TestSuggest(t *testing.T) {
 		t.Error("Suggest with no names suggested something")
 	}
 }
+
+// TestCheck_TimingMismatch: with leases of a .NET or Java host (an owner without a cfp
+// presence record) live, a live cfp lease older than the defaults' renew interval (17s) and
+// than every lease of those hosts is reported: a host with a shorter expiration takes it
+// (issue 22, F1). Without such hosts, or without the presence records, nothing is said.
+func TestCheck_TimingMismatch(t *testing.T) {
+	t.Parallel()
+	lease := func(min, max, owner string, age time.Duration) *leases.Lease {
+		l := v1(min, max, owner)
+		l.Timestamp = checkNow.Add(-age)
+		return l
+	}
+	hosts := []leases.Host{{Instance: "cfp-a", Timestamp: checkNow.Add(-5 * time.Second)}}
+	s := time.Second
+	for _, tc := range []struct {
+		name string
+		ls   []*leases.Lease
+		opts []leases.CheckOption
+		want []string
+	}{
+		{"cfp lease 44s old next to a .NET host", []*leases.Lease{lease("", "80", "cfp-a", 44*s), lease("80", "FF", "dotnet-a", 10*s)},
+			[]leases.CheckOption{leases.WithHosts(hosts)}, []string{"timing-mismatch[]"}},
+		{"cfp lease 15s old", []*leases.Lease{lease("", "80", "cfp-a", 15*s), lease("80", "FF", "dotnet-a", 10*s)},
+			[]leases.CheckOption{leases.WithHosts(hosts)}, nil},
+		{"the .NET host renews slowly too", []*leases.Lease{lease("", "80", "cfp-a", 30*s), lease("80", "FF", "dotnet-a", 35*s)},
+			[]leases.CheckOption{leases.WithHosts(hosts)}, nil},
+		{"cfp hosts only", []*leases.Lease{lease("", "80", "cfp-a", 44*s), lease("80", "FF", "cfp-a", 10*s)},
+			[]leases.CheckOption{leases.WithHosts(hosts)}, nil},
+		{"no presence records given", []*leases.Lease{lease("", "80", "cfp-a", 44*s), lease("80", "FF", "dotnet-a", 10*s)},
+			nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := leases.Check(tc.ls, checkNow, time.Minute, tc.opts...)
+			got := kinds(fs)
+			if tc.want != nil {
+				tc.want[0] = strings.Replace(tc.want[0], "[]", "["+tc.ls[0].Token+"]", 1)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("findings %v, want %v", got, tc.want)
+			}
+			for _, f := range fs {
+				if f.Kind == leases.FindingTimings && (f.Severity != leases.SeverityWarning || !strings.Contains(f.Message, "cfp-a last wrote 1 lease(s) up to 44s ago, while dotnet-a")) {
+					t.Errorf("finding %+v", f)
+				}
+			}
+		})
+	}
+}

@@ -529,13 +529,19 @@ func (h *Host) createEPKLease(ctx context.Context, r leases.Range, cont *string)
 	return h.tryCreate(ctx, l)
 }
 
-// tryCreate is TryCreateDocumentServiceLeaseAsync (:329-342).
+// tryCreate is TryCreateDocumentServiceLeaseAsync (:329-342). It returns the lease object it
+// sent, not the stored document: TryCreateItemAsync wraps the item it was given in the response
+// (Utils/CosmosContainerExtensions.cs:56-61, EnableContentResponseOnWrite = false at :17-20), so
+// the new lease has no _etag, and the acquire that follows for a split's children
+// (PartitionControllerCore.cs:190-194) replaces it with IfMatchEtag = null, unconditionally
+// (DocumentServiceLeaseUpdaterCosmos.cs:114-117): it overwrites a host that took the child
+// between the create and the acquire.
 func (h *Host) tryCreate(ctx context.Context, l *lease) (*lease, error) {
 	body, err := l.encode()
 	if err != nil {
 		return nil, err
 	}
-	d, err := h.docs.Create(ctx, h.pk(l.ID, l.PartitionKey), body)
+	_, err = h.docs.Create(ctx, h.pk(l.ID, l.PartitionKey), body)
 	if errors.Is(err, leases.ErrConflict) {
 		h.opts.Trace("Some other host created lease for %s.", l.LeaseToken)
 		return nil, nil
@@ -544,7 +550,7 @@ func (h *Host) tryCreate(ctx context.Context, l *lease) (*lease, error) {
 		return nil, err
 	}
 	h.opts.Trace("Created lease with lease token %s.", l.LeaseToken)
-	return decodeLease(d.Body)
+	return l, nil
 }
 
 // errLeaseLost is LeaseLostException; gone is its IsGone.
@@ -598,14 +604,15 @@ func sameOwner(a, b *string) bool {
 	return *a == *b
 }
 
-// release is ReleaseAsync (:181-230).
+// release is ReleaseAsync (:181-230): a lease deleted under it (a 404 on the read, :189-198)
+// is released without a word.
 func (h *Host) release(ctx context.Context, l *lease) error {
-	fresh, err := h.tryGet(ctx, l)
+	fresh, err := h.get(ctx, l)
+	if errors.Is(err, leases.ErrNotFound) {
+		return nil
+	}
 	if err != nil {
 		return err
-	}
-	if fresh == nil {
-		return &errLeaseLost{token: l.LeaseToken, gone: true}
 	}
 	_, err = h.update(ctx, fresh, func(s *lease) (*lease, error) {
 		if !sameOwner(s.Owner, l.Owner) {
@@ -618,14 +625,16 @@ func (h *Host) release(ctx context.Context, l *lease) error {
 }
 
 // renew is RenewAsync (:244-281): re-read, then replace unchanged (a fresh timestamp) if the
-// owner is still the one this host holds.
+// owner is still the one this host holds. A deleted lease is not a lost one here: the read
+// (TryGetLeaseAsync, :344-347) is TryGetItemAsync, which throws a CosmosException on a 404
+// (EnsureSuccessStatusCode, Utils/CosmosContainerExtensions.cs:24-37) and never returns the
+// null that :252-256 checks for; LeaseRenewerCore.RenewAsync logs that exception as "failed to
+// renew lease" and keeps renewing (FeedManagement/LeaseRenewerCore.cs:70-74), so the host
+// keeps processing a deleted lease until a checkpoint's replace finds it gone.
 func (h *Host) renew(ctx context.Context, l *lease) (*lease, error) {
-	fresh, err := h.tryGet(ctx, l)
+	fresh, err := h.get(ctx, l)
 	if err != nil {
 		return nil, err
-	}
-	if fresh == nil {
-		return nil, &errLeaseLost{token: l.LeaseToken, gone: true}
 	}
 	return h.update(ctx, fresh, func(s *lease) (*lease, error) {
 		if !sameOwner(s.Owner, l.Owner) {
@@ -674,7 +683,18 @@ func (h *Host) delete(ctx context.Context, l *lease) error {
 	return err
 }
 
-// tryGet is TryGetLeaseAsync (:344-347): nil when the lease is gone.
+// get is TryGetLeaseAsync (:344-347): TryGetItemAsync, an error wrapping leases.ErrNotFound
+// when the lease is gone (it throws on a 404, Utils/CosmosContainerExtensions.cs:24-37).
+func (h *Host) get(ctx context.Context, l *lease) (*lease, error) {
+	d, err := h.docs.Read(ctx, l.ID, h.pk(l.ID, l.PartitionKey))
+	if err != nil {
+		return nil, err
+	}
+	return decodeLease(d.Body)
+}
+
+// tryGet is the updater's re-read after a 412 (DocumentServiceLeaseUpdaterCosmos.cs:52-70): nil
+// when the lease is gone.
 func (h *Host) tryGet(ctx context.Context, l *lease) (*lease, error) {
 	d, err := h.docs.Read(ctx, l.ID, h.pk(l.ID, l.PartitionKey))
 	if errors.Is(err, leases.ErrNotFound) {
@@ -688,8 +708,15 @@ func (h *Host) tryGet(ctx context.Context, l *lease) (*lease, error) {
 
 // update is DocumentServiceLeaseUpdaterCosmos.UpdateLeaseAsync
 // (LeaseManagement/DocumentServiceLeaseUpdaterCosmos.cs:28-117): apply the change to the cached
-// lease, stamp the timestamp, replace with If-Match; on 412 re-read and retry, at most 5 times;
-// a 404 or 409 is a lost lease.
+// lease, stamp the timestamp, replace with If-Match (none when the lease has no _etag); on 412
+// re-read and retry, at most 5 times; a 404 or 409 is a lost lease.
+//
+// It returns the lease object it sent, with the _etag it was sent with, not the stored
+// document: TryReplaceItemAsync sets EnableContentResponseOnWrite = false and wraps the item it
+// was given (Utils/CosmosContainerExtensions.cs:66-87). The next write with that object fails
+// its If-Match (the document's _etag changed with this write), re-reads and replaces: every
+// checkpoint after the first costs a 412, a read and a replace
+// (FeedManagement/PartitionCheckpointerCore.cs:22-26 keeps the returned lease).
 func (h *Host) update(ctx context.Context, cached *lease, change func(*lease) (*lease, error)) (*lease, error) {
 	l := cached.clone()
 	for retry := 5; retry >= 0; retry-- {
@@ -703,10 +730,10 @@ func (h *Host) update(ctx context.Context, cached *lease, change func(*lease) (*
 		if err != nil {
 			return nil, err
 		}
-		d, err := h.docs.Replace(ctx, n.ID, h.pk(n.ID, n.PartitionKey), n.ETag, body)
+		_, err = h.docs.Replace(ctx, n.ID, h.pk(n.ID, n.PartitionKey), n.ETag, body)
 		switch {
 		case err == nil:
-			return decodeLease(d.Body)
+			return n, nil
 		case errors.Is(err, leases.ErrNotFound):
 			return nil, &errLeaseLost{token: n.LeaseToken, gone: true}
 		case errors.Is(err, leases.ErrConflict):
@@ -732,7 +759,7 @@ func (h *Host) update(ctx context.Context, cached *lease, change func(*lease) (*
 // allLeases is GetAllLeasesAsync: SELECT * FROM c WHERE STARTSWITH(c.id, '<prefix>..')
 // (DocumentServiceLeaseContainerCosmos.cs:45-68), every document deserialized as a lease.
 func (h *Host) allLeases(ctx context.Context) ([]*lease, error) {
-	docs, err := h.docs.QueryPrefix(ctx, h.opts.Prefix+"..")
+	docs, err := h.docs.QueryPrefix(context.WithValue(ctx, listPageKey{}, ListPageSize), h.opts.Prefix+"..")
 	if err != nil {
 		return nil, err
 	}
@@ -745,6 +772,22 @@ func (h *Host) allLeases(ctx context.Context) ([]*lease, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// ListPageSize is how many leases a page of .NET's lease listing holds: the query sets no
+// MaxItemCount (DocumentServiceLeaseContainerCosmos.cs:16,50-53), and the SDK's query pipeline
+// then asks for pages of 1,000 items (Query/Core/Pipeline/CosmosQueryExecutionContextFactory.cs:
+// 824,890), not the service's default of 100 that a request without x-ms-max-item-count gets.
+const ListPageSize = 1000
+
+type listPageKey struct{}
+
+// QueryPageSize returns the page size of the lease listing a Host runs with ctx (ListPageSize),
+// or 0 when ctx is not a Host's listing: a leases.Documents decorator that charges query pages
+// (the scale bench's counter) reads it.
+func QueryPageSize(ctx context.Context) int {
+	n, _ := ctx.Value(listPageKey{}).(int)
+	return n
 }
 
 // ---- FeedManagement/PartitionLoadBalancerCore.cs and EqualPartitionsBalancingStrategy.cs
@@ -1067,14 +1110,19 @@ func (h *Host) runProcessor(ctx context.Context, l *lease) error {
 			req.Start = feed.StartFrom{Kind: feed.StartTime, Time: h.startTime}
 		}
 		page, err := h.src.ReadPage(ctx, req)
-		delay := h.opts.PollDelay
-		var throttled *feed.ThrottledError
 		switch {
 		case feed.IsRangeGone(err):
 			return &errGone{last: last}
-		case errors.As(err, &throttled):
-			delay = throttled.RetryAfter
 		case err != nil:
+			// Any other failed read, a 429 or 503 the SDK's retries gave up on included, ends
+			// the lease's processing: HandleFailedRequest classifies every status but a 410
+			// with substatus 1002 or 1007 as DocDbError.Undefined and throws
+			// (FeedProcessing/FeedProcessorCore.cs:69-81,108-123,
+			// DocDBErrors/ExceptionClassifier.cs:12-22; the RetryAfter delay at :74-77 is never
+			// reached), and PartitionControllerCore.ProcessPartitionAsync reports it and
+			// releases the lease (FeedManagement/PartitionControllerCore.cs:175-181): a
+			// throttled .NET host drops its lease, another host (or itself, at its next
+			// balancing) takes it.
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -1097,7 +1145,7 @@ func (h *Host) runProcessor(ctx context.Context, l *lease) error {
 				continue
 			}
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := sleep(ctx, h.opts.PollDelay); err != nil {
 			return err
 		}
 	}
