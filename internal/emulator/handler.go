@@ -546,7 +546,7 @@ func (e *Emulator) createDatabase(w http.ResponseWriter, r *http.Request) {
 		e.fail(w, err)
 		return
 	}
-	if err := e.createOffer(r, "dbs/"+rec.RID+"/", rec.RID); err != nil {
+	if err := e.createOffer(r, "dbs/"+rec.RID+"/", rec.RID, 0); err != nil {
 		e.fail(w, err)
 		return
 	}
@@ -615,7 +615,16 @@ func (e *Emulator) createContainer(w http.ResponseWriter, r *http.Request, db st
 		e.fail(w, err)
 		return
 	}
-	if err := e.createOffer(r, "dbs/"+st.DBRID+"/colls/"+st.RID+"/", st.RID); err != nil {
+	shared, err := e.hasOffer("dbs/" + st.DBRID + "/")
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	defaultRU := defaultContainerThroughput
+	if shared {
+		defaultRU = 0
+	}
+	if err := e.createOffer(r, "dbs/"+st.DBRID+"/colls/"+st.RID+"/", st.RID, defaultRU); err != nil {
 		e.fail(w, err)
 		return
 	}
