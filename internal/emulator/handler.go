@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math"
 	"net"
@@ -145,6 +146,7 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.Set(hdrCharge, formatCharge(chargeMeta))
 	h.Set("Content-Type", "application/json")
 
+	joinItemIDQuery(r.URL)
 	segs, err := splitPath(r.URL.EscapedPath())
 	defer func() {
 		e.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "ms", time.Since(start).Milliseconds())
@@ -367,7 +369,10 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			return
 		}
 	case n == 6:
-		if status, msg := routedIDRule(s[5]); status != 0 {
+		if status, msg := routedIDRule(s[5]); status == http.StatusBadRequest {
+			writeInvalidURL(w, msg)
+			return
+		} else if status != 0 {
 			writeError(w, status, http.StatusText(status), msg, 0)
 			return
 		}
@@ -406,6 +411,39 @@ func routedIDRule(id string) (int, string) {
 		return http.StatusUnauthorized, "The input authorization token can't serve the request: the gateway could not route the resource id (trailing whitespace, '/', '\\', '#' or '%'); address this item through a query"
 	}
 	return 0, ""
+}
+
+// writeInvalidURL answers 400 as the service's front end (HTTP.sys) does for a URL it refuses,
+// before any Cosmos DB code sees it: an HTML page, not a Cosmos DB error. Clients see it so: the
+// JavaScript SDK, which parses every error body as JSON, fails on it without a status code, and
+// its own tests of such ids expect exactly that.
+func writeInvalidURL(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=us-ascii")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = io.WriteString(w, "<HTML><HEAD><TITLE>Bad Request</TITLE></HEAD>\n<BODY><h2>Bad Request - Invalid URL</h2>\n<hr><p>HTTP Error 400. The request URL is invalid. "+html.EscapeString(msg)+".</p>\n</BODY></HTML>\n")
+}
+
+// joinItemIDQuery puts back into an item's path the query the client's URL made of the rest of
+// its id: the JavaScript SDK escapes a link with encodeURI, which leaves '?', so the id
+// "Disallowed?Chars" arrives as the path .../docs/Disallowed and the query Chars, signed as the
+// whole id. The Cosmos DB REST API has no query parameters, and the service's gateway serves
+// such an id; so does this one, for item paths.
+func joinItemIDQuery(u *url.URL) {
+	if u.RawQuery == "" && !u.ForceQuery {
+		return
+	}
+	escaped := u.EscapedPath()
+	segs := strings.Split(strings.Trim(escaped, "/"), "/")
+	if len(segs) != 6 || segs[0] != "dbs" || segs[2] != "colls" || segs[4] != "docs" {
+		return
+	}
+	rest, err := url.PathUnescape(u.RawQuery)
+	if err != nil {
+		return
+	}
+	u.RawPath = strings.TrimSuffix(escaped, "/") + url.PathEscape("?"+rest)
+	u.Path = strings.TrimSuffix(u.Path, "/") + "?" + rest
+	u.RawQuery, u.ForceQuery = "", false
 }
 
 func isQuery(r *http.Request) bool {
