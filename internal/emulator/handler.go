@@ -1076,6 +1076,10 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 	putBody(page.Body) // the ResponseWriter does not keep it after Write
 }
 
+// retentionPeriodMsg is the sentence of the service's 400 to an all-versions read that starts
+// before what the feed retains; SDK tests look for it.
+const retentionPeriodMsg = "You must read the change feed from within the retention period."
+
 // checkFullFidelity rejects the all-versions reads the service rejects: from the beginning (no
 // If-None-Match) or from a time (If-Modified-Since), and any wire format but 2021-09-15.
 func checkFullFidelity(r *http.Request) error {
@@ -1083,10 +1087,10 @@ func checkFullFidelity(r *http.Request) error {
 		return badRequest("an all-versions-and-deletes change feed read needs %s: %s (got %q)", hdrWireFormat, wireFormatFullFidelity, v)
 	}
 	if r.Header.Get("If-Modified-Since") != "" {
-		return badRequest("an all-versions-and-deletes change feed cannot start from a point in time (If-Modified-Since): start from now (If-None-Match: *) or from a continuation")
+		return badRequest("an all-versions-and-deletes change feed cannot start from a point in time (If-Modified-Since): start from now (If-None-Match: *) or from a continuation. %s", retentionPeriodMsg)
 	}
 	if strings.TrimSpace(r.Header.Get("If-None-Match")) == "" {
-		return badRequest("an all-versions-and-deletes change feed cannot start from the beginning: start from now (If-None-Match: *) or from a continuation")
+		return badRequest("an all-versions-and-deletes change feed cannot start from the beginning: start from now (If-None-Match: *) or from a continuation. %s", retentionPeriodMsg)
 	}
 	return nil
 }
