@@ -7,7 +7,8 @@
 #
 # Usage: JS_SUITE_SRC=DIR test/js-suite/run.sh [--report] [VITEST_ARGS...]
 #   JS_SUITE_SRC  the SDK's folder in an azure-sdk-for-js checkout at tag @azure/cosmos_<version>
-#                 (DIR/test/public/common exists; the repository's root works too)
+#                 (DIR/test/public/common exists; the repository's root works too); default
+#                 test/js-suite/sdk, where its package.json and the files.txt files would be kept
 #   --report      print the results, exit 0 whatever they are (to measure)
 #   VITEST_ARGS   passed to vitest, e.g. a file filter or -t 'test name' (for debugging)
 # The SDK and vitest install from package-lock.json (npm ci). Node trusts the emulator's
@@ -18,8 +19,8 @@ root=$(cd "$here/../.." && pwd)
 report=0
 if [ "${1:-}" = "--report" ]; then report=1; shift; fi
 
-src=${JS_SUITE_SRC:-}
-[ -n "$src" ] || { echo "js-suite: set JS_SUITE_SRC to the SDK's folder in an azure-sdk-for-js checkout (see test/js-suite/README.md)" >&2; exit 2; }
+src=${JS_SUITE_SRC:-$here/sdk}
+[ -d "$src" ] || { echo "js-suite: no SDK tests: set JS_SUITE_SRC to the SDK's folder in an azure-sdk-for-js checkout (see test/js-suite/README.md)" >&2; exit 2; }
 [ -d "$src/sdk/cosmosdb/cosmos" ] && src="$src/sdk/cosmosdb/cosmos"
 [ -d "$src/test/public/common" ] || { echo "js-suite: $src has no test/public/common" >&2; exit 2; }
 want=$(node -p 'require(process.argv[1]).dependencies["@azure/cosmos"]' "$here/package.json")
