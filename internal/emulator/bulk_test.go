@@ -59,9 +59,11 @@ func TestBulk_OperationsOnSeveralPartitionKeysAreAppliedEachOnItsOwn(t *testing.
 		{"operationType":"Create","partitionKey":"[\"b\"]","resourceBody":{"id":"taken","pk":"b","v":2}},
 		{"operationType":"Upsert","partitionKey":"[\"b\"]","resourceBody":{"id":"other","pk":"b","v":3}},
 		{"operationType":"Read","partitionKey":"[\"b\"]","id":"taken"},
-		{"operationType":"Delete","partitionKey":"[\"c\"]","id":"gone"}
+		{"operationType":"Delete","partitionKey":"[\"c\"]","id":"gone"},
+		{"operationType":"Create","partitionKey":"[\"a\"]","resourceBody":{"id":"mismatch","pk":"z"}},
+		{"operationType":"Create","partitionKey":"[{}]","resourceBody":{"id":"nokey"}}
 	]`)
-	if want := []int{201, 409, 201, 200, 204}; status != http.StatusMultiStatus || !slices.Equal(statuses(rs), want) {
+	if want := []int{201, 409, 201, 200, 204, 400, 201}; status != http.StatusMultiStatus || !slices.Equal(statuses(rs), want) {
 		t.Fatalf("bulk answered %d %v, want 207 %v", status, statuses(rs), want)
 	}
 	var read doc
