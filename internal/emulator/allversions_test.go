@@ -171,8 +171,9 @@ func TestChangeFeedAll_RejectsBeginningTimeAndOtherWireFormats(t *testing.T) {
 		hdr  map[string]string
 		msg  string
 	}{
-		{"beginning", map[string]string{}, "cannot start from the beginning"},
-		{"time", map[string]string{"If-Modified-Since": "Mon, 30 Nov 2026 11:55:36 GMT", "If-None-Match": "*"}, "cannot start from a point in time"},
+		// The service's sentence, which the JavaScript SDK's tests look for, and what to do.
+		{"beginning", map[string]string{}, "cannot start from the beginning: start from now (If-None-Match: *) or from a continuation. You must read the change feed from within the retention period."},
+		{"time", map[string]string{"If-Modified-Since": "Mon, 30 Nov 2026 11:55:36 GMT", "If-None-Match": "*"}, "cannot start from a point in time (If-Modified-Since): start from now (If-None-Match: *) or from a continuation. You must read the change feed from within the retention period."},
 		{"no wire format", map[string]string{"If-None-Match": "*", "x-ms-cosmos-changefeed-wire-format-version": ""}, "2021-09-15"},
 	} {
 		hdr := map[string]string{"A-IM": "Full-Fidelity Feed", "x-ms-cosmos-changefeed-wire-format-version": "2021-09-15", "x-ms-documentdb-partitionkeyrangeid": "0"}

@@ -9,7 +9,11 @@ import (
 	"github.com/cfp-dev/cfp/internal/emulator/epk"
 )
 
-const hdrIsBatch = "x-ms-cosmos-is-batch-request"
+const (
+	hdrIsBatch         = "x-ms-cosmos-is-batch-request"
+	hdrBatchAtomic     = "x-ms-cosmos-batch-atomic"
+	hdrContinueOnError = "x-ms-cosmos-batch-continue-on-error"
+)
 
 // maxBatchOps is the service's limit of operations in one transactional batch.
 const maxBatchOps = 100
@@ -19,6 +23,9 @@ type batchOp struct {
 	ID            string          `json:"id"`
 	IfMatch       string          `json:"ifMatch"`
 	ResourceBody  json.RawMessage `json:"resourceBody"`
+	// PartitionKey is a bulk operation's own partition key: the JSON text of the key as the
+	// partition-key header carries it (`["a"]`), in a JSON string, or that array itself.
+	PartitionKey json.RawMessage `json:"partitionKey"`
 }
 
 type batchResult struct {
@@ -38,6 +45,10 @@ var errBatchFailed = errors.New("a transactional batch operation failed")
 // kill -9 leaves all of them or none. When one fails, the transaction is rolled back and the
 // answer is 207 with the failed operation's status and 424 for every other.
 func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll string) {
+	if strings.EqualFold(r.Header.Get(hdrBatchAtomic), "false") {
+		e.executeBulk(w, r, db, coll)
+		return
+	}
 	st, comps, ok := e.keyedContainer(w, r, db, coll, "a transactional batch needs the %s header")
 	if !ok {
 		return
@@ -103,6 +114,104 @@ func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll
 		charge += res.RequestCharge
 	}
 	writeJSON(w, status, charge, b)
+}
+
+// executeBulk serves a bulk request, a batch with x-ms-cosmos-batch-atomic: false (the
+// JavaScript SDK's items.bulk and executeBulkOperations send them): each operation carries its own
+// partition key and is applied on its own, in order, in its own storage transaction, so one that
+// fails leaves the others applied. With x-ms-cosmos-batch-continue-on-error: false the operations
+// after the first failure are not run and answer 424. The answer is 200 when every operation
+// succeeded and 207 otherwise, with each operation's status in the body.
+func (e *Emulator) executeBulk(w http.ResponseWriter, r *http.Request, db, coll string) {
+	st, err := e.store.getContainer(db, coll)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	headerComps, hasHeaderPK, err := headerPK(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	var ops []batchOp
+	if err := json.Unmarshal(body, &ops); err != nil {
+		e.fail(w, badRequest("invalid batch body: %v", err))
+		return
+	}
+	if len(ops) == 0 || len(ops) > maxBatchOps {
+		e.fail(w, badRequest("a bulk request needs 1 to %d operations, got %d", maxBatchOps, len(ops)))
+		return
+	}
+	minimal := strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal")
+	stopOnError := strings.EqualFold(r.Header.Get(hdrContinueOnError), "false")
+
+	results := make([]batchResult, len(ops))
+	status, stopped := http.StatusOK, false
+	for i, op := range ops {
+		if stopped {
+			results[i] = batchResult{StatusCode: http.StatusFailedDependency, RequestCharge: chargeMeta}
+			continue
+		}
+		comps, err := bulkOpPK(op, headerComps, hasHeaderPK)
+		if err == nil {
+			err = e.store.updateItems(db, coll, func(t *itemTx) error {
+				res, err := batchOne(t, st, comps, op)
+				results[i] = res
+				return err
+			})
+		}
+		if err != nil {
+			code := statusOfErr(err)
+			if code == http.StatusInternalServerError {
+				e.fail(w, err) // a storage error: the whole request fails
+				return
+			}
+			res := batchResult{StatusCode: code, RequestCharge: chargeMeta}
+			var bre *badRequestError
+			if errors.As(err, &bre) {
+				res.SubStatusCode = bre.substatus
+			}
+			results[i], status, stopped = res, http.StatusMultiStatus, stopOnError
+			continue
+		}
+		if op.OperationType != "Read" && minimal {
+			results[i].ResourceBody = nil
+		}
+	}
+	b, _ := json.Marshal(results)
+	charge := 0.0
+	for _, res := range results {
+		charge += res.RequestCharge
+	}
+	writeJSON(w, status, charge, b)
+}
+
+// bulkOpPK is the partition key of one bulk operation: its own, or the request's header when it
+// has none.
+func bulkOpPK(op batchOp, header []any, hasHeader bool) ([]any, error) {
+	raw := op.PartitionKey
+	if len(raw) == 0 || string(raw) == "null" {
+		if !hasHeader {
+			return nil, badRequest("a bulk operation needs a partitionKey")
+		}
+		return header, nil
+	}
+	text := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, badRequest("invalid bulk operation partitionKey: %v", err)
+		}
+	}
+	comps, err := epk.ParseHeader(text)
+	if err != nil {
+		return nil, badRequest("invalid bulk operation partitionKey: %v", err)
+	}
+	return comps, nil
 }
 
 // batchOne runs one batch operation in the batch's transaction t.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math"
 	"net"
@@ -145,6 +146,7 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.Set(hdrCharge, formatCharge(chargeMeta))
 	h.Set("Content-Type", "application/json")
 
+	joinItemIDQuery(r.URL)
 	segs, err := splitPath(r.URL.EscapedPath())
 	defer func() {
 		e.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", w.status, "ms", time.Since(start).Milliseconds())
@@ -371,7 +373,10 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			return
 		}
 	case n == 6:
-		if status, msg := routedIDRule(s[5]); status != 0 {
+		if status, msg := routedIDRule(s[5]); status == http.StatusBadRequest {
+			writeInvalidURL(w, msg)
+			return
+		} else if status != 0 {
 			writeError(w, status, http.StatusText(status), msg, 0)
 			return
 		}
@@ -410,6 +415,39 @@ func routedIDRule(id string) (int, string) {
 		return http.StatusUnauthorized, "The input authorization token can't serve the request: the gateway could not route the resource id (trailing whitespace, '/', '\\', '#' or '%'); address this item through a query"
 	}
 	return 0, ""
+}
+
+// writeInvalidURL answers 400 as the service's front end (HTTP.sys) does for a URL it refuses,
+// before any Cosmos DB code sees it: an HTML page, not a Cosmos DB error. Clients see it so: the
+// JavaScript SDK, which parses every error body as JSON, fails on it without a status code, and
+// its own tests of such ids expect exactly that.
+func writeInvalidURL(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=us-ascii")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = io.WriteString(w, "<HTML><HEAD><TITLE>Bad Request</TITLE></HEAD>\n<BODY><h2>Bad Request - Invalid URL</h2>\n<hr><p>HTTP Error 400. The request URL is invalid. "+html.EscapeString(msg)+".</p>\n</BODY></HTML>\n")
+}
+
+// joinItemIDQuery puts back into an item's path the query the client's URL made of the rest of
+// its id: the JavaScript SDK escapes a link with encodeURI, which leaves '?', so the id
+// "Disallowed?Chars" arrives as the path .../docs/Disallowed and the query Chars, signed as the
+// whole id. The Cosmos DB REST API has no query parameters, and the service's gateway serves
+// such an id; so does this one, for item paths.
+func joinItemIDQuery(u *url.URL) {
+	if u.RawQuery == "" && !u.ForceQuery {
+		return
+	}
+	escaped := u.EscapedPath()
+	segs := strings.Split(strings.Trim(escaped, "/"), "/")
+	if len(segs) != 6 || segs[0] != "dbs" || segs[2] != "colls" || segs[4] != "docs" {
+		return
+	}
+	rest, err := url.PathUnescape(u.RawQuery)
+	if err != nil {
+		return
+	}
+	u.RawPath = strings.TrimSuffix(escaped, "/") + url.PathEscape("?"+rest)
+	u.Path = strings.TrimSuffix(u.Path, "/") + "?" + rest
+	u.RawQuery, u.ForceQuery = "", false
 }
 
 func isQuery(r *http.Request) bool {
@@ -550,7 +588,7 @@ func (e *Emulator) createDatabase(w http.ResponseWriter, r *http.Request) {
 		e.fail(w, err)
 		return
 	}
-	if err := e.createOffer(r, "dbs/"+rec.RID+"/", rec.RID); err != nil {
+	if err := e.createOffer(r, "dbs/"+rec.RID+"/", rec.RID, 0); err != nil {
 		e.fail(w, err)
 		return
 	}
@@ -622,7 +660,16 @@ func (e *Emulator) createContainer(w http.ResponseWriter, r *http.Request, db st
 		e.fail(w, err)
 		return
 	}
-	if err := e.createOffer(r, "dbs/"+st.DBRID+"/colls/"+st.RID+"/", st.RID); err != nil {
+	shared, err := e.hasOffer("dbs/" + st.DBRID + "/")
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	defaultRU := defaultContainerThroughput
+	if shared {
+		defaultRU = 0
+	}
+	if err := e.createOffer(r, "dbs/"+st.DBRID+"/colls/"+st.RID+"/", st.RID, defaultRU); err != nil {
 		e.fail(w, err)
 		return
 	}
@@ -1048,6 +1095,10 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 	putBody(page.Body) // the ResponseWriter does not keep it after Write
 }
 
+// retentionPeriodMsg is the sentence of the service's 400 to an all-versions read that starts
+// before what the feed retains; SDK tests look for it.
+const retentionPeriodMsg = "You must read the change feed from within the retention period."
+
 // checkFullFidelity rejects the all-versions reads the service rejects: from the beginning (no
 // If-None-Match) or from a time (If-Modified-Since), and any wire format but 2021-09-15.
 func checkFullFidelity(r *http.Request) error {
@@ -1055,10 +1106,10 @@ func checkFullFidelity(r *http.Request) error {
 		return badRequest("an all-versions-and-deletes change feed read needs %s: %s (got %q)", hdrWireFormat, wireFormatFullFidelity, v)
 	}
 	if r.Header.Get("If-Modified-Since") != "" {
-		return badRequest("an all-versions-and-deletes change feed cannot start from a point in time (If-Modified-Since): start from now (If-None-Match: *) or from a continuation")
+		return badRequest("an all-versions-and-deletes change feed cannot start from a point in time (If-Modified-Since): start from now (If-None-Match: *) or from a continuation. %s", retentionPeriodMsg)
 	}
 	if strings.TrimSpace(r.Header.Get("If-None-Match")) == "" {
-		return badRequest("an all-versions-and-deletes change feed cannot start from the beginning: start from now (If-None-Match: *) or from a continuation")
+		return badRequest("an all-versions-and-deletes change feed cannot start from the beginning: start from now (If-None-Match: *) or from a continuation. %s", retentionPeriodMsg)
 	}
 	return nil
 }

@@ -15,9 +15,10 @@ import (
 //	offers                    <offer id>              -> offer (JSON, as served)
 //
 // A database or container gets an offer when it is created with x-ms-offer-throughput (manual)
-// or x-ms-cosmos-offer-autopilot-settings (autoscale); without either it has none (reading its
-// throughput is 404, as for a container in a shared-throughput database). Throughput is only
-// recorded: the emulator does not throttle by it.
+// or x-ms-cosmos-offer-autopilot-settings (autoscale). A container created with neither gets
+// defaultContainerThroughput of its own, as in a provisioned account, unless its database has an
+// offer: then it shares the database's and has none (reading its throughput is 404). A database
+// created with neither has none. Throughput is only recorded: the emulator does not throttle by it.
 var bucketOffers = []byte("offers")
 
 const (
@@ -25,9 +26,14 @@ const (
 	hdrOfferAutoscale  = "x-ms-cosmos-offer-autopilot-settings"
 )
 
-// createOffer records the offer a create request asks for (none when it asks for none).
-// resourceSelf is the resource's _self link, rid its resource id.
-func (e *Emulator) createOffer(r *http.Request, resourceSelf, rid string) error {
+// defaultContainerThroughput is the manual throughput of a container created without any in a
+// database without any, as the service gives it.
+const defaultContainerThroughput = 400
+
+// createOffer records the offer a create request asks for; when it asks for none, a manual
+// offer of defaultRU (none when defaultRU is 0). resourceSelf is the resource's _self link, rid
+// its resource id.
+func (e *Emulator) createOffer(r *http.Request, resourceSelf, rid string, defaultRU int) error {
 	content := map[string]any{}
 	switch {
 	case r.Header.Get(hdrOfferThroughput) != "":
@@ -42,6 +48,8 @@ func (e *Emulator) createOffer(r *http.Request, resourceSelf, rid string) error 
 			return badRequest("invalid %s: %v", hdrOfferAutoscale, err)
 		}
 		content["offerAutopilotSettings"] = as
+	case defaultRU > 0:
+		content["offerThroughput"] = defaultRU
 	default:
 		return nil
 	}
@@ -86,6 +94,20 @@ func (e *Emulator) listOffers() ([]map[string]any, error) {
 		})
 	})
 	return out, err
+}
+
+// hasOffer reports whether the resource whose _self link is resourceSelf has an offer.
+func (e *Emulator) hasOffer(resourceSelf string) (bool, error) {
+	offers, err := e.listOffers()
+	if err != nil {
+		return false, err
+	}
+	for _, o := range offers {
+		if o["resource"] == resourceSelf {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (e *Emulator) getOffer(id string) (map[string]any, error) {

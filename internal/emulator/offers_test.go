@@ -105,3 +105,35 @@ func TestContainer_NormalisedDefinitionAndQuotaInfo(t *testing.T) {
 		t.Errorf("index transformation progress = %q, want 100", got)
 	}
 }
+
+// TestOffers_ContainerWithoutThroughputGetsTheDefault: a container created without throughput in
+// a database without any has 400 RU/s of its own, as in a provisioned account (reading it was 404
+// before, and the JavaScript SDK's container tests that read it failed); one in a database with
+// shared throughput still has none.
+func TestOffers_ContainerWithoutThroughputGetsTheDefault(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := openEmu(t, emulator.Options{Partitions: 1})
+	c := newClient(t, e, "")
+	cc := setupContainer(t, c, "db", "own")
+	r, err := cc.ReadThroughput(ctx, nil)
+	if err != nil {
+		t.Fatalf("read the throughput of a container created without any: %v", err)
+	}
+	if n, ok := r.ThroughputProperties.ManualThroughput(); !ok || n != 400 {
+		t.Errorf("container throughput %d (manual %v), want manual 400", n, ok)
+	}
+
+	manual := azcosmos.NewManualThroughputProperties(1000)
+	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "shared"}, &azcosmos.CreateDatabaseOptions{ThroughputProperties: &manual}); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := c.NewDatabase("shared")
+	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "c", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := db.NewContainer("c")
+	if _, err := sc.ReadThroughput(ctx, nil); statusOf(err) != http.StatusNotFound {
+		t.Errorf("a container sharing its database's throughput: read answered %v, want 404", err)
+	}
+}
