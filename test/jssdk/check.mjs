@@ -9,7 +9,7 @@
 //
 // Run it through jssdk_test.go (CFP_JSSDK=1 go test ./test/jssdk -v), which starts the emulator.
 
-import { createHmac } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Agent } from "node:https";
 import { createRequire } from "node:module";
@@ -106,13 +106,16 @@ async function readPages(iterator, n) {
   return { items, token };
 }
 
-// admin calls the emulator's admin API, signed like any Cosmos DB request
-// (internal/emulator SignRequest): resource type and link from the path, RFC 1123 date.
+// admin calls the emulator's admin API, signed like any Cosmos DB request plus its body
+// (internal/emulator SignRequest, auth.SignWithBody): resource type and link from the path,
+// RFC 1123 date, and the base64 SHA-256 of the body (of no bytes when there is none).
 async function admin(method, path, body) {
   const date = new Date().toUTCString();
   const segs = path.replace(/^\/+|\/+$/g, "").split("/");
   const [type, link] = segs.length % 2 === 1 ? [segs.at(-1), segs.slice(0, -1).join("/")] : [segs.at(-2), segs.join("/")];
-  const text = `${method.toLowerCase()}\n${type.toLowerCase()}\n${link}\n${date.toLowerCase()}\n\n`;
+  const payload = body === undefined ? "" : JSON.stringify(body);
+  const digest = createHash("sha256").update(payload).digest("base64");
+  const text = `${method.toLowerCase()}\n${type.toLowerCase()}\n${link}\n${date.toLowerCase()}\n${digest}\n`;
   const sig = createHmac("sha256", Buffer.from(key, "base64")).update(text).digest("base64");
   const res = await fetch(new URL(path, endpoint), {
     method,
@@ -121,7 +124,7 @@ async function admin(method, path, body) {
       "x-ms-date": date,
       "content-type": "application/json",
     },
-    body: body === undefined ? undefined : JSON.stringify(body),
+    body: body === undefined ? undefined : payload,
   });
   const text2 = await res.text();
   if (!res.ok) throw new AssertionError(`${method} ${path} answered ${res.status}: ${text2.slice(0, 300)}`);
