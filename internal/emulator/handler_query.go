@@ -472,10 +472,11 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		for _, d := range res[skipped:] {
 			docs = append(docs, d.body)
 		}
-		// A continuation only when another result follows: a full last page with one would
-		// make every client fetch an empty page after it. It carries what OFFSET has still to
-		// skip when the page held fewer results than that (cut by the response limit).
-		if len(res) > 0 && more {
+		// A full page carries a continuation even when nothing follows (the next page is
+		// empty), as the service's does: the azcosmos suite's TestCrossPartitionQuery, written
+		// against the service's emulator, counts that empty page. It carries what OFFSET has
+		// still to skip when the page held fewer results than that (cut by the response limit).
+		if len(res) > 0 && (more || len(res) == size) {
 			next = &queryCont{Seq: res[len(res)-1].seq, Offset: skip - skipped, Returned: cont.Returned + len(docs)}
 		}
 	default:
