@@ -2,9 +2,11 @@ package feed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,6 +148,9 @@ type LeaseLag struct {
 	// unknown); TimeLag is its age at Now.
 	OldestPending time.Time
 	TimeLag       time.Duration
+	// FirstPending is the oldest pending change as read (nil when none or not read: the
+	// Java formula reads nothing pending).
+	FirstPending json.RawMessage
 	// Age is how long ago the lease was last written (0 when its timestamp is unknown).
 	Age time.Duration
 	// RequestCharge is the RU cost of the read.
@@ -324,6 +329,7 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 	if len(page.Items) > 0 {
 		var ts time.Time
 		first, ts = changeMeta(page.Items[0])
+		ll.FirstPending = slices.Clone(page.Items[0])
 		if !ts.IsZero() {
 			ll.OldestPending = ts
 			ll.TimeLag = max(0, now.Sub(ts))

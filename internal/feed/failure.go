@@ -34,8 +34,8 @@ type InFlightError struct {
 }
 
 func (e *InFlightError) Error() string {
-	return fmt.Sprintf("batch of %d change(s) in the handler for %s (since %s): it has not returned",
-		e.Items, e.For.Round(time.Second), e.Since.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("batch of %d change(s) in the handler since %s (%s), not returned",
+		e.Items, e.Since.UTC().Format(time.RFC3339), e.For.Round(time.Second))
 }
 
 // failureState is what a worker remembers about the failures of its next batch.
@@ -70,15 +70,28 @@ func (w *worker) batchFailed(ctx context.Context, b Batch, err error, stop bool)
 	if !stop && !fs.inFlight && !fs.written.IsZero() && now.Sub(fs.written) < p.opts.StuckThreshold {
 		return
 	}
-	f := &leases.Failure{Error: p.opts.Redact(err.Error()), Attempts: fs.attempts, Since: fs.since.UTC(), At: now.UTC(),
-		Owner: p.opts.Instance, Items: len(b.Items)}
-	var st interface{ ExitStatus() int }
+	// The delegate's own error says most ("command exited with status 3"); the wrappers of the
+	// error policy (stopped the processor, failed n times) are in Attempts.
+	cause := err
+	var se *StopError
+	if errors.As(err, &se) && se.Err != nil {
+		cause = se.Err
+	}
+	var st interface {
+		error
+		ExitStatus() int
+	}
 	if errors.As(err, &st) {
+		cause = st
+	}
+	f := &leases.Failure{Error: p.opts.Redact(cause.Error()), Attempts: fs.attempts, Since: fs.since.UTC(), At: now.UTC(),
+		Owner: p.opts.Instance, Items: len(b.Items)}
+	if st != nil {
 		f.ExitStatus = new(st.ExitStatus())
 	}
-	var se interface{ StderrTail() []string }
-	if errors.As(err, &se) {
-		for _, l := range se.StderrTail() {
+	var tail interface{ StderrTail() []string }
+	if errors.As(err, &tail) {
+		for _, l := range tail.StderrTail() {
 			f.Stderr = append(f.Stderr, p.opts.Redact(l))
 		}
 	}

@@ -107,7 +107,7 @@ func TestProcessor_HungHandlerIsStuckInOneEstimate(t *testing.T) {
 			t.Errorf("stuck since %v for %s, want since %v (the poison's _ts)", l.Since, l.StuckFor, want)
 		}
 		f := l.Failure
-		if f == nil || f.InFlightSince == nil || f.InFlightSince.Before(written) || !strings.Contains(f.Error, "has not returned") {
+		if f == nil || f.InFlightSince == nil || f.InFlightSince.Before(written) || !strings.Contains(f.Error, "not returned") {
 			t.Fatalf("failure record %+v, want the batch in flight since after %v", f, written)
 		}
 		select {
