@@ -2,8 +2,11 @@ package feed_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -176,6 +179,78 @@ func TestProcessor_FailingHandlerIsRecordedOnTheLease(t *testing.T) {
 		}
 		if got := strings.Join(f.Stderr, "|"); got != "reading order o2|poison: AccountKey=[REDACTED] field total is not a number" {
 			t.Errorf("stderr %q", got)
+		}
+	})
+}
+
+// failureWrites counts the lease writes that change the failure record.
+type failureWrites struct {
+	leases.Documents
+	mu     sync.Mutex
+	last   map[string]string // by document id
+	writes int
+}
+
+func (d *failureWrites) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	doc, err := d.Documents.Replace(ctx, id, pk, ifMatch, body)
+	if err == nil {
+		var v struct {
+			Properties map[string]string `json:"properties"`
+		}
+		if json.Unmarshal(body, &v) == nil {
+			d.mu.Lock()
+			if f := v.Properties[leases.PropFailure]; f != d.last[id] {
+				d.last[id] = f
+				d.writes++
+			}
+			d.mu.Unlock()
+		}
+	}
+	return doc, err
+}
+
+// TestProcessor_FailureRecordWritesAreBounded: a handler that fails every batch of a lease for
+// ten minutes (the host retrying with its backoff) gets its failure recorded at the first
+// failure and then at most once per stuck threshold, not once per failure, and the record
+// counts every attempt.
+func TestProcessor_FailureRecordWritesAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		src := feedtest.NewMemSource(1)
+		docs := &failureWrites{Documents: leases.NewMemDocuments("/id"), last: map[string]string{}}
+		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		var calls atomic.Int64
+		h := feed.HandlerFunc(func(context.Context, feed.Batch) error {
+			calls.Add(1)
+			return errors.New("boom")
+		})
+		p, err := feed.NewProcessor(src, store, h, feed.ProcessorOptions{Instance: "a", StartFrom: feed.StartFrom{Kind: feed.StartBeginning},
+			ErrorBackoff: time.Second, MaxErrorBackoff: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Write("a", []byte(`{"id":"poison"}`)); err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(runCtx) }()
+		const run = 10 * time.Minute
+		time.Sleep(run)
+		synctest.Wait()
+		l := estimateOnce(t, src, store)
+		cancel()
+		<-done
+		n, writes := calls.Load(), docs.writes
+		t.Logf("%d failed deliveries in %s, %d writes of the failure record", n, run, writes)
+		if max := 1 + int(run/feed.DefaultStuckThreshold); writes < 2 || writes > max {
+			t.Errorf("%d writes of the failure record, want 2..%d", writes, max)
+		}
+		if n < int64(3*writes) {
+			t.Errorf("only %d failures for %d writes: the test does not show the bound", n, writes)
+		}
+		if l.Verdict != feed.VerdictFailing || l.Failure == nil || l.Failure.Attempts < int(n)-int(feed.DefaultStuckThreshold/(5*time.Second))-1 {
+			t.Errorf("verdict %s, record %+v after %d failures", l.Verdict, l.Failure, n)
 		}
 	})
 }
