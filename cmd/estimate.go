@@ -3,7 +3,10 @@ package cmd
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,6 +38,10 @@ type estimateOptions struct {
 	MaxStuck          time.Duration
 	maxStuckSet       bool
 	StuckAfter        int
+	StuckThreshold    time.Duration
+	LagThreshold      time.Duration
+	FailOn            []string
+	Leases            []string
 	MetricsAddr       string
 	Concurrency       int
 	Expiration        time.Duration
@@ -82,10 +89,24 @@ processors it found in the lease container, nearest first; --allow-empty reports
 lease set instead, total lag 1, for a script that expects the .NET estimator's answer. Reads
 run in parallel, at most --concurrency at a time.
 
-PROGRESS tells a stuck lease from a late one: idle (nothing to read), active (something to
-read and a live owner), waiting (something to read and no live owner), and, with --watch,
-stuck: its owner keeps renewing it but its continuation has not moved for --stuck-after
-estimates (3 by default) while its lag is above 0. A sentinel lag is never stuck.
+VERDICT says, from one estimate, whether each lease is worked off, after the consumer
+statuses of LinkedIn's Burrow:
+  idle      nothing to read
+  ok        changes pending, a live owner, the oldest pending change younger than
+            --lag-threshold (30s)
+  lagging   changes pending and moving, the oldest waiting longer than --lag-threshold
+  stuck     its owner keeps renewing it, changes are pending, and its continuation has
+            not moved for longer than --stuck-threshold (1m): since when is shown
+  stalled   changes pending and no live owner (unowned, or not renewed)
+  rewound   its continuation went backwards (a reset, an older checkpoint)
+  failing   its owner records that its reads fail, or that its current batch fails in
+            the delegate: the error, exit status and stderr are shown
+"Since when" comes from the lease container: cfp hosts stamp a lease when its
+continuation advances (cfpProgressAt) and record a batch in the delegate for longer than
+their --stuck-threshold, and the oldest pending change's _ts bounds it. Leases of .NET and
+Java hosts carry no stamp: one estimate calls them ok or lagging, and --watch calls them
+stuck once --stuck-after estimates (3) found the continuation unmoved. PROGRESS in the
+JSON is the older, coarser form of the verdict (active, waiting, stuck, idle, failing).
 
 --watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it is a live
 view that owns the screen, with each lease's owner, state, lag, the trend of its lag over the
@@ -93,7 +114,8 @@ last estimates, time lag and progress, redrawn at every estimate and resize; r, 
 sort by range, lag, time lag and owner, q quits (Ctrl-C interrupts, exit 130), and the last
 estimate stays on the screen. In a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
 total lag exceeds N (with --watch, when the last estimate did); --max-stuck D exits 3 when
-a lease has been stuck for longer than D. --metrics-addr serves the numbers for Prometheus
+a lease has been stuck for longer than D; --fail-on VERDICT,... exits 3 when a lease has one
+of those verdicts (e.g. --fail-on stuck,failing,stalled). --metrics-addr serves the numbers for Prometheus
 at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 		Example: `  # Lag per lease, as a table
   cfp estimate -d shop -c orders -p orders-proj
@@ -107,8 +129,11 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
   # The lag Java's getCurrentState reports for a Java processor's leases
   cfp estimate -d shop -c orders -p orders-proj --formula java
 
-  # Exit 3 once a lease has been stuck (owner renewing, not checkpointing) for over a minute
-  cfp estimate -d shop -c orders -p orders-proj --watch 10s --max-stuck 1m
+  # Exit 3 once a lease has been stuck (owner renewing, not checkpointing) for over two minutes
+  cfp estimate -d shop -c orders -p orders-proj --max-stuck 2m
+
+  # Health check: exit 3 when a lease is stuck or its delegate fails
+  cfp estimate -d shop -c orders -p orders-proj --fail-on stuck,failing -o json > /dev/null
 
   # Prometheus gauges per lease on :9464
   cfp estimate -d shop -c orders -p orders-proj --metrics-addr :9464`,
@@ -135,11 +160,13 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 			}
 			opts.maxLagSet = c.Flags().Changed("max-lag")
 			opts.maxStuckSet = c.Flags().Changed("max-stuck")
-			if opts.maxStuckSet && !opts.watching {
-				return usageErrorf("--max-stuck needs --watch (one estimate cannot see a lease that does not move)")
-			}
 			if opts.maxStuckSet && opts.MaxStuck < 0 {
 				return usageErrorf("--max-stuck must not be negative")
+			}
+			for _, v := range opts.FailOn {
+				if !slices.Contains(feed.Verdicts, v) {
+					return usageErrorf("--fail-on: unknown verdict %q (want %s)", v, strings.Join(feed.Verdicts, ", "))
+				}
 			}
 			if opts.StuckAfter < 1 {
 				return usageErrorf("--stuck-after must be at least 1")
@@ -170,8 +197,12 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 	fs.Lookup("watch").NoOptDefVal = defaultWatchInterval.String()
 	fs.IntVar(&opts.Count, "count", 0, "with --watch, stop after `N` estimates (0: until interrupted)")
 	fs.Int64Var(&opts.MaxLag, "max-lag", 0, "exit 3 when the total lag exceeds `N` (LSNs)")
-	fs.DurationVar(&opts.MaxStuck, "max-stuck", 0, "with --watch, exit 3 when a lease has been stuck for longer than `D`")
-	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "a lease whose owner renews but whose continuation has not moved for `N` estimates, with lag > 0, is stuck")
+	fs.DurationVar(&opts.MaxStuck, "max-stuck", 0, "exit 3 when a lease has been stuck for longer than `D`")
+	fs.StringArrayVar(&opts.Leases, "lease", nil, "estimate only the lease with this `TOKEN` (repeatable; default all)")
+	fs.StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 3 when a lease's verdict is one of `VERDICTS` (comma-separated: "+strings.Join(feed.Verdicts, ", ")+")")
+	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", feed.DefaultStuckThreshold, "a lease whose owner renews it, with changes pending and a continuation unmoved for longer, is stuck")
+	positiveDurationVar(fs, &opts.LagThreshold, "lag-threshold", feed.DefaultLagThreshold, "a lease whose oldest pending change has waited longer is lagging")
+	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --watch, a lease without a progress stamp (.NET, Java hosts) whose continuation has not moved for `N` estimates, with lag > 0, is stuck")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz, /readyz at `ADDR` (e.g. :9464), implies --watch")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
 	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
@@ -208,6 +239,7 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 		Concurrency:       opts.Concurrency,
 		Expiration:        opts.Expiration,
 		ReadFromBeginning: opts.ReadFromBeginning,
+		Thresholds:        feed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold},
 		Now:               f.Now,
 		Logger:            f.Log,
 	}
@@ -223,7 +255,27 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 	if err := printEstimate(ctx, f, p, v); err != nil {
 		return err
 	}
-	return opts.checkMaxLag(v)
+	return opts.check(v)
+}
+
+// check applies the thresholds that exit 3 (--max-lag, --max-stuck, --fail-on) to one
+// estimate.
+func (o *estimateOptions) check(v estimateView) error {
+	return errors.Join(o.checkMaxLag(v), o.checkMaxStuck(v), o.checkFailOn(v))
+}
+
+// checkFailOn fails when a lease's verdict is one of --fail-on.
+func (o *estimateOptions) checkFailOn(v estimateView) error {
+	var found []string
+	for _, l := range v.Leases {
+		if slices.Contains(o.FailOn, l.Verdict) {
+			found = append(found, "lease "+l.Lease+" "+render.VerdictText(l))
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return &ExitError{Code: exitThreshold, Err: fmt.Errorf("--fail-on %s: %s", strings.Join(o.FailOn, ","), strings.Join(found, ", "))}
 }
 
 // estimator runs the estimates of one `cfp estimate`: one, or one per interval of a watch.
@@ -273,6 +325,12 @@ func (e *estimator) estimate(ctx context.Context) (estimateView, error) {
 	ls, err := e.store.List(ctx)
 	if err != nil {
 		return estimateView{}, err
+	}
+	if len(e.opts.Leases) > 0 {
+		if ls, err = selectLeases(ls, e.opts.Leases); err != nil {
+			e.fatal = err
+			return estimateView{}, err
+		}
 	}
 	e.eopts.Partitions = nil
 	lags, _, err := feed.Estimate(ctx, e.t.monitored, ls, e.eopts)

@@ -20,6 +20,7 @@ type estimateGauges struct {
 	timeLag    *prometheus.GaugeVec
 	stuck      *prometheus.GaugeVec
 	state      *prometheus.GaugeVec
+	verdict    *prometheus.GaugeVec
 	moves      *prometheus.CounterVec
 	totalLag   prometheus.Gauge
 	leases     prometheus.Gauge
@@ -45,6 +46,9 @@ func newEstimateGauges(reg *prometheus.Registry, processor, database, container 
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cfp_estimate_lease_state", Help: "1 for a lease's ownership state (owned, expired, unowned) and progress state (idle, active, stuck, waiting), 0 for the others.", ConstLabels: labels,
 		}, []string{"lease", "state"}),
+		verdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cfp_estimate_lease_verdict", Help: "1 for a lease's verdict (ok, lagging, stuck, stalled, rewound, idle, failing), 0 for the others.", ConstLabels: labels,
+		}, []string{"lease", "verdict"}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cfp_estimate_lease_moves_total", Help: "Owner changes of a lease seen between two estimates.", ConstLabels: labels,
 		}, []string{"lease"}),
@@ -70,7 +74,7 @@ func newEstimateGauges(reg *prometheus.Registry, processor, database, container 
 
 // collectors are the metrics registered.
 func (g *estimateGauges) collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.lag, g.timeLag, g.stuck, g.state, g.moves, g.totalLag, g.leases, g.liveOwners, g.charge, g.errors}
+	return []prometheus.Collector{g.lag, g.timeLag, g.stuck, g.state, g.verdict, g.moves, g.totalLag, g.leases, g.liveOwners, g.charge, g.errors}
 }
 
 func (g *estimateGauges) set(v estimateView) {
@@ -81,6 +85,7 @@ func (g *estimateGauges) set(v estimateView) {
 	g.timeLag.Reset()
 	g.stuck.Reset()
 	g.state.Reset()
+	g.verdict.Reset()
 	owners := make(map[string]string, len(v.Leases))
 	for _, l := range v.Leases {
 		g.lag.WithLabelValues(l.Lease).Set(float64(l.Lag))
@@ -100,6 +105,13 @@ func (g *estimateGauges) set(v estimateView) {
 				on = 1
 			}
 			g.state.WithLabelValues(l.Lease, s).Set(on)
+		}
+		for _, s := range feed.Verdicts {
+			on := 0.0
+			if s == l.Verdict {
+				on = 1
+			}
+			g.verdict.WithLabelValues(l.Lease, s).Set(on)
 		}
 		owner := ""
 		if l.Owner != nil {

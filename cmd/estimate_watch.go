@@ -60,7 +60,7 @@ func watchEstimate(ctx context.Context, opts *estimateOptions, p *render.Printer
 		default:
 			gauges.set(v)
 			hl.round(nil)
-			last = errors.Join(opts.checkMaxLag(v), opts.checkMaxStuck(v))
+			last = errors.Join(opts.checkMaxLag(v), opts.checkMaxStuck(v), opts.checkFailOn(v))
 			if live != nil {
 				live.update(v, last)
 			} else {

@@ -69,6 +69,7 @@ func newLeasesCmd(f *factory) *cobra.Command {
 	}
 	c.AddCommand(
 		addTimeoutFlag(f, newLeasesListCmd(f), nil),
+		addTimeoutFlag(f, newLeasesShowCmd(f), nil),
 		addTimeoutFlag(f, newLeasesResetCmd(f), nil),
 		addTimeoutFlag(f, newLeasesExportCmd(f), nil),
 		addTimeoutFlag(f, newLeasesImportCmd(f), nil),

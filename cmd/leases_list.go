@@ -41,6 +41,10 @@ type leaseView struct {
 	// ReadFailure is the permanent read failure the lease's live owner (a cfp host) reports
 	// (feed.ReadFailure), present only then.
 	ReadFailure *string `json:"read_failure,omitempty"`
+	// Failure is the failure of the lease's current batch its cfp owner recorded (the
+	// delegate's error, exit status and stderr, or a batch in flight), present only while the
+	// continuation has not moved since.
+	Failure *leases.Failure `json:"failure,omitempty"`
 }
 
 // processorView is one processor in `cfp leases list -o json` without -p; a public contract.
@@ -214,6 +218,7 @@ func newLeaseView(l *leases.Lease, now time.Time, expiration time.Duration) leas
 	if f := feed.ReadFailure(l); f != "" && v.State == leases.StateOwned {
 		v.ReadFailure = &f
 	}
+	v.Failure = leases.CurrentFailure(l)
 	return v
 }
 
@@ -235,6 +240,12 @@ func modeCell(v leaseView) string {
 	}
 	if v.ReadFailure != nil {
 		cell += ", reads failing"
+	}
+	switch {
+	case v.Failure != nil && v.Failure.InFlightSince != nil:
+		cell += ", batch in flight since " + v.Failure.InFlightSince.UTC().Format(time.RFC3339)
+	case v.Failure != nil:
+		cell += ", batch failing"
 	}
 	return cell
 }

@@ -53,6 +53,7 @@ type processOptions struct {
 	CreateLeaseContainer bool
 	MetricsAddr          string
 	StuckAfter           int
+	StuckThreshold       time.Duration
 	ShutdownTimeout      time.Duration
 
 	// started, when set, is called once the processor bootstrapped, before it runs (tests).
@@ -185,6 +186,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
+	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", feed.DefaultStuckThreshold, "record on the lease, and report as an error event, a batch still in the delegate after this long (and rewrite a lease's failure record at most this often)")
 	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
@@ -273,6 +275,8 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 		StartFrom:          start,
 		Mode:               o.mode,
 		ShutdownTimeout:    o.ShutdownTimeout,
+		StuckThreshold:     o.StuckThreshold,
+		Redact:             o.f.redact,
 		// Every delegate copies a batch's items before Handle returns (stdout into its buffer,
 		// --exec into the array on stdin, --exec-lines into the message, the dead-letter file
 		// into its record): the pages' memory is reused.

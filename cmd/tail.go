@@ -45,6 +45,11 @@ func runTail(ctx context.Context, o *tailOptions) error {
 		return err
 	}
 	src := acct.Container(f.Global.Database, f.Global.Container)
+	if o.Lease != "" {
+		if err := o.resolveLease(ctx); err != nil {
+			return err
+		}
+	}
 	if o.pk != nil {
 		if err := checkPartitionKeyComponents(ctx, src, o.pk); err != nil {
 			return err
@@ -181,4 +186,46 @@ func plural(n int64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// resolveLease narrows the tail to the range of the processor's lease --lease and, unless
+// --from was given, starts it at the lease's checkpoint.
+func (o *tailOptions) resolveLease(ctx context.Context) error {
+	f := o.f
+	t, err := f.openLeaseTarget(ctx, true)
+	if err != nil {
+		return err
+	}
+	all, err := t.store().List(ctx)
+	if err != nil {
+		return err
+	}
+	if len(all) == 0 {
+		return t.noLeases(ctx, f)
+	}
+	ls, err := selectLeases(all, []string{o.Lease})
+	if err != nil {
+		return err
+	}
+	l := ls[0]
+	rng := l.Range
+	if !l.HasRange() {
+		parts, err := t.partitions(ctx)
+		if err != nil {
+			return err
+		}
+		rt, err := feed.Route(l, parts)
+		if err != nil {
+			return fmt.Errorf("lease %s: %w", l.Token, err)
+		}
+		rng = rt.Partition.Range
+	}
+	o.rng = &rng
+	if !o.fromSet {
+		if l.Continuation == "" {
+			return briefUsageErrorf("lease %s has no checkpoint yet: say where to start with --from", l.Token)
+		}
+		o.start = feed.StartFrom{Kind: feed.StartContinuation, Continuation: l.Continuation}
+	}
+	return nil
 }

@@ -46,6 +46,7 @@ type tailOptions struct {
 	MaxItems     int64
 	PartitionKey string
 	Range        string
+	Lease        string
 	Mode         string
 	Poll         time.Duration
 	SaveState    string
@@ -58,6 +59,8 @@ type tailOptions struct {
 	pkSet bool
 	// modeSet is whether --mode was given (a state file's mode applies otherwise).
 	modeSet bool
+	// fromSet is whether --from was given (--lease starts at the lease's checkpoint otherwise).
+	fromSet bool
 
 	// Resolved by validate.
 	mode   feed.FeedMode
@@ -89,6 +92,11 @@ Where to start (--from), in the position grammar of every cfp command:
                     changes made at or after that time (-<duration>: that long ago)
   @FILE             exactly where a --save-state FILE of an earlier run stopped:
                     no change lost, none repeated
+  lsn:N             from the change at LSN N on, in one partition (with --lease, or a
+                    --range within one partition)
+
+--lease TOKEN (with -p) reads only that lease's range, from its checkpoint unless --from
+says otherwise: the changes its processor has not processed yet, the first one first.
 
 Where to stop: Ctrl-C (a one-line summary on stderr, exit 130), -e/--exit-at-end (once
 every range is caught up), -n/--max-items N (in all), or --until TIME (now, an RFC 3339
@@ -113,6 +121,9 @@ const tailExample = `  # Follow new changes on the embedded emulator
   cfp tail -d shop -c orders --from beginning -e --save-state orders.state
   cfp tail -d shop -c orders --from @orders.state --save-state orders.state -e
 
+  # What lease 0 of a processor has still to process, from its checkpoint
+  cfp tail -d shop -c orders -p orders-proj --lease 0 -e -n 1 --envelope
+
   # The last hour's changes of one customer, as envelopes, filtered with jq
   cfp tail -d shop -c orders --from -1h -e --partition-key c42 --envelope --jq '[.lsn, .item.id]'
 
@@ -133,6 +144,7 @@ func newTailCmd(f *factory) *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.modeSet = c.Flags().Changed("mode")
 			opts.pkSet = c.Flags().Changed("partition-key")
+			opts.fromSet = c.Flags().Changed("from")
 			if err := opts.validate(); err != nil {
 				return err
 			}
@@ -146,6 +158,7 @@ func newTailCmd(f *factory) *cobra.Command {
 	fs.Int64VarP(&opts.MaxItems, "max-items", "n", 0, "stop after `N` changes (0: no limit)")
 	fs.StringVar(&opts.PartitionKey, "partition-key", "", "only the changes of the logical partition `VALUE` (a string, \"\" included, or JSON such as [5] or [\"a\",\"b\"], one component per partition key path)")
 	fs.StringVar(&opts.Range, "range", "", "only the changes in the EPK `RANGE` MIN-MAX (hex, e.g. -3F or 3F-7F)")
+	fs.StringVar(&opts.Lease, "lease", "", "only the range of the processor's (-p) lease `TOKEN`, from its checkpoint unless --from is given")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode", "latest", "all-versions")
 	fs.DurationVar(&opts.Poll, "poll-interval", feed.DefaultTailPoll, "wait this `DURATION` before reading a caught-up range again")
 	fs.StringVar(&opts.SaveState, "save-state", "", "write every range's position to `FILE` periodically and on exit (resume with --from @FILE)")
@@ -154,6 +167,8 @@ func newTailCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.PageSize, "batch-size", defaultTailPageSize, "read at most `N` changes at a time")
 	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultTailConcurrency, "at most `N` ranges read at once")
 	c.MarkFlagsMutuallyExclusive("partition-key", "range")
+	c.MarkFlagsMutuallyExclusive("lease", "range")
+	c.MarkFlagsMutuallyExclusive("lease", "partition-key")
 	renameFlag(f, c, "poll", "poll-interval")
 	renameFlag(f, c, "page-size", "batch-size")
 	return c
@@ -209,6 +224,17 @@ func (o *tailOptions) validate() error {
 			return briefUsageErrorf("--range cannot be combined with --from @FILE: the state file has its ranges")
 		}
 		o.rng = &r
+	}
+	if o.Lease != "" {
+		if err := f.requireProcessor(); err != nil {
+			return err
+		}
+		if o.state != nil {
+			return briefUsageErrorf("--lease cannot be combined with --from @FILE: the state file has its ranges")
+		}
+	}
+	if o.start.Kind == feed.StartContinuation && o.rng == nil && o.Lease == "" {
+		return briefUsageErrorf("--from %s is a position in one partition: give --lease or --range too", strings.TrimSpace(o.From))
 	}
 	if o.pkSet || o.PartitionKey != "" {
 		pk, err := feed.ParsePartitionKey(o.PartitionKey)

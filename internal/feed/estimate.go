@@ -2,9 +2,11 @@ package feed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +80,8 @@ type EstimateOptions struct {
 	ReadFromBeginning bool
 	// Formula is whose number to compute (default FormulaDotNet).
 	Formula Formula
+	// Thresholds are the times of the verdicts (see Judge); zero fields take the defaults.
+	Thresholds Thresholds
 	// Partitions, when set, is the container's partition list; otherwise Estimate lists them.
 	Partitions []Partition
 	// Now is the clock (default time.Now); Reader carries throttling backoff and sleep
@@ -144,16 +148,40 @@ type LeaseLag struct {
 	// unknown); TimeLag is its age at Now.
 	OldestPending time.Time
 	TimeLag       time.Duration
+	// FirstPending is the oldest pending change as read (nil when none or not read: the
+	// Java formula reads nothing pending).
+	FirstPending json.RawMessage
 	// Age is how long ago the lease was last written (0 when its timestamp is unknown).
 	Age time.Duration
 	// RequestCharge is the RU cost of the read.
 	RequestCharge float64
-	// Progress says whether the lease's changes are being worked off (ProgressIdle,
-	// ProgressActive, ProgressStuck, ProgressWaiting). One estimate sees no movement, so
-	// Estimate never reports ProgressStuck: a ProgressTracker over successive estimates does,
-	// and sets StuckFor, how long the continuation has not moved.
+	// Verdict is the lease's verdict (VerdictOK, VerdictStuck, ..., see Judge), Since since
+	// when it holds (zero when unknown) and SinceBasis where that time comes from
+	// (SinceProgress, ...). Failure is the owner's current failure record (nil when none).
+	Verdict    string
+	Since      time.Time
+	SinceBasis string
+	Failure    *leases.Failure
+	// Progress is the older, coarser form of Verdict (ProgressIdle, ProgressActive,
+	// ProgressStuck, ProgressWaiting, ProgressFailing), kept for scripts that read it; StuckFor
+	// is how long a stuck lease's continuation has not moved.
 	Progress string
 	StuckFor time.Duration
+}
+
+// judge sets the verdict of l, estimated at now, and the progress that follows from it.
+func (l *LeaseLag) judge(now time.Time, th Thresholds) {
+	j := Judge(LeaseFacts{Lease: l.Lease, State: l.State, Lag: l.Lag, Measured: l.Sentinel == "", OldestPending: l.OldestPending, Now: now}, th)
+	l.Verdict, l.Since, l.SinceBasis, l.Failure = j.Verdict, j.Since, j.Basis, j.Failure
+	l.settle(now)
+}
+
+// settle sets Progress and StuckFor from the verdict.
+func (l *LeaseLag) settle(now time.Time) {
+	l.Progress, l.StuckFor = progressOf(l.Verdict), 0
+	if l.Verdict == VerdictStuck && !l.Since.IsZero() {
+		l.StuckFor = max(0, now.Sub(l.Since))
+	}
 }
 
 // EstimateSummary totals an estimate.
@@ -172,6 +200,8 @@ type EstimateSummary struct {
 	MaxStuckFor time.Duration
 	// RequestCharge is the RU cost of every read.
 	RequestCharge float64
+	// Verdicts counts the leases of each verdict (only the verdicts some lease has).
+	Verdicts map[string]int
 }
 
 // Estimate computes each lease's lag the way the .NET pull estimator does
@@ -214,16 +244,19 @@ func Estimate(ctx context.Context, src Source, ls []*leases.Lease, opts Estimate
 		return nil, EstimateSummary{}, err
 	}
 	for i := range out {
-		out[i].Progress, _, _ = TrackProgress(LeaseTrack{}, out[i].sighting(now), DefaultStuckAfter)
+		out[i].judge(now, opts.Thresholds)
 	}
 	return out, Summarize(out), nil
 }
 
 // Summarize totals the leases of an estimate.
 func Summarize(lags []LeaseLag) EstimateSummary {
-	s := EstimateSummary{Leases: len(lags)}
+	s := EstimateSummary{Leases: len(lags), Verdicts: map[string]int{}}
 	owners := map[string]bool{}
 	for _, l := range lags {
+		if l.Verdict != "" {
+			s.Verdicts[l.Verdict]++
+		}
 		if l.Sentinel != SentinelUnparsableLSN {
 			s.TotalLag += l.Lag
 		}
@@ -296,6 +329,7 @@ func estimateLease(ctx context.Context, src Source, l *leases.Lease, parts []Par
 	if len(page.Items) > 0 {
 		var ts time.Time
 		first, ts = changeMeta(page.Items[0])
+		ll.FirstPending = slices.Clone(page.Items[0])
 		if !ts.IsZero() {
 			ll.OldestPending = ts
 			ll.TimeLag = max(0, now.Sub(ts))

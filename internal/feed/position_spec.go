@@ -3,6 +3,7 @@ package feed
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,10 +22,14 @@ const (
 	// PositionFile is "@FILE": the positions saved in a file (a tail state file or a lease
 	// export, depending on the command).
 	PositionFile
+	// PositionLSN is "lsn:N": just before the change at LSN N of one partition, so that the
+	// feed starts with it. An LSN means something in one partition only: a command takes it
+	// where it reads one range (tail --lease, tail --range).
+	PositionLSN
 )
 
 // PositionGrammar is the one grammar of positions in a sentence, for help and errors.
-const PositionGrammar = "beginning, now, an RFC 3339 time, -<duration> or @<file>"
+const PositionGrammar = "beginning, now, an RFC 3339 time, -<duration>, lsn:<N> or @<file>"
 
 // errNotAPosition is wrapped by ParsePosition's error for text that is in none of the forms.
 var errNotAPosition = errors.New("not a position")
@@ -47,6 +52,7 @@ func (e *unsignedError) Error() string {
 //	-<duration>        that long before now: -15m, -2h30m (Go durations: h, m, s, ms)
 //	+<duration>        that long after now: an end only (--until +5m)
 //	@<file>            the positions saved in a file
+//	lsn:<N>            from the change at LSN N on, in one partition's range
 //
 // Each flag accepts the forms that make sense for it; a start refuses a time in the future,
 // an end refuses beginning.
@@ -58,6 +64,8 @@ type PositionSpec struct {
 	File string
 	// Relative says a PositionTime was written as a signed duration.
 	Relative bool
+	// LSN is the LSN of a PositionLSN (at least 1).
+	LSN int64
 }
 
 // ParsePosition parses s in the position grammar (see PositionSpec), resolving relative times
@@ -72,6 +80,13 @@ func ParsePosition(s string, now time.Time) (PositionSpec, error) {
 		return PositionSpec{Kind: PositionNow}, nil
 	case "beginning":
 		return PositionSpec{Kind: PositionBeginning}, nil
+	}
+	if rest, ok := cutPrefixFold(s, "lsn:"); ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+		if err != nil || n < 1 {
+			return PositionSpec{}, fmt.Errorf("position %q: want lsn:N with N a positive LSN", s)
+		}
+		return PositionSpec{Kind: PositionLSN, LSN: n}, nil
 	}
 	switch s[0] {
 	case '@':
@@ -102,6 +117,14 @@ func ParsePosition(s string, now time.Time) (PositionSpec, error) {
 	return PositionSpec{Kind: PositionTime, Time: t}, nil
 }
 
+// cutPrefixFold is strings.CutPrefix, ignoring case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
 // quiet wraps an error so that it can be matched with errors.Is without adding to the message.
 type quiet struct{ err error }
 
@@ -119,6 +142,8 @@ func FormatPosition(p PositionSpec) string {
 		return p.Time.Format(time.RFC3339Nano)
 	case PositionFile:
 		return "@" + p.File
+	case PositionLSN:
+		return "lsn:" + strconv.FormatInt(p.LSN, 10)
 	default:
 		return "now"
 	}
@@ -134,6 +159,8 @@ func (p PositionSpec) StartFrom(now time.Time) (StartFrom, error) {
 		return StartFrom{Kind: StartBeginning}, nil
 	case PositionFile:
 		return StartFrom{}, fmt.Errorf("start position %q: a file is not accepted here", FormatPosition(p))
+	case PositionLSN:
+		return StartFrom{Kind: StartContinuation, Continuation: LSNContinuation(p.LSN - 1)}, nil
 	}
 	if p.Time.After(now) {
 		return StartFrom{}, fmt.Errorf("start position %q is in the future", FormatPosition(p))

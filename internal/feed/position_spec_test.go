@@ -28,6 +28,10 @@ func TestParsePosition(t *testing.T) {
 		{in: "-0s", want: PositionSpec{Kind: PositionTime, Time: now, Relative: true}},
 		{in: "@pos.json", want: PositionSpec{Kind: PositionFile, File: "pos.json"}},
 		{in: "@ dir/my state.json ", want: PositionSpec{Kind: PositionFile, File: "dir/my state.json"}},
+		{in: "lsn:42", want: PositionSpec{Kind: PositionLSN, LSN: 42}},
+		{in: " LSN: 7", want: PositionSpec{Kind: PositionLSN, LSN: 7}},
+		{in: "lsn:0", wantErr: "positive LSN"},
+		{in: "lsn:x", wantErr: "positive LSN"},
 
 		{in: "", wantErr: "empty position"},
 		{in: "   ", wantErr: "empty position"},
@@ -39,7 +43,7 @@ func TestParsePosition(t *testing.T) {
 		{in: "--15m", wantErr: "must be positive"},
 		{in: "-+15m", wantErr: "must be positive"},
 		{in: "+-15m", wantErr: "must be positive"},
-		{in: "yesterday", wantErr: "want beginning, now, an RFC 3339 time, -<duration> or @<file>"},
+		{in: "yesterday", wantErr: "want beginning, now, an RFC 3339 time, -<duration>, lsn:<N> or @<file>"},
 		{in: "2026-11-30", wantErr: "RFC 3339"},
 		{in: "end", wantErr: "RFC 3339"},
 	}
@@ -55,7 +59,7 @@ func TestParsePosition(t *testing.T) {
 			t.Errorf("ParsePosition(%q): %v", tt.in, err)
 			continue
 		}
-		if got.Kind != tt.want.Kind || !got.Time.Equal(tt.want.Time) || got.File != tt.want.File || got.Relative != tt.want.Relative {
+		if got.Kind != tt.want.Kind || !got.Time.Equal(tt.want.Time) || got.File != tt.want.File || got.Relative != tt.want.Relative || got.LSN != tt.want.LSN {
 			t.Errorf("ParsePosition(%q) = %+v, want %+v", tt.in, got, tt.want)
 		}
 	}

@@ -95,6 +95,15 @@ type ProcessorOptions struct {
 	// the balancing goroutine and must be quick. Health checks use it: the first call says the
 	// host finished its first cycle.
 	OnAcquireCycle func(err error)
+	// StuckThreshold is how long a batch may stay in the handler before the host records on
+	// the lease that it is in flight (a leases.Failure with InFlightSince, see
+	// recordInFlight) and reports an error event; it also spaces the rewrites of a lease's
+	// failure record (default DefaultStuckThreshold, the default of `cfp estimate
+	// --stuck-threshold`).
+	StuckThreshold time.Duration
+	// Redact masks secrets in what the host writes into a lease's failure record (an
+	// error, a command's stderr); default: leaves the text as it is.
+	Redact func(string) string
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -112,6 +121,10 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	def(&o.ReleaseTimeout, DefaultReleaseTimeout)
 	def(&o.ErrorBackoff, DefaultErrorBackoff)
 	def(&o.MaxErrorBackoff, DefaultMaxErrorBackoff)
+	def(&o.StuckThreshold, DefaultStuckThreshold)
+	if o.Redact == nil {
+		o.Redact = func(s string) string { return s }
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -164,6 +177,7 @@ func (o ProcessorOptions) Validate() error {
 		{"lease expiration", o.Expiration}, {"poll interval", o.PollInterval},
 		{"shutdown timeout", o.ShutdownTimeout}, {"release timeout", o.ReleaseTimeout},
 		{"error backoff", o.ErrorBackoff}, {"max error backoff", o.MaxErrorBackoff},
+		{"stuck threshold", o.StuckThreshold},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))

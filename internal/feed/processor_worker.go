@@ -245,6 +245,8 @@ type worker struct {
 	splitHeld     map[string]*leases.Lease
 	// ahead is the read of the next page, started while the page before it is handled.
 	ahead *readAhead
+	// fail is what the worker knows about the failures of its next batch (failure.go).
+	fail failureState
 }
 
 // readAhead is a read of a lease's next page running while the worker handles and checkpoints
@@ -455,7 +457,9 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			Items: page.Items, Continuation: page.Continuation, LatestLSN: page.LatestLSN, Attempt: attempt,
 			Checkpoint: w.checkpointed,
 		}
+		stopWatch := w.watchInFlight(ol.ctx, b, p.opts.Now())
 		herr := p.h.Handle(hctx, b)
+		stopWatch()
 		release(page) // the handler kept nothing of the items (ReuseItems), b.Items is not read again
 		var stop *StopError
 		switch {
@@ -472,12 +476,14 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			w.pending, w.deferred = page.Continuation, true
 		case errors.As(herr, &stop):
 			p.handlerError(hctx, w.info, herr)
+			w.batchFailed(ol.ctx, b, herr, true)
 			return CloseShutdown, herr
 		case hctx.Err() != nil:
 			// Lost, or shutdown with the grace period over: the batch stays unprocessed.
 			return w.reason(), nil
 		default:
 			p.handlerError(hctx, w.info, herr)
+			w.batchFailed(ol.ctx, b, herr, false)
 			attempt++
 			w.rewind()
 			if sleepCtx(ol.ctx, p.backoff(attempt-1)) != nil {

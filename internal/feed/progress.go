@@ -101,8 +101,11 @@ type ProgressTracker struct {
 	tracks map[string]LeaseTrack // by lease token
 }
 
-// Observe sets Progress and StuckFor of every lease in lags, an estimate made at at, and
-// forgets the leases that are gone.
+// Observe completes the verdicts of lags, an estimate made at at, with what the earlier
+// estimates saw, and forgets the leases that are gone. The lease documents decide first (see
+// Judge): the tracker only makes stuck a lease that is ok or lagging without a record of its
+// progress (a lease of .NET or Java hosts, which write none) once StuckAfter estimates found
+// its continuation unmoved, and sets Since from the first of them (SinceWatch).
 func (t *ProgressTracker) Observe(lags []LeaseLag, at time.Time) {
 	n := t.StuckAfter
 	if n == 0 {
@@ -111,7 +114,17 @@ func (t *ProgressTracker) Observe(lags []LeaseLag, at time.Time) {
 	next := make(map[string]LeaseTrack, len(lags))
 	for i := range lags {
 		l := &lags[i]
-		l.Progress, l.StuckFor, next[l.Token] = TrackProgress(t.tracks[l.Token], l.sighting(at), n)
+		progress, stuckFor, track := TrackProgress(t.tracks[l.Token], l.sighting(at), n)
+		next[l.Token] = track
+		if l.Verdict == "" {
+			// Not judged (a LeaseLag made by hand): the tracker's progress is all there is.
+			l.Progress, l.StuckFor = progress, stuckFor
+			continue
+		}
+		if progress == ProgressStuck && l.SinceBasis == "" && (l.Verdict == VerdictOK || l.Verdict == VerdictLagging) {
+			l.Verdict, l.Since, l.SinceBasis = VerdictStuck, at.Add(-stuckFor), SinceWatch
+		}
+		l.settle(at)
 	}
 	t.tracks = next
 }

@@ -450,6 +450,10 @@ func (t *tailRun) initialRanges(ctx context.Context) ([]*tailRange, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no partition overlaps range %s", want)
 	}
+	if start.Kind == StartContinuation && t.opts.State == nil && len(out) > 1 {
+		// An LSN belongs to one partition: applied to several it would skip or repeat changes.
+		return nil, fmt.Errorf("start %s is a position in one partition, but range %s spans %d partitions", FormatStart(start), want, len(out))
+	}
 	return out, nil
 }
 

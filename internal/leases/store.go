@@ -237,6 +237,8 @@ func (s *Store) written(n *Lease, d Document) *Lease {
 // timestamp, replace with If-Match. On 412 it re-reads the lease and applies mutate to the fresh
 // copy, at most RetryCountOnConflict times. A lease that is gone, or still contended after the
 // retries, is lost (*LeaseLostError). Errors returned by mutate end the update unchanged.
+// A write that moves the checkpoint LSN forward also stamps PropProgressAt and
+// PropProgressLSN (.NET families only), so that estimators see when the lease last advanced.
 func (s *Store) Update(ctx context.Context, l *Lease, mutate func(*Lease) error) (*Lease, error) {
 	ctx = WithCharge(ctx, ChargeOther, l.Token)
 	cur := l
@@ -254,6 +256,7 @@ func (s *Store) Update(ctx context.Context, l *Lease, mutate func(*Lease) error)
 			return nil, err
 		}
 		n.Timestamp = s.now()
+		stampProgress(cur, n, n.Timestamp)
 		pk, err := s.pkOf(ctx, n)
 		if err != nil {
 			return nil, err

@@ -36,6 +36,20 @@ type EstimateLease struct {
 	// Failure is the permanent read failure the owner reports when Progress is "failing".
 	Failure      string   `json:"failure,omitempty"`
 	StuckSeconds *float64 `json:"stuck_seconds"`
+	// Verdict is the lease's verdict: ok, lagging, stuck, stalled, rewound, idle or failing
+	// (docs/scripting.md). Since is since when it holds (RFC 3339, null when unknown),
+	// SinceSeconds how long that is, SinceBasis where the time comes from (progress,
+	// in-flight, failure, renewal or watch).
+	Verdict      string   `json:"verdict"`
+	Since        *string  `json:"since"`
+	SinceSeconds *float64 `json:"since_seconds"`
+	SinceBasis   *string  `json:"since_basis"`
+	// OldestPending is the _ts of the oldest pending change (RFC 3339), null when none or
+	// unknown.
+	OldestPending *string `json:"oldest_pending"`
+	// LastFailure is the owner's record of the failure of the lease's current batch (null when
+	// none): the delegate's error, exit status and stderr, or a batch in flight.
+	LastFailure *leases.Failure `json:"last_failure"`
 }
 
 // EstimateSummary sums up an estimate.
@@ -48,6 +62,8 @@ type EstimateSummary struct {
 	RequestCharge     float64 `json:"request_charge"`
 	Stuck             int     `json:"stuck"`
 	MaxStuckSeconds   float64 `json:"max_stuck_seconds"`
+	// Verdicts counts the leases of each verdict present.
+	Verdicts map[string]int `json:"verdicts"`
 }
 
 // The sort orders of lease rows in the live views (SortEstimateLeases).
@@ -109,7 +125,7 @@ func EstimateTable(ios *IOStreams, v EstimateView, o EstimateTableOptions) *Tabl
 	if o.Trends != nil {
 		extra = append(extra, "trend")
 	}
-	extra = append(extra, "time-lag", "age", "progress")
+	extra = append(extra, "time-lag", "age", "verdict")
 	tb := NewLeaseTable(ios, extra...)
 	tb.Optional(len(LeaseColumns)).Optional(len(LeaseColumns) + len(extra) - 2)
 	for _, l := range SortEstimateLeases(v.Leases, o.Sort) {
@@ -117,10 +133,7 @@ func EstimateTable(ios *IOStreams, v EstimateView, o EstimateTableOptions) *Tabl
 		if l.Sentinel != nil {
 			lag += "*"
 		}
-		progress := l.Progress
-		if l.StuckSeconds != nil {
-			progress += " " + Seconds(l.StuckSeconds)
-		}
+		progress := VerdictText(l)
 		row := append(LeaseCells(l.Lease, l.Range, l.Owner, l.State, l.CheckpointLSN), LSN(l.LatestLSN), lag)
 		if o.Trends != nil {
 			row = append(row, Sparkline(o.Trends[l.Lease]))
@@ -130,8 +143,54 @@ func EstimateTable(ios *IOStreams, v EstimateView, o EstimateTableOptions) *Tabl
 	return tb
 }
 
-// WriteEstimateSummary writes the lines under the estimate table: the totals, the stuck leases
-// and what the sentinels mean, each short enough not to wrap at 80 columns.
+// VerdictText is a lease's verdict in a table cell: the verdict, and for stuck, stalled,
+// failing and rewound how long it has held when that is known ("stuck 1m17s").
+func VerdictText(l EstimateLease) string {
+	v := cmp.Or(l.Verdict, l.Progress)
+	switch {
+	case l.SinceSeconds != nil && v != "ok" && v != "lagging" && v != "idle":
+		return v + " " + Seconds(l.SinceSeconds)
+	case l.Verdict == "" && l.StuckSeconds != nil:
+		return v + " " + Seconds(l.StuckSeconds)
+	}
+	return v
+}
+
+// WhyLines are the lines that say why a lease is stuck or failing, from its owner's failure
+// record: "lease 0 stuck since 2026-12-02T14:02:03Z: ...". None for the other leases.
+func WhyLines(l EstimateLease) []string {
+	if l.Verdict != "stuck" && l.Verdict != "failing" {
+		return nil
+	}
+	head := "lease " + l.Lease + " " + l.Verdict
+	if l.Since != nil {
+		head += " since " + *l.Since
+	}
+	f := l.LastFailure
+	switch {
+	case f != nil:
+		if f.Attempts > 0 {
+			head += fmt.Sprintf(" (%d failed attempt(s))", f.Attempts)
+		}
+		why := f.Error
+		if f.ExitStatus != nil && !strings.Contains(why, "status") {
+			why += fmt.Sprintf(" (exit status %d)", *f.ExitStatus)
+		}
+		out := []string{head + ":", "  " + why}
+		for _, s := range f.Stderr {
+			out = append(out, "  stderr: "+s)
+		}
+		return out
+	case l.Failure != "":
+		return []string{head + ":", "  reads fail: " + l.Failure}
+	case l.Verdict == "stuck":
+		return []string{head + ":", "  renewed, but the continuation does not move"}
+	}
+	return []string{head}
+}
+
+// WriteEstimateSummary writes the lines under the estimate table: the totals, why the stuck
+// and failing leases are, and what the sentinels mean.
 func WriteEstimateSummary(w io.Writer, v EstimateView) error {
 	s := v.Summary
 	var b strings.Builder
@@ -140,6 +199,11 @@ func WriteEstimateSummary(w io.Writer, v EstimateView) error {
 	if s.Stuck > 0 {
 		fmt.Fprintf(&b, "%d lease(s) stuck: renewed, but the continuation does not move (longest %s).\n",
 			s.Stuck, Seconds(&s.MaxStuckSeconds))
+	}
+	for _, l := range v.Leases {
+		for _, line := range WhyLines(l) {
+			b.WriteString(line + "\n")
+		}
 	}
 	if slices.ContainsFunc(v.Leases, func(l EstimateLease) bool { return l.Lag >= 0 && l.Sentinel != nil }) {
 		b.WriteString("* the estimator's sentinel 1: no continuation yet, or a split or merge.\n")

@@ -18,7 +18,7 @@ func NewEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 		Summary: EstimateSummary{
 			TotalLag: sum.TotalLag, Leases: sum.Leases, Owned: sum.Owned, LiveOwners: sum.LiveOwners,
 			MaxTimeLagSeconds: sum.MaxTimeLag.Seconds(), RequestCharge: sum.RequestCharge,
-			Stuck: sum.Stuck, MaxStuckSeconds: sum.MaxStuckFor.Seconds(),
+			Stuck: sum.Stuck, MaxStuckSeconds: sum.MaxStuckFor.Seconds(), Verdicts: sum.Verdicts,
 		},
 	}
 	lags = slices.Clone(lags)
@@ -30,6 +30,14 @@ func NewEstimateView(prefix string, lags []feed.LeaseLag, sum feed.EstimateSumma
 		}
 		if l.Progress == feed.ProgressFailing {
 			lv.Failure = feed.ReadFailure(l.Lease)
+		}
+		lv.Verdict, lv.SinceBasis, lv.LastFailure = l.Verdict, optional(l.SinceBasis), l.Failure
+		if !l.Since.IsZero() {
+			lv.Since = new(l.Since.UTC().Format(time.RFC3339))
+			lv.SinceSeconds = new(max(0, now.Sub(l.Since)).Seconds())
+		}
+		if !l.OldestPending.IsZero() {
+			lv.OldestPending = new(l.OldestPending.UTC().Format(time.RFC3339))
 		}
 		if l.Range.Max != "" {
 			lv.Range = new(l.Range)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // DefaultKillDelay is how long a child gets to exit after it was asked to stop (SIGTERM) before
@@ -94,7 +95,8 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 	cmd.Env = append(cmd.Env, "CFP_BATCH_SIZE="+strconv.Itoa(len(b.Items)))
 	cmd.Stdin = bytes.NewReader(jsonArray(b.Items))
 	cmd.Stdout = e.stdout
-	cmd.Stderr = e.stderr
+	tail := &stderrTail{}
+	cmd.Stderr = io.MultiWriter(e.stderr, tail)
 	err := cmd.Run()
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
 		// The command exited 0; only a process it left behind kept the pipes open.
@@ -107,11 +109,64 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return fmt.Errorf("exec for lease %s: command exited with status %d", b.LeaseToken, exit.ExitCode())
+			return &ExecError{Lease: b.LeaseToken, Status: exit.ExitCode(), Stderr: tail.lines()}
 		}
 		return fmt.Errorf("exec for lease %s: %w", b.LeaseToken, err)
 	}
 	return nil
+}
+
+// ExecError is the failure of an --exec command that exited with a status other than 0: the
+// status and the last lines of what it wrote to stderr, which the processor records on the
+// lease (leases.Failure) so that `cfp estimate` and `cfp leases show` say why.
+type ExecError struct {
+	Lease  string
+	Status int
+	// Stderr is the end of the command's stderr: at most leases.MaxFailureStderrLines lines
+	// and leases.MaxFailureStderrBytes bytes.
+	Stderr []string
+}
+
+func (e *ExecError) Error() string {
+	return fmt.Sprintf("exec for lease %s: command exited with status %d", e.Lease, e.Status)
+}
+
+// ExitStatus returns the command's exit status.
+func (e *ExecError) ExitStatus() int { return e.Status }
+
+// StderrTail returns the last lines of the command's stderr.
+func (e *ExecError) StderrTail() []string { return e.Stderr }
+
+// stderrTail keeps the end of a command's stderr, as it passes through to the host's stderr.
+type stderrTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+// stderrKeep is how much of the end of a command's stderr stderrTail keeps.
+const stderrKeep = 4 * leases.MaxFailureStderrBytes
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > stderrKeep {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-stderrKeep:]...)
+	}
+	return len(p), nil
+}
+
+// lines returns the last non-blank lines kept, within the bounds of a lease's failure record.
+func (t *stderrTail) lines() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for l := range strings.SplitSeq(strings.ReplaceAll(string(t.buf), "\r\n", "\n"), "\n") {
+		if l = strings.TrimRight(l, " \t\r"); strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return leases.TailLines(out, leases.MaxFailureStderrLines, leases.MaxFailureStderrBytes)
 }
 
 // warnPipesHeld logs, once per lease, that a background process kept the command's output open.

@@ -152,9 +152,27 @@ func (r *Retry) Handle(ctx context.Context, b feed.Batch) error {
 		r.log(ctx, slog.LevelError, "batch dead-lettered", b, attempts, err)
 		return nil
 	default:
-		return feed.Stop(fmt.Errorf("lease %s: batch failed %d times: %w", b.LeaseToken, attempts, err))
+		return feed.Stop(&FailedError{Lease: b.LeaseToken, Attempts: attempts, Err: err})
 	}
 }
+
+// FailedError is the error of a batch that failed every attempt Retry made; with OnErrorStop
+// it stops the processor.
+type FailedError struct {
+	Lease    string
+	Attempts int
+	Err      error
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("lease %s: batch failed %d times: %v", e.Lease, e.Attempts, e.Err)
+}
+
+func (e *FailedError) Unwrap() error { return e.Err }
+
+// FailedAttempts returns how many deliveries of the batch failed (the processor records it on
+// the lease).
+func (e *FailedError) FailedAttempts() int { return e.Attempts }
 
 // passThrough reports whether err is an answer Retry must not act on.
 func passThrough(ctx context.Context, err error) bool {

@@ -528,3 +528,26 @@ func TestRetry_ForwardsTheLeaseLifecycle(t *testing.T) {
 		t.Errorf("CloseLease of a plain handler = %v, want nil", err)
 	}
 }
+
+// TestExec_FailureKeepsExitStatusAndStderrTail: a command that fails says its exit status and
+// the last lines of its stderr (still passed through to the host's stderr), for the lease's
+// failure record.
+func TestExec_FailureKeepsExitStatusAndStderrTail(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	e := &Exec{Command: `for i in 1 2 3 4 5 6 7; do echo "line $i" >&2; done; printf 'poison order o2\n\n' >&2; exit 3`, Stderr: &stderr}
+	err := e.Handle(t.Context(), batch("7", `{"id":"a"}`))
+	var x *ExecError
+	if !errors.As(err, &x) {
+		t.Fatalf("Handle() = %v, want an *ExecError", err)
+	}
+	if err.Error() != "exec for lease 7: command exited with status 3" || x.ExitStatus() != 3 {
+		t.Errorf("error %q status %d", err, x.ExitStatus())
+	}
+	if got := strings.Join(x.StderrTail(), "|"); got != "line 4|line 5|line 6|line 7|poison order o2" {
+		t.Errorf("stderr tail %q", got)
+	}
+	if !strings.HasPrefix(stderr.String(), "line 1\n") {
+		t.Errorf("stderr not passed through: %q", stderr.String())
+	}
+}
