@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -41,6 +42,9 @@ func (w *World) handle(ctx context.Context, h *host, token string, items []json.
 		return err // killed while it worked: nothing it did is visible
 	}
 	w.deliver(items)
+	if w.trace {
+		w.logf("deliver %s %s %s", h.name, token, itemsOf(items))
+	}
 	return nil
 }
 
@@ -176,4 +180,17 @@ func (w *World) unpauseRecord(h *host) {
 	if n := len(h.pauses); n > 0 && h.pauses[n-1].to.IsZero() {
 		h.pauses[n-1].to = time.Now()
 	}
+}
+
+func itemsOf(items []json.RawMessage) string {
+	var b []byte
+	for _, it := range items {
+		var d struct {
+			ID  string `json:"id"`
+			LSN int64  `json:"_lsn"`
+		}
+		_ = json.Unmarshal(it, &d)
+		b = fmt.Appendf(b, " %s@%d", d.ID, d.LSN)
+	}
+	return string(b)
 }

@@ -44,6 +44,11 @@ type Options struct {
 	Faults []string
 	// Duration of the faulty phase (default Duration).
 	Duration time.Duration
+	// Only, when set, makes every host of this kind (CFP+1 for cfp, DotNet+1 for .NET);
+	// zero mixes both.
+	Only int
+	// Trace logs every delivery.
+	Trace bool
 }
 
 // Result is what a run saw.
@@ -87,6 +92,7 @@ func Run(seed uint64, o Options) Result {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	allowed := func(f string) bool { return o.Faults == nil || slices.Contains(o.Faults, f) }
 	w := newWorld(2+rng.IntN(7), Batch)
+	w.trace = o.Trace
 	r := Result{Seed: seed}
 	var e ended
 	nextDoc := 0
@@ -125,6 +131,9 @@ func Run(seed uint64, o Options) Result {
 	hostN := 0
 	killed := map[string]*host{} // restartable names
 	start := func(k Kind, name string) *host {
+		if o.Only > 0 {
+			k = Kind(o.Only - 1)
+		}
 		if name == "" {
 			hostN++
 			name = fmt.Sprintf("%s-%d", k, hostN)

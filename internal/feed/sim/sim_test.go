@@ -15,6 +15,8 @@ var (
 	seedFlag  = flag.Uint64("seed", 0, "replay this one seed (TestSim)")
 	seedsFlag = flag.Int("seeds", 0, "how many seeds TestSim runs (default 200, or CFP_SIM_SEEDS)")
 	firstFlag = flag.Uint64("first", 1, "the first seed TestSim runs")
+	onlyFlag  = flag.String("only", "", "make every host cfp or dotnet (default: both)")
+	traceFlag = flag.Bool("deliveries", false, "log every delivery of a replayed seed")
 	faultFlag = flag.String("faults", "", "comma-separated fault kinds to draw (default all): "+strings.Join(FaultKinds(), ","))
 )
 
@@ -37,6 +39,13 @@ func TestSim(t *testing.T) {
 	if *faultFlag != "" {
 		opts.Faults = strings.Split(*faultFlag, ",")
 	}
+	switch *onlyFlag {
+	case "cfp":
+		opts.Only = int(CFP) + 1
+	case "dotnet":
+		opts.Only = int(DotNet) + 1
+	}
+	opts.Trace = *traceFlag
 	var failed atomic.Int64
 	began := time.Now()
 	t.Run("seeds", func(t *testing.T) {
@@ -66,8 +75,12 @@ func TestSim(t *testing.T) {
 }
 
 func faultArg() string {
-	if *faultFlag == "" {
-		return ""
+	s := ""
+	if *faultFlag != "" {
+		s += " -faults=" + *faultFlag
 	}
-	return " -faults=" + *faultFlag
+	if *onlyFlag != "" {
+		s += " -only=" + *onlyFlag
+	}
+	return s
 }

@@ -80,6 +80,7 @@ type World struct {
 	docs  leases.Documents // mem, observed
 	batch int
 	start time.Time
+	trace bool // log every delivery
 
 	mu      sync.Mutex
 	hosts   map[string]*host // by name, the newest incarnation
