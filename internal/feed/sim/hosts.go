@@ -144,9 +144,9 @@ func (w *World) stop(h *host, e *ended) {
 		h.cancel()
 		h.cancel = nil
 		done := h.done
-		name := h.name
+		name, faulted := h.name, h.faulted
 		e.waits = append(e.waits, func() {
-			if err := <-done; err != nil {
+			if err := <-done; err != nil && !faulted {
 				w.violate("cfp %s: Run() = %v after a graceful stop", name, err)
 			}
 		})

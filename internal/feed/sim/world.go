@@ -63,6 +63,9 @@ type host struct {
 	net *dotnettest.Host
 
 	pauses []span // when it was frozen (end zero: still frozen)
+	// faulted says the host was answered with an injected fault: a Run that failed on one
+	// (a bootstrap that gave up on a 429 or 503, as .NET's StartAsync throws) is no violation.
+	faulted bool
 }
 
 type span struct{ from, to time.Time }
