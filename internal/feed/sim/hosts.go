@@ -77,7 +77,14 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	go func() { h.done <- p.Run(ctx) }()
+	go func() {
+		err := p.Run(ctx)
+		h.exited.Store(true)
+		if err != nil && ctx.Err() == nil {
+			w.logf("cfp %s: Run() = %v", name, err)
+		}
+		h.done <- err
+	}()
 	w.add(h)
 	return h
 }

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -66,6 +67,7 @@ type host struct {
 	// faulted says the host was answered with an injected fault: a Run that failed on one
 	// (a bootstrap that gave up on a 429 or 503, as .NET's StartAsync throws) is no violation.
 	faulted bool
+	exited  atomic.Bool // a cfp host's Run returned
 }
 
 type span struct{ from, to time.Time }
@@ -191,6 +193,9 @@ func (w *World) observe(d leases.Document, deleted bool) {
 	defer w.mu.Unlock()
 	was := w.owner[l.Token]
 	if was.owner == owner && (owner != "" || !deleted) {
+		if w.trace && len(l.Properties) > 0 {
+			w.log = append(w.log, fmt.Sprintf("%8s write %s: owner %q props=%v", w.at().Truncate(time.Millisecond), l.Token, owner, l.Properties))
+		}
 		return
 	}
 	if was.owner != "" && was.owner != owner {
@@ -198,6 +203,9 @@ func (w *World) observe(d leases.Document, deleted bool) {
 			w.lost[l.Token] = map[string]time.Time{}
 		}
 		w.lost[l.Token][was.owner] = now
+	}
+	if w.trace {
+		w.log = append(w.log, fmt.Sprintf("%8s owner %s: %q -> %q props=%v", w.at().Truncate(time.Millisecond), l.Token, was.owner, owner, l.Properties))
 	}
 	if owner != "" {
 		w.changes++
@@ -376,7 +384,7 @@ func (w *World) live() []string {
 	defer w.mu.Unlock()
 	var out []string
 	for n, h := range w.hosts {
-		if h.io.get() == running && (h.cancel != nil || h.net != nil) {
+		if h.io.get() == running && (h.cancel != nil && !h.exited.Load() || h.net != nil) {
 			out = append(out, n)
 		}
 	}
