@@ -201,3 +201,18 @@ func itemsOf(items []json.RawMessage) string {
 	}
 	return string(b)
 }
+
+// setFault changes the fault h is answered with, and records when its lease store failed.
+func (w *World) setFault(h *host, f faultKind) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if n := len(h.blind); n > 0 && h.blind[n-1].to.IsZero() {
+		h.blind[n-1].to = now
+	}
+	switch f {
+	case faultLease429, faultLease503, faultLeaseLost:
+		h.blind = append(h.blind, span{from: now})
+	}
+	h.io.setFault(f)
+}

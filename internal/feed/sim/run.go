@@ -188,7 +188,7 @@ func Run(seed uint64, o Options) Result {
 		}
 		for len(clears) > 0 && !clears[0].at.After(now) {
 			w.logf("faults off %s", clears[0].h.name)
-			clears[0].h.io.setFault(faultNone)
+			w.setFault(clears[0].h, faultNone)
 			clears = clears[1:]
 		}
 		writeN(rng.IntN(6))
@@ -258,7 +258,7 @@ func Run(seed uint64, o Options) Result {
 			}
 			d := time.Duration(1000+rng.IntN(7000)) * time.Millisecond
 			w.logf("fault %s on %s for %s", f, h.name, d)
-			h.io.setFault(f)
+			w.setFault(h, f)
 			h.faulted = true
 			clears = insert(clears, timed{at: now.Add(d), h: h})
 			r.FaultWindows++
@@ -271,7 +271,7 @@ func Run(seed uint64, o Options) Result {
 		w.resume(t.h)
 	}
 	for _, t := range clears {
-		t.h.io.setFault(faultNone)
+		w.setFault(t.h, faultNone)
 	}
 	if len(w.live()) == 0 {
 		start(CFP, "")

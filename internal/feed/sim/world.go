@@ -64,6 +64,7 @@ type host struct {
 	net *dotnettest.Host
 
 	pauses []span // when it was frozen (end zero: still frozen)
+	blind  []span // when its lease writes failed (429, 503, lost answers): it cannot learn of a loss
 	// faulted says the host was answered with an injected fault: a Run that failed on one
 	// (a bootstrap that gave up on a 429 or 503, as .NET's StartAsync throws) is no violation.
 	faulted bool
@@ -252,8 +253,17 @@ func minTime(a, b time.Time) time.Time {
 
 // lateWindow is how long after losing a lease a host may still hand over a batch of it, in its
 // own awake time: the batch in flight (a slow handler's), and one renew interval for the host
-// to learn of the loss at its next write.
-func lateWindow(t Timing) time.Duration { return t.Renew + slowHandler }
+// to learn of the loss at its next write. A host whose lease writes failed in the meantime
+// cannot learn of it: it may go on until its lease expires by its own clock (an expiration
+// after its last write), as the protocol allows.
+func (h *host) lateWindow(lostAt, now time.Time) time.Duration {
+	for _, b := range h.blind {
+		if (b.to.IsZero() || b.to.After(lostAt)) && b.from.Before(now) {
+			return h.timing.Expiration + slowHandler
+		}
+	}
+	return h.timing.Renew + slowHandler
+}
 
 // begin is a handler call of h for token: the ownership invariant. A host hands over a lease's
 // batch only while the lease document names it, or within lateWindow of its awake time after
@@ -273,7 +283,7 @@ func (w *World) begin(h *host, token string) {
 	late := h.awake(lostAt, now)
 	w.lateBatches++
 	w.maxLate = max(w.maxLate, late)
-	if win := lateWindow(h.timing); late > win {
+	if win := h.lateWindow(lostAt, now); late > win {
 		w.violateLocked("%s %s delivered lease %s %s (awake) after it lost it to %q, beyond its window of %s",
 			h.kind, h.name, token, late, w.owner[token].owner, win)
 	}
