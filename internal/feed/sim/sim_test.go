@@ -76,10 +76,7 @@ func TestSim_CI(t *testing.T) {
 
 // knownFailing are CI seeds that find an open bug (docs/architecture.md, "The deployment
 // simulation", findings); TestSim replays them.
-var knownFailing = map[uint64]string{
-	59: "an EPK lease whose split was cut short (its host could not tell its writes succeeded) is taken by another host " +
-		"after a merge put its range back in one partition: it is kept next to its children, which cover the same keys",
-}
+var knownFailing = map[uint64]string{}
 
 func runSeeds(t *testing.T, first uint64, n int, opts Options, args string) {
 	var failed, liveness atomic.Int64
