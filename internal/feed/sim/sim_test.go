@@ -64,13 +64,17 @@ func TestSim_CI(t *testing.T) {
 	if *seedFlag != 0 || *seedsFlag != 0 {
 		t.Skip("TestSim runs the seeds asked for")
 	}
+	nCFP, nMixed := 100, 70
+	if raceEnabled {
+		nCFP, nMixed = 25, 15 // the same seeds, fewer: the detector is after data races here
+	}
 	t.Run("cfp", func(t *testing.T) {
 		t.Parallel()
-		runSeeds(t, 1, 100, Options{Only: int(CFP) + 1, Strict: *strictFlag}, " -only=cfp")
+		runSeeds(t, 1, nCFP, Options{Only: int(CFP) + 1, Strict: *strictFlag}, " -only=cfp")
 	})
 	t.Run("mixed", func(t *testing.T) {
 		t.Parallel()
-		runSeeds(t, 1001, 70, Options{Faults: ciMixedFaults, Strict: *strictFlag}, " -faults="+strings.Join(ciMixedFaults, ","))
+		runSeeds(t, 1001, nMixed, Options{Faults: ciMixedFaults, Strict: *strictFlag}, " -faults="+strings.Join(ciMixedFaults, ","))
 	})
 }
 
