@@ -251,23 +251,41 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// lateWindow is how long after losing a lease a host may still hand over a batch of it, in its
-// own awake time: the batch in flight (a slow handler's), and one renew interval for the host
-// to learn of the loss at its next write. A host whose lease writes failed in the meantime
-// cannot learn of it: it may go on until its lease expires by its own clock (an expiration
-// after its last write), as the protocol allows.
-func (h *host) lateWindow(lostAt, now time.Time) time.Duration {
+// late returns how long after losing a lease (at lostAt) a host that delivers it at now has
+// been at it, in its own awake time, and its window: the batch in flight (a slow handler's) and
+// one write interval for the host to learn of the loss at its next write of the lease: the
+// renew interval for .NET, the keep-alive for cfp, which writes an idle lease only that often
+// (feed.ProcessorOptions.KeepAlive, looked at every quarter renew interval). A host whose lease
+// writes failed meanwhile cannot learn of it: a cfp host goes on until its lease expires by
+// its own clock (an expiration after its last write); a .NET host, whose renewer only logs
+// failures, until a write succeeds again, so its lateness counts from then.
+func (h *host) late(lostAt, now time.Time) (late, window time.Duration) {
+	from := lostAt
+	blind := false
 	for _, b := range h.blind {
 		if (b.to.IsZero() || b.to.After(lostAt)) && b.from.Before(now) {
-			return h.timing.Expiration + slowHandler
+			blind = true
+			if b.to.IsZero() || b.to.After(now) {
+				from = now
+			} else if b.to.After(from) {
+				from = b.to
+			}
 		}
 	}
-	return h.timing.Renew + slowHandler
+	if h.kind == CFP {
+		o := feed.ProcessorOptions{AcquireInterval: h.timing.Acquire, RenewInterval: h.timing.Renew, Expiration: h.timing.Expiration}
+		window = max(o.KeepAlive(), h.timing.Renew) + h.timing.Renew/4 + slowHandler
+		if blind {
+			window = h.timing.Expiration + slowHandler
+		}
+		return h.awake(lostAt, now), window
+	}
+	return h.awake(from, now), h.timing.Renew + slowHandler
 }
 
 // begin is a handler call of h for token: the ownership invariant. A host hands over a lease's
-// batch only while the lease document names it, or within lateWindow of its awake time after
-// the document stopped naming it.
+// batch only while the lease document names it, or within its window (see late), in its awake
+// time, after the document stopped naming it.
 func (w *World) begin(h *host, token string) {
 	now := time.Now()
 	w.mu.Lock()
@@ -280,10 +298,10 @@ func (w *World) begin(h *host, token string) {
 		w.violateLocked("%s %s delivered lease %s, which it never owned (owner %q)", h.kind, h.name, token, w.owner[token].owner)
 		return
 	}
-	late := h.awake(lostAt, now)
+	late, win := h.late(lostAt, now)
 	w.lateBatches++
 	w.maxLate = max(w.maxLate, late)
-	if win := h.lateWindow(lostAt, now); late > win {
+	if late > win {
 		w.violateLocked("%s %s delivered lease %s %s (awake) after it lost it to %q, beyond its window of %s",
 			h.kind, h.name, token, late, w.owner[token].owner, win)
 	}
