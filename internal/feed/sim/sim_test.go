@@ -57,14 +57,15 @@ func TestSim(t *testing.T) {
 var ciMixedFaults = []string{"timing", "skew", "burst", "join", "kill", "stop", "restart", "pause",
 	"lease-429", "lease-503", "lease-412", "lease-answer-lost", "feed-429", "feed-503", "feed-410", "handler-error", "handler-slow"}
 
-// TestSim_CI is the simulation's CI part: 100 seeds of cfp hosts under every fault kind and
-// 70 seeds of cfp and .NET hosts under every fault kind but splits and merges, safety
-// invariants enforced (the liveness bounds are logged; -strict enforces them).
+// TestSim_CI is the simulation's CI part: 120 seeds of cfp hosts under every fault kind and
+// 80 seeds of cfp and .NET hosts under every kind but splits and merges (25 and 15 under the
+// race detector), safety invariants enforced (the liveness bounds are logged; -strict
+// enforces them).
 func TestSim_CI(t *testing.T) {
 	if *seedFlag != 0 || *seedsFlag != 0 {
 		t.Skip("TestSim runs the seeds asked for")
 	}
-	nCFP, nMixed := 100, 70
+	nCFP, nMixed := 120, 80
 	if raceEnabled {
 		nCFP, nMixed = 25, 15 // the same seeds, fewer: the detector is after data races here
 	}
