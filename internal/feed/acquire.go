@@ -118,6 +118,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 		return
 	}
 	p.noticeLost(all, listing)
+	p.retireSplitParents(ctx, all)
 	now := p.opts.Now()
 	p.pruneHandoffs(now)
 	p.observeTimings(all, hosts, now)
@@ -281,6 +282,54 @@ func (p *Processor) noticeLost(all []*leases.Lease, listing uint64) {
 		p.log.Info("lease taken by another host", "lease", l.Token, "owner", l.Owner)
 		ol.lose(&leases.LeaseLostError{Token: l.Token, Owner: l.Owner})
 	}
+}
+
+// retireSplitParents deletes every lease this host holds whose range other leases tile
+// exactly: the parent of a split cut short after its children were created (its host could
+// not tell whether its writes succeeded, counted it expired and gave it up), which a merge put
+// back in one partition, where it reads without a 410 again. Its children carry the split on
+// (from the parent's position then, so nothing is skipped); the parent would deliver their keys
+// a second time. Its worker ends as split.
+func (p *Processor) retireSplitParents(ctx context.Context, all []*leases.Lease) {
+	for _, l := range all {
+		if !strings.EqualFold(l.Owner, p.opts.Instance) || !tiledByOthers(l, all) {
+			continue
+		}
+		ol := p.ownedLease(l.Token)
+		if ol == nil || !ol.held() {
+			continue
+		}
+		ol.cancel(errSplit)
+		if err := p.store.Delete(ctx, l); err != nil {
+			p.infraError(ctx, "delete split lease", l.Token, err)
+			continue
+		}
+		p.log.Info("split lease retired beside its children", "lease", l.Token)
+	}
+}
+
+// tiledByOthers reports whether the other leases of all that lie within l's range cover it
+// exactly, without gap or overlap.
+func tiledByOthers(l *leases.Lease, all []*leases.Lease) bool {
+	if !l.HasRange() {
+		return false
+	}
+	var in []leases.Range
+	for _, o := range all {
+		if o == l || o.Token == l.Token || !o.HasRange() || !o.Range.Within(l.Range) || o.Range.Equal(l.Range) {
+			continue
+		}
+		in = append(in, o.Range)
+	}
+	slices.SortFunc(in, func(a, b leases.Range) int { return leases.CompareEPK(a.Min, b.Min) })
+	cursor := l.Range.Min
+	for _, r := range in {
+		if leases.CompareEPK(r.Min, cursor) != 0 {
+			return false
+		}
+		cursor = r.Max
+	}
+	return len(in) > 1 && leases.CompareEPK(cursor, l.Range.Max) == 0
 }
 
 // cycleDone tells ProcessorOptions.OnAcquireCycle that an acquire cycle ended.

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 //
 //   - the set of live presence records differs (a host joined, stopped, or was killed and its
 //     record expired), or this host holds a different number of leases (one was lost, stolen
-//     by a .NET host, split or handed off);
+//     by a .NET host, split or handed off), or another cfp host does: a host rewrites its record
+//     at its next cycle when the number of leases it holds changed (a split of one of its
+//     leases makes a lease more, which a host below its share must come and ask for);
 //   - every fullListEvery cycles, a safety net for what only the leases show (a .NET or Java
 //     host, which keeps no presence record, taking or releasing leases).
 //
@@ -32,6 +35,7 @@ type calm struct {
 	held      int       // the leases this host held then
 	quiet     int       // quiet cycles since
 	announced time.Time // the last successful write of this host's presence record
+	told      int       // the leases that record says this host holds
 }
 
 // settle records the outcome of a full cycle.
@@ -71,23 +75,28 @@ func (p *Processor) quietCycle(ctx context.Context) bool {
 // announceDue refreshes this host's presence record when it is half an expiration old less one
 // acquire interval (every other cycle with the defaults): others count the record for an
 // expiration, so a failed refresh is retried at least once before it could lapse.
+//
+// It also refreshes it at once when this host holds another number of leases than the record
+// says, so that the settled hosts list the leases again.
 func (p *Processor) announceDue(ctx context.Context) {
-	if !p.calm.announced.IsZero() && p.opts.Now().Sub(p.calm.announced) < p.opts.Expiration/2-p.opts.AcquireInterval {
+	held := p.holding()
+	if !p.calm.announced.IsZero() && p.opts.Now().Sub(p.calm.announced) < p.opts.Expiration/2-p.opts.AcquireInterval &&
+		held == p.calm.told {
 		return
 	}
 	start := p.opts.Now()
 	if p.announce(ctx) {
-		p.calm.announced = start
+		p.calm.announced, p.calm.told = start, held
 	}
 }
 
-// liveRecords joins the instances of the presence records that have not expired at now.
+// liveRecords joins the instances of the presence records that have not expired at now, each
+// with the number of leases it says its host holds.
 func liveRecords(hosts []leases.Host, now time.Time, expiration time.Duration) string {
 	var b strings.Builder
 	for _, h := range hosts {
 		if !h.Expired(now, expiration) {
-			b.WriteString(strings.ToLower(h.Instance))
-			b.WriteByte('\n')
+			fmt.Fprintf(&b, "%s %d\n", strings.ToLower(h.Instance), h.Leases)
 		}
 	}
 	return b.String()

@@ -526,8 +526,18 @@ func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err
 		return res, fmt.Errorf("bootstrap: %w", err)
 	}
 	p.log.Info("lease store initialized", "created", res.Created, "partitions", len(parts))
+	// Keep the lock a moment after .info: a .NET or Java host that read .info just before it
+	// was written tries the lock next, and does not read .info again once it holds it: it
+	// would create .info too, and its start fails on the 409. Finding the lock taken, it waits
+	// and then finds the lease set initialized. (A cancelled wait only removes it sooner.)
+	_ = sleepCtx(ctx, min(p.opts.AcquireInterval, lockLinger))
 	return res, nil
 }
+
+// lockLinger bounds how long a bootstrap keeps the lock after writing .info (an acquire
+// interval when shorter): far longer than a request's round trip, the gap it covers, and short
+// enough not to slow the first start of a lease set.
+const lockLinger = time.Second
 
 // UnreadableLeaseError reports a lease whose continuation cfp cannot decode (a Java state of a
 // version it does not know): the processor never acquires it, so its range is not processed by

@@ -60,6 +60,12 @@ func (c *cycleLog) add(err error) {
 	c.err = append(c.err, err)
 }
 
+func (c *cycleLog) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.at)
+}
+
 // firstFailingAfter returns when the first cycle after t reported a *ReadsFailingError.
 func (c *cycleLog) firstFailingAfter(t time.Time) (time.Time, *feed.ReadsFailingError) {
 	c.mu.Lock()
@@ -108,6 +114,11 @@ func TestProcessor_PermanentReadErrorsFailTheCycleWithinOneAcquireInterval(t *te
 				t.Fatalf("%s: owned %v, want both leases", tc.name, p.Owned())
 			}
 
+			// Arm just after a cycle: the worst phase, the failing reads then meet the next cycle
+			// a whole acquire interval later, whatever the bootstrap's length set the phase to.
+			for n := cy.len(); cy.len() == n; {
+				time.Sleep(10 * time.Millisecond)
+			}
 			armed := time.Now()
 			src.armed.Store(true)
 			time.Sleep(3 * feed.DefaultAcquireInterval)

@@ -2,6 +2,7 @@ package leases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,7 +23,10 @@ import (
 // cfpIncarnation is random per host process and cfpSince is when it started: two processes
 // that run under one instance name write the same record, and each tells the other's writes
 // from its own by them (see feed's DuplicateInstanceError). Records without them are read as
-// an unknown incarnation.
+// an unknown incarnation. "cfpLeases", the number of leases the host held when it wrote the
+// record, changes the record when the host's share changes (a split of one of its leases, a
+// merge): the other hosts, which read only the records while the set is settled, then list the
+// leases again.
 //
 // plus "partitionKey" (the id) in a /partitionKey container. Like the .info and .lock markers it
 // lives outside "<prefix>..", so the .NET and Java processors, whose listing query is
@@ -34,6 +38,7 @@ const (
 	fTTL      = "ttl"
 	fIncarn   = "cfpIncarnation"
 	fSince    = "cfpSince"
+	fHeld     = "cfpLeases"
 	// DefaultHostTTL is the ttl of a host record: how long a lease container with TTL enabled
 	// keeps the record of a host that stopped without deleting it.
 	DefaultHostTTL = time.Hour
@@ -60,6 +65,8 @@ type Host struct {
 	// when that process started (zero when unknown).
 	Incarnation string
 	Since       time.Time
+	// Leases is how many leases the host held when it wrote the record (-1: not written).
+	Leases int
 }
 
 // Expired reports whether the host stopped refreshing its record: its timestamp is older than
@@ -127,6 +134,13 @@ func DecodeHost(doc Document) (Host, error) {
 			h.Since = t
 		}
 	}
+	h.Leases = -1
+	if _, raw, ok := o.lookup(fHeld); ok {
+		var n int
+		if err := json.Unmarshal(raw, &n); err == nil && n >= 0 {
+			h.Leases = n
+		}
+	}
 	return h, nil
 }
 
@@ -135,11 +149,12 @@ func DecodeHost(doc Document) (Host, error) {
 // in a container with TTL enabled (DefaultHostTTL when not positive). It is idempotent and safe
 // for concurrent use.
 func (s *Store) Announce(ctx context.Context, instance string, ttl time.Duration) (Host, error) {
-	return s.AnnounceIncarnation(ctx, Host{Instance: instance}, ttl)
+	return s.AnnounceIncarnation(ctx, Host{Instance: instance, Leases: -1}, ttl)
 }
 
 // AnnounceIncarnation is Announce that also writes h.Incarnation and h.Since (when set), so
-// that another process writing the record of the same instance can be told apart.
+// that another process writing the record of the same instance can be told apart, and
+// h.Leases (when not negative).
 func (s *Store) AnnounceIncarnation(ctx context.Context, h Host, ttl time.Duration) (Host, error) {
 	instance := h.Instance
 	ctx = WithCharge(ctx, ChargePresence, "")
@@ -171,6 +186,11 @@ func (s *Store) AnnounceIncarnation(ctx context.Context, h Host, ttl time.Durati
 	}
 	if !h.Since.IsZero() {
 		if err := o.set(fSince, h.Since.UTC().Format(time.RFC3339Nano)); err != nil {
+			return Host{}, err
+		}
+	}
+	if h.Leases >= 0 {
+		if err := o.set(fHeld, h.Leases); err != nil {
 			return Host{}, err
 		}
 	}

@@ -412,8 +412,14 @@ func (m *MemSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Pa
 	page := feed.Page{LatestLSN: p.lsn, RequestCharge: 1}
 	i := sort.Search(len(p.log), func(i int) bool { return p.log[i].lsn > since })
 	var last int64
-	for ; i < len(p.log) && len(page.Items) < limit; i++ {
+	for ; i < len(p.log); i++ {
 		e := p.log[i]
+		// A full page still takes the rest of its last LSN's changes: a merged partition holds
+		// both parents' changes, whose LSNs count from the same split, and the next page starts
+		// after that LSN (the service, likewise, returns one LSN's changes together).
+		if len(page.Items) >= limit && e.lsn != last {
+			break
+		}
 		it := e.item
 		if req.Mode != feed.AllVersionsAndDeletes && (it.lsn != e.lsn || it.deleted) {
 			continue

@@ -343,3 +343,68 @@ func TestMemSource_Conformance(t *testing.T) {
 		}
 	})
 }
+
+// TestMemSource_MergedPagesKeepEveryChange: the two parents of a merge count LSNs from the
+// same split point, so the merged partition holds changes of equal LSN; a page never ends
+// between two of them (the service returns one LSN's changes together), else the next page,
+// which starts after that LSN, would skip the rest of them.
+func TestMemSource_MergedPagesKeepEveryChange(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemSource(1, WithClock(func() time.Time { return t0 }))
+	if _, err := m.Split("0"); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := m.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The service's keys lie below "40": split the lower child again, so that both halves of
+	// the merge get writes.
+	kids, err := m.Split(ps[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err = m.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	per := map[string]int{}
+	for i := 0; len(want) < 12 && i < 10000; i++ {
+		pk := fmt.Sprintf("k%d", i)
+		for _, p := range ps[:2] {
+			if p.Range.Contains(EPK(pk)) && per[p.ID] < 6 {
+				per[p.ID]++
+				id := fmt.Sprintf("doc%d", i)
+				if _, err := m.Write(pk, fmt.Appendf(nil, `{"id":%q}`, id)); err != nil {
+					t.Fatal(err)
+				}
+				want[id] = true
+			}
+		}
+	}
+	merged, err := m.Merge(kids[0], kids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	start := feed.StartFrom{Kind: feed.StartBeginning}
+	for range 100 {
+		page, err := m.ReadPage(ctx, feed.ReadRequest{PartitionID: merged, Start: start, MaxItems: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.NotModified {
+			break
+		}
+		for _, id := range ids(t, page.Items) {
+			got[id] = true
+		}
+		start = feed.StartFrom{Kind: feed.StartContinuation, Continuation: page.Continuation}
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("%s, written before the merge, was never read from the merged partition", id)
+		}
+	}
+}

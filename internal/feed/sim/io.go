@@ -1,0 +1,237 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// errCutOff is what a killed host's requests get: the process is gone, nothing it sends arrives.
+var errCutOff = errors.New("connection refused")
+
+// errLostAnswer is the answer of a write the service applied but whose response never came
+// back (a timeout): the caller cannot tell whether it happened.
+var errLostAnswer = errors.New("request timed out after it was sent")
+
+// hostState is a host's process state as its wrappers see it.
+type hostState int
+
+const (
+	running hostState = iota
+	paused            // frozen: every request and every handler call blocks until resumed
+	dead              // killed: every request fails, no handler call is recorded
+)
+
+// faultKind is an injected answer.
+type faultKind int
+
+const (
+	faultNone        faultKind = iota
+	faultLease429              // lease operations answer 429
+	faultLease503              // lease operations answer 503
+	faultLease412              // lease writes answer 412 without being applied
+	faultLeaseLost             // lease writes are applied but answer a timeout
+	faultFeed429               // change feed reads answer 429
+	faultFeed503               // change feed reads answer 503
+	faultFeed410               // change feed reads answer 410 with a stale-route substatus
+	faultHandlerErr            // the handler fails
+	faultHandlerSlow           // the handler takes slowHandler per batch
+	numFaults
+)
+
+var faultNames = [...]string{"none", "lease-429", "lease-503", "lease-412", "lease-answer-lost", "feed-429", "feed-503", "feed-410", "handler-error", "handler-slow"}
+
+func (f faultKind) String() string { return faultNames[f] }
+
+// slowHandler is how long a handler takes under faultHandlerSlow.
+const slowHandler = 2 * time.Second
+
+// hostIO is the wire of one host: its gate (running, paused, dead) and the fault it is being
+// answered with. Every request of the host's source and lease store passes through it.
+type hostIO struct {
+	mu    sync.Mutex
+	state hostState
+	wake  chan struct{} // closed when a pause ends
+	fault faultKind
+}
+
+func newHostIO() *hostIO { return &hostIO{wake: make(chan struct{})} }
+
+// enter waits while the host is paused (ignoring ctx: a frozen process does not look at its
+// deadlines) and fails once it is dead. It returns the fault in force.
+func (g *hostIO) enter() (faultKind, error) {
+	for {
+		g.mu.Lock()
+		switch g.state {
+		case running:
+			f := g.fault
+			g.mu.Unlock()
+			return f, nil
+		case dead:
+			g.mu.Unlock()
+			return faultNone, errCutOff
+		}
+		ch := g.wake
+		g.mu.Unlock()
+		<-ch
+	}
+}
+
+func (g *hostIO) set(s hostState) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == paused && s != paused {
+		close(g.wake)
+		g.wake = make(chan struct{})
+	}
+	g.state = s
+}
+
+func (g *hostIO) get() hostState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state
+}
+
+func (g *hostIO) setFault(f faultKind) {
+	g.mu.Lock()
+	g.fault = f
+	g.mu.Unlock()
+}
+
+func throttled(status int) error {
+	return &feed.ThrottledError{Status: status, RetryAfter: 200 * time.Millisecond}
+}
+
+// faultDocs is one host's view of the lease container.
+type faultDocs struct {
+	docs leases.Documents
+	io   *hostIO
+}
+
+var _ leases.Documents = (*faultDocs)(nil)
+
+// before passes the gate and returns the injected error of an operation, if any; write says
+// whether the operation writes, lost whether it must be applied before failing.
+func (d *faultDocs) before(write bool) (lost bool, err error) {
+	f, err := d.io.enter()
+	if err != nil {
+		return false, err
+	}
+	switch f {
+	case faultLease429:
+		return false, throttled(http.StatusTooManyRequests)
+	case faultLease503:
+		return false, throttled(http.StatusServiceUnavailable)
+	case faultLease412:
+		if write {
+			return false, leases.ErrPreconditionFailed
+		}
+	case faultLeaseLost:
+		if write {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (d *faultDocs) PartitionKeyPath(ctx context.Context) (string, error) {
+	if _, err := d.before(false); err != nil {
+		return "", err
+	}
+	return d.docs.PartitionKeyPath(ctx)
+}
+
+func (d *faultDocs) QueryPrefix(ctx context.Context, prefix string) ([]leases.Document, error) {
+	if _, err := d.before(false); err != nil {
+		return nil, err
+	}
+	return d.docs.QueryPrefix(ctx, prefix)
+}
+
+func (d *faultDocs) Read(ctx context.Context, id, pk string) (leases.Document, error) {
+	if _, err := d.before(false); err != nil {
+		return leases.Document{}, err
+	}
+	return d.docs.Read(ctx, id, pk)
+}
+
+func (d *faultDocs) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	lost, err := d.before(true)
+	if err != nil {
+		return leases.Document{}, err
+	}
+	doc, err := d.docs.Create(ctx, pk, body)
+	if lost && err == nil {
+		return leases.Document{}, errLostAnswer
+	}
+	return doc, err
+}
+
+func (d *faultDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	lost, err := d.before(true)
+	if err != nil {
+		return leases.Document{}, err
+	}
+	doc, err := d.docs.Replace(ctx, id, pk, ifMatch, body)
+	if lost && err == nil {
+		return leases.Document{}, errLostAnswer
+	}
+	return doc, err
+}
+
+func (d *faultDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
+	lost, err := d.before(true)
+	if err != nil {
+		return err
+	}
+	err = d.docs.Delete(ctx, id, pk, ifMatch)
+	if lost && err == nil {
+		return errLostAnswer
+	}
+	return err
+}
+
+// faultSource is one host's view of the change feed.
+type faultSource struct {
+	src feed.Source
+	io  *hostIO
+}
+
+var _ feed.Source = (*faultSource)(nil)
+
+func (s *faultSource) Partitions(ctx context.Context) ([]feed.Partition, error) {
+	if _, err := s.io.enter(); err != nil {
+		return nil, err
+	}
+	return s.src.Partitions(ctx)
+}
+
+func (s *faultSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Page, error) {
+	f, err := s.io.enter()
+	if err != nil {
+		return feed.Page{}, err
+	}
+	switch f {
+	case faultFeed429:
+		return feed.Page{}, throttled(http.StatusTooManyRequests)
+	case faultFeed503:
+		return feed.Page{}, throttled(http.StatusServiceUnavailable)
+	case faultFeed410:
+		return feed.Page{}, &feed.StaleRouteError{PartitionID: req.PartitionID, Substatus: 1000}
+	}
+	page, err := s.src.ReadPage(ctx, req)
+	if err != nil {
+		return page, err
+	}
+	// A page read before a pause is handed over after it, as a frozen process does.
+	if _, err := s.io.enter(); err != nil {
+		return feed.Page{}, err
+	}
+	return page, nil
+}

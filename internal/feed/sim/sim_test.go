@@ -1,0 +1,152 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	seedFlag   = flag.Uint64("seed", 0, "replay this one seed (TestSim)")
+	seedsFlag  = flag.Int("seeds", 0, "how many seeds TestSim runs (default 200, or CFP_SIM_SEEDS)")
+	firstFlag  = flag.Uint64("first", 1, "the first seed TestSim runs")
+	onlyFlag   = flag.String("only", "", "make every host cfp or dotnet (default: both)")
+	traceFlag  = flag.Bool("deliveries", false, "log every delivery of a replayed seed")
+	strictFlag = flag.Bool("strict", false, "make the liveness bounds (settle, stay settled) failures")
+	faultFlag  = flag.String("faults", "", "comma-separated fault kinds to draw (default all): "+strings.Join(FaultKinds(), ","))
+)
+
+// TestSim plays seeds of the full simulation (every fault kind, cfp and .NET hosts), each in
+// its own bubble, when asked: -seed=N replays one, -seeds=N (or CFP_SIM_SEEDS) runs N from
+// -first. A failing seed prints the command that replays it. CI runs TestSim_CI.
+func TestSim(t *testing.T) {
+	first, n := *firstFlag, *seedsFlag
+	if *seedFlag != 0 {
+		first, n = *seedFlag, 1
+	}
+	if v := os.Getenv("CFP_SIM_SEEDS"); n == 0 && v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			t.Fatalf("CFP_SIM_SEEDS=%q: %v", v, err)
+		}
+	}
+	if n == 0 {
+		t.Skip("give -seed=N, -seeds=N or CFP_SIM_SEEDS=N for the full simulation (TestSim_CI is the CI part)")
+	}
+	var opts Options
+	if *faultFlag != "" {
+		opts.Faults = strings.Split(*faultFlag, ",")
+	}
+	switch *onlyFlag {
+	case "cfp":
+		opts.Only = int(CFP) + 1
+	case "dotnet":
+		opts.Only = int(DotNet) + 1
+	}
+	opts.Trace, opts.Strict = *traceFlag, *strictFlag
+	runSeeds(t, first, n, opts, faultArg())
+}
+
+// ciMixedFaults are the fault kinds of the mixed part of TestSim_CI: all but splits and
+// merges, under which the .NET model alone leaves overlapping leases (an open finding,
+// docs/architecture.md).
+var ciMixedFaults = []string{"timing", "skew", "burst", "join", "kill", "stop", "restart", "pause",
+	"lease-429", "lease-503", "lease-412", "lease-answer-lost", "feed-429", "feed-503", "feed-410", "handler-error", "handler-slow"}
+
+// TestSim_CI is the simulation's CI part: 120 seeds of cfp hosts under every fault kind and
+// 80 seeds of cfp and .NET hosts under every kind but splits and merges (25 and 15 under the
+// race detector), safety invariants enforced (the liveness bounds are logged; -strict
+// enforces them).
+func TestSim_CI(t *testing.T) {
+	if *seedFlag != 0 || *seedsFlag != 0 {
+		t.Skip("TestSim runs the seeds asked for")
+	}
+	nCFP, nMixed := 120, 80
+	if raceEnabled {
+		nCFP, nMixed = 25, 15 // the same seeds, fewer: the detector is after data races here
+	}
+	t.Run("cfp", func(t *testing.T) {
+		t.Parallel()
+		runSeeds(t, 1, nCFP, Options{Only: int(CFP) + 1, Strict: *strictFlag}, " -only=cfp")
+	})
+	t.Run("mixed", func(t *testing.T) {
+		t.Parallel()
+		runSeeds(t, 1001, nMixed, Options{Faults: ciMixedFaults, Strict: *strictFlag}, " -faults="+strings.Join(ciMixedFaults, ","))
+	})
+}
+
+// knownFailing are CI seeds that find an open bug (docs/architecture.md, "The deployment
+// simulation", findings); TestSim replays them.
+var knownFailing = map[uint64]string{}
+
+func runSeeds(t *testing.T, first uint64, n int, opts Options, args string) {
+	var failed, liveness atomic.Int64
+	began := time.Now()
+	t.Run("seeds", func(t *testing.T) {
+		for seed := first; seed < first+uint64(n); seed++ {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				if why, ok := knownFailing[seed]; ok && n > 1 {
+					t.Skipf("known finding: %s", why)
+				}
+				t.Parallel()
+				var r Result
+				synctest.Test(t, func(*testing.T) { r = Run(seed, opts) })
+				if len(r.Violations) > 0 || testing.Verbose() && n == 1 {
+					for _, l := range r.Log {
+						t.Log(l)
+					}
+				}
+				if len(r.Liveness) > 0 {
+					liveness.Add(1)
+					t.Logf("liveness bound missed (enforced with -strict): %s\n  replay: go test ./internal/feed/sim -run 'TestSim$' -seed=%d%s -strict -v",
+						strings.Join(r.Liveness, "; "), seed, args)
+				}
+				if len(r.Violations) > 0 {
+					failed.Add(1)
+					t.Errorf("%s\n  %s\nreplay: go test ./internal/feed/sim -run 'TestSim$' -seed=%d%s -v",
+						r.Summary(), strings.Join(r.Violations, "\n  "), seed, args)
+					return
+				}
+				if n == 1 {
+					t.Log(r.Summary())
+				}
+			})
+		}
+	})
+	t.Logf("%d seeds from %d: %d failed, %d missed a liveness bound, %s", n, first, failed.Load(), liveness.Load(), time.Since(began).Round(time.Millisecond))
+}
+
+func faultArg() string {
+	s := ""
+	if *faultFlag != "" {
+		s += " -faults=" + *faultFlag
+	}
+	if *onlyFlag != "" {
+		s += " -only=" + *onlyFlag
+	}
+	if *strictFlag {
+		s += " -strict"
+	}
+	return s
+}
+
+// TestBalance_100LeasesOver10Hosts pins how fast cfp hosts balance 100 leases, in acquire
+// cycles of virtual time: within 3 after all ten start, within 3 after an eleventh joins, and
+// within 3 after a killed host's leases expired.
+func TestBalance_100LeasesOver10Hosts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c, err := Balance(100, 10, 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("balanced in %d cycles after the start, %d after a join, %d after a kill (its leases expire after %d)", c.Start, c.Join, c.Kill, ExpiryCycles)
+		if c.Start > 3 || c.Join > 3 || c.Kill > ExpiryCycles+3 {
+			t.Errorf("balanced in %d cycles after the start, %d after a join, %d after a kill; want at most 3, 3 and %d (3 after the expiry)", c.Start, c.Join, c.Kill, ExpiryCycles+3)
+		}
+	})
+}

@@ -1,0 +1,431 @@
+// Package sim is a deterministic simulation of a mixed deployment: cfp processor hosts (the
+// real feed.Processor) and model .NET v3 hosts (dotnettest) sharing one lease set over an
+// in-memory change feed (feedtest.MemSource) and lease container (leases.MemDocuments), in
+// virtual time. A seed draws the deployment and its fault schedule (writes, kills, pauses,
+// restarts, splits, merges, injected service answers, slow and failing handlers, clock skew,
+// lease options that differ between hosts); the world checks its invariants at every delivery
+// and at the end. Run must be called inside a testing/synctest bubble, so that every timer of
+// every host runs on the bubble's fake clock. docs/architecture.md, "The deployment
+// simulation", describes what it models and the windows its invariants allow.
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/feed/dotnettest"
+	"github.com/cfp-dev/cfp/internal/feed/feedtest"
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Prefix is the lease prefix of the simulated lease set.
+const Prefix = "cfpsim.documents.azure.com_db==_coll="
+
+// Kind is a host's implementation.
+type Kind int
+
+// Host kinds.
+const (
+	CFP Kind = iota
+	DotNet
+)
+
+func (k Kind) String() string {
+	if k == DotNet {
+		return "dotnet"
+	}
+	return "cfp"
+}
+
+// Timing is one host's lease options.
+type Timing struct {
+	Acquire, Renew, Expiration time.Duration
+}
+
+// host is one simulated process, alive or not.
+type host struct {
+	name   string
+	kind   Kind
+	timing Timing
+	skew   time.Duration // its clock's offset from the true time
+	io     *hostIO
+
+	// cfp
+	cancel context.CancelFunc
+	done   chan error
+	// .NET
+	net *dotnettest.Host
+
+	pauses []span // when it was frozen (end zero: still frozen)
+	blind  []span // when its lease writes failed (429, 503, lost answers): it cannot learn of a loss
+	// faulted says the host was answered with an injected fault: a Run that failed on one
+	// (a bootstrap that gave up on a 429 or 503, as .NET's StartAsync throws) is no violation.
+	faulted bool
+	exited  atomic.Bool // a cfp host's Run returned
+}
+
+type span struct{ from, to time.Time }
+
+// owned is the lease document's owner of one token, as last written.
+type owned struct {
+	owner string
+	since time.Time
+}
+
+// World is the simulated deployment.
+type World struct {
+	src   *feedtest.MemSource
+	mem   *leases.MemDocuments
+	docs  leases.Documents // mem, observed
+	batch int
+	start time.Time
+	trace bool // log every delivery
+
+	mu      sync.Mutex
+	hosts   map[string]*host // by name, the newest incarnation
+	order   []string         // names in the order they first started
+	latest  map[string]int64 // document id -> the LSN of its latest write
+	seen    map[string]int   // id@lsn -> successful deliveries
+	written int
+
+	owner   map[string]owned                // token -> current owner
+	lost    map[string]map[string]time.Time // token -> former owner -> when it stopped owning it
+	changes int                             // ownership changes (a lease written with a new non-empty owner)
+	retries int                             // failed handler calls (each may redeliver a batch)
+
+	// maxLate is the longest a former owner went on delivering a lease after losing it (its
+	// awake time), and lateBatches how many batches were so delivered.
+	maxLate     time.Duration
+	lateBatches int
+
+	violations []string
+	log        []string
+}
+
+func newWorld(partitions, batch int) *World {
+	w := &World{
+		src:    feedtest.NewMemSource(partitions, feedtest.WithPageSize(batch)),
+		mem:    leases.NewMemDocuments("/id"),
+		batch:  batch,
+		start:  time.Now(),
+		hosts:  map[string]*host{},
+		latest: map[string]int64{},
+		seen:   map[string]int{},
+		owner:  map[string]owned{},
+		lost:   map[string]map[string]time.Time{},
+	}
+	w.docs = &observedDocs{Documents: w.mem, w: w}
+	return w
+}
+
+// at is the virtual time since the start, for logs.
+func (w *World) at() time.Duration { return time.Since(w.start) }
+
+func (w *World) logf(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.log = append(w.log, fmt.Sprintf("%8s ", w.at().Truncate(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+func (w *World) violate(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violateLocked(format, args...)
+}
+
+func (w *World) violateLocked(format string, args ...any) {
+	msg := fmt.Sprintf("%8s ", w.at().Truncate(time.Millisecond)) + fmt.Sprintf(format, args...)
+	w.violations = append(w.violations, msg)
+	w.log = append(w.log, "VIOLATION "+msg)
+}
+
+// observedDocs is the lease container with an observer of every lease write: the world's
+// record of who owns what since when.
+type observedDocs struct {
+	leases.Documents
+	w *World
+}
+
+func (o *observedDocs) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	d, err := o.Documents.Create(ctx, pk, body)
+	if err == nil {
+		o.w.observe(d, false)
+	}
+	return d, err
+}
+
+func (o *observedDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	d, err := o.Documents.Replace(ctx, id, pk, ifMatch, body)
+	if err == nil {
+		o.w.observe(d, false)
+	}
+	return d, err
+}
+
+func (o *observedDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
+	// Read first to learn the token; the delete itself decides.
+	d, rerr := o.Documents.Read(ctx, id, pk)
+	err := o.Documents.Delete(ctx, id, pk, ifMatch)
+	if err == nil && rerr == nil {
+		o.w.observe(d, true)
+	}
+	return err
+}
+
+// observe records a lease document's new owner (none when deleted).
+func (w *World) observe(d leases.Document, deleted bool) {
+	l, err := leases.Decode(d)
+	if err != nil {
+		return // a marker (.info, .lock) or a host record
+	}
+	owner := strings.TrimSpace(l.Owner)
+	if deleted {
+		owner = ""
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := w.owner[l.Token]
+	if was.owner == owner && (owner != "" || !deleted) {
+		if w.trace && len(l.Properties) > 0 {
+			w.log = append(w.log, fmt.Sprintf("%8s write %s: owner %q props=%v", w.at().Truncate(time.Millisecond), l.Token, owner, l.Properties))
+		}
+		return
+	}
+	if was.owner != "" && was.owner != owner {
+		if w.lost[l.Token] == nil {
+			w.lost[l.Token] = map[string]time.Time{}
+		}
+		w.lost[l.Token][was.owner] = now
+	}
+	if w.trace {
+		w.log = append(w.log, fmt.Sprintf("%8s owner %s: %q -> %q props=%v", w.at().Truncate(time.Millisecond), l.Token, was.owner, owner, l.Properties))
+	}
+	if owner != "" {
+		w.changes++
+		if w.lost[l.Token] != nil {
+			delete(w.lost[l.Token], owner)
+		}
+	}
+	if deleted {
+		delete(w.owner, l.Token)
+		return
+	}
+	w.owner[l.Token] = owned{owner: owner, since: now}
+}
+
+// awake returns how long h was running (not frozen) between from and to.
+func (h *host) awake(from, to time.Time) time.Duration {
+	d := to.Sub(from)
+	for _, p := range h.pauses {
+		end := p.to
+		if end.IsZero() {
+			end = to
+		}
+		lo, hi := maxTime(p.from, from), minTime(end, to)
+		if hi.After(lo) {
+			d -= hi.Sub(lo)
+		}
+	}
+	return d
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// late returns how long after losing a lease (at lostAt) a host that delivers it at now has
+// been at it, in its own awake time, and its window: the batch in flight (a slow handler's) and
+// one write interval for the host to learn of the loss at its next write of the lease: the
+// renew interval for .NET, the keep-alive for cfp, which writes an idle lease only that often
+// (feed.ProcessorOptions.KeepAlive, looked at every quarter renew interval). A host whose lease
+// writes failed meanwhile cannot learn of it: a cfp host goes on until its lease expires by
+// its own clock (an expiration after its last write); a .NET host, whose renewer only logs
+// failures, until a write succeeds again, so its lateness counts from then.
+func (h *host) late(lostAt, now time.Time) (late, window time.Duration) {
+	from := lostAt
+	blind := false
+	for _, b := range h.blind {
+		if (b.to.IsZero() || b.to.After(lostAt)) && b.from.Before(now) {
+			blind = true
+			if b.to.IsZero() || b.to.After(now) {
+				from = now
+			} else if b.to.After(from) {
+				from = b.to
+			}
+		}
+	}
+	if h.kind == CFP {
+		o := feed.ProcessorOptions{AcquireInterval: h.timing.Acquire, RenewInterval: h.timing.Renew, Expiration: h.timing.Expiration}
+		window = max(o.KeepAlive(), h.timing.Renew) + h.timing.Renew/4 + slowHandler
+		if blind {
+			window = h.timing.Expiration + slowHandler
+		}
+		return h.awake(lostAt, now), window
+	}
+	return h.awake(from, now), h.timing.Renew + slowHandler
+}
+
+// begin is a handler call of h for token: the ownership invariant. A host hands over a lease's
+// batch only while the lease document names it, or within its window (see late), in its awake
+// time, after the document stopped naming it.
+func (w *World) begin(h *host, token string) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.owner[token].owner == h.name {
+		return
+	}
+	lostAt, ok := w.lost[token][h.name]
+	if !ok {
+		w.violateLocked("%s %s delivered lease %s, which it never owned (owner %q)", h.kind, h.name, token, w.owner[token].owner)
+		return
+	}
+	late, win := h.late(lostAt, now)
+	w.lateBatches++
+	w.maxLate = max(w.maxLate, late)
+	if late > win {
+		w.violateLocked("%s %s delivered lease %s %s (awake) after it lost it to %q, beyond its window of %s",
+			h.kind, h.name, token, late, w.owner[token].owner, win)
+	}
+}
+
+// deliver records the items of a successful handler call.
+func (w *World) deliver(items []json.RawMessage) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, it := range items {
+		var d struct {
+			ID  string `json:"id"`
+			LSN int64  `json:"_lsn"`
+		}
+		if err := json.Unmarshal(it, &d); err != nil {
+			w.violateLocked("undecodable item %s", it)
+			continue
+		}
+		w.seen[fmt.Sprintf("%s@%d", d.ID, d.LSN)]++
+	}
+}
+
+// write writes n documents; a fraction rewrites documents written before (latest-version
+// feeds return only their newest version).
+func (w *World) write(ids []string) {
+	for _, id := range ids {
+		lsn, err := w.src.Write("pk-"+id, fmt.Appendf(nil, `{"id":%q}`, id))
+		if err != nil {
+			w.violate("write %s: %v", id, err)
+			continue
+		}
+		w.mu.Lock()
+		if _, ok := w.latest[id]; !ok {
+			w.written++
+		}
+		w.latest[id] = lsn
+		w.mu.Unlock()
+	}
+}
+
+// missing returns how many documents' latest version was never delivered, and one of them.
+func (w *World) missing() (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, one := 0, ""
+	for id, lsn := range w.latest {
+		if k := fmt.Sprintf("%s@%d", id, lsn); w.seen[k] == 0 {
+			if n == 0 || k < one {
+				one = k
+			}
+			n++
+		}
+	}
+	return n, one
+}
+
+// duplicates counts deliveries beyond the first of every id@lsn.
+func (w *World) duplicates() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := 0
+	for _, n := range w.seen {
+		if n > 1 {
+			d += n - 1
+		}
+	}
+	return d
+}
+
+// leaseSet lists the leases as the container holds them.
+func (w *World) leaseSet() []*leases.Lease {
+	ls, err := leases.NewStore(w.mem, Prefix, leases.StoreOptions{}).List(context.Background())
+	if err != nil {
+		w.violate("list leases: %v", err)
+	}
+	return ls
+}
+
+func (w *World) partitions() []feed.Partition {
+	ps, err := w.src.Partitions(context.Background())
+	if err != nil {
+		w.violate("list partitions: %v", err)
+	}
+	return ps
+}
+
+// coverage returns what is wrong with the lease set against the live partitions: gaps,
+// overlaps, duplicate tokens, leases over gone partitions.
+func (w *World) coverage() []string {
+	var lp []leases.Partition
+	for _, p := range w.partitions() {
+		lp = append(lp, leases.Partition{ID: p.ID, Range: p.Range, Parents: p.Parents})
+	}
+	var out []string
+	for _, f := range leases.Check(w.leaseSet(), time.Now(), time.Hour, leases.WithPartitions(lp)) {
+		switch f.Kind {
+		case leases.FindingPendingSplit, leases.FindingOrphanParent, leases.FindingGap, leases.FindingOverlap,
+			leases.FindingUnknownRange, leases.FindingDuplicate:
+			out = append(out, fmt.Sprintf("%s: %s", f.Kind, f.Message))
+		}
+	}
+	return out
+}
+
+// live returns the names of the running hosts (not killed, not stopped, not frozen).
+func (w *World) live() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for n, h := range w.hosts {
+		if h.io.get() == running && (h.cancel != nil && !h.exited.Load() || h.net != nil) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// describe renders the lease set for a report.
+func (w *World) describe() string {
+	var b strings.Builder
+	now := time.Now()
+	for _, l := range w.leaseSet() {
+		fmt.Fprintf(&b, "\n    %s %s owner=%q age=%s cont=%s", l.Token, l.Range, l.Owner, now.Sub(l.Timestamp).Truncate(time.Millisecond), l.Continuation)
+	}
+	return b.String()
+}
