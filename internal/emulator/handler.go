@@ -368,6 +368,9 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			if r.Header.Get(hdrAIM) != "" {
 				e.readChangeFeed(w, r, s[1], s[3])
 			} else {
+				// A read feed of the documents (no query) fans out over every partition
+				// without asking, as the gateway serves it (the Python SDK's read_all_items).
+				r.Header.Set(hdrEnableCrossPartition, "true")
 				e.queryItems(w, r, s[1], s[3])
 			}
 			return
