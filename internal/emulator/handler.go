@@ -349,6 +349,10 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			e.readPKRanges(w, r, s[1], s[3])
 			return
 		}
+	case s[4] == "conflicts" && n <= 6:
+		if e.serveConflicts(w, r, s[1], s[3], n == 6) {
+			return
+		}
 	case s[4] != "docs":
 	case n == 5:
 		switch r.Method {
