@@ -349,6 +349,10 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			e.readPKRanges(w, r, s[1], s[3])
 			return
 		}
+	case s[4] == "conflicts" && n <= 6:
+		if e.serveConflicts(w, r, s[1], s[3], n == 6) {
+			return
+		}
 	case s[4] != "docs":
 	case n == 5:
 		switch r.Method {
@@ -368,6 +372,9 @@ func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
 			if r.Header.Get(hdrAIM) != "" {
 				e.readChangeFeed(w, r, s[1], s[3])
 			} else {
+				// A read feed of the documents (no query) fans out over every partition
+				// without asking, as the gateway serves it (the Python SDK's read_all_items).
+				r.Header.Set(hdrEnableCrossPartition, "true")
 				e.queryItems(w, r, s[1], s[3])
 			}
 			return
@@ -704,7 +711,43 @@ func (e *Emulator) readContainer(w http.ResponseWriter, r *http.Request, db, col
 		w.Header().Set("x-ms-resource-quota", "collectionSize=10485760;documentSize=10240;documentsSize=10485760;")
 		w.Header().Set("x-ms-resource-usage", "collectionSize=0;documentSize=0;documentsSize=0;")
 	}
-	e.writeColl(w, http.StatusOK, chargeRead, st)
+	if !strings.EqualFold(r.Header.Get("x-ms-documentdb-populatepartitionstatistics"), "true") {
+		e.writeColl(w, http.StatusOK, chargeRead, st)
+		return
+	}
+	body, err := collBody(st)
+	if err == nil {
+		body["statistics"], err = e.partitionStatistics(db, coll, st)
+	}
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	out, _ := json.Marshal(body)
+	w.Header().Set("etag", st.Etag)
+	w.Header().Set(hdrContentPath, st.RID)
+	writeJSON(w, http.StatusOK, chargeRead, out)
+}
+
+// partitionStatistics is a container's "statistics" when a read asks for them
+// (x-ms-documentdb-populatepartitionstatistics): per live partition key range, its id, how many
+// documents it holds and their size in KB.
+func (e *Emulator) partitionStatistics(db, coll string, st *collState) ([]map[string]any, error) {
+	live := st.live()
+	stats := make([]map[string]any, 0, len(live))
+	for _, rg := range live {
+		var count, size int
+		if _, err := e.store.scanItems(db, coll, scanScope{RangeID: rg.idString()}, nil, func(_ []byte, it item) (bool, error) {
+			count++
+			size += len(it.Body)
+			return true, nil
+		}); err != nil {
+			return nil, err
+		}
+		stats = append(stats, map[string]any{"id": rg.idString(), "documentCount": count,
+			"sizeInKB": (size + 1023) / 1024, "partitionKeys": []any{}})
+	}
+	return stats, nil
 }
 
 func (e *Emulator) deleteContainer(w http.ResponseWriter, db, coll string) {

@@ -489,7 +489,8 @@ func (s *store) replaceContainer(db, coll string, body []byte) (*collState, erro
 
 // normalizeIndexingPolicy returns the indexing policy as the service stores it: consistent and
 // automatic unless said otherwise, "/*" included and "/\"_etag\"/?" excluded when the policy
-// indexes (a policy with indexingMode none keeps empty path lists).
+// indexes (a policy with indexingMode none keeps empty path lists), and no legacy index list on
+// an included path.
 func normalizeIndexingPolicy(raw json.RawMessage) (json.RawMessage, error) {
 	p := map[string]any{}
 	if len(raw) > 0 && string(raw) != "null" {
@@ -513,6 +514,13 @@ func normalizeIndexingPolicy(raw json.RawMessage) (json.RawMessage, error) {
 		return v
 	}
 	inc, exc := paths("includedPaths"), paths("excludedPaths")
+	for _, x := range inc {
+		// An included path's legacy index list (kind Hash or Range, dataType, precision) is
+		// accepted and dropped: every path is range-indexed for every type.
+		if m, ok := x.(map[string]any); ok {
+			delete(m, "indexes")
+		}
+	}
 	if p["indexingMode"] != "none" {
 		has := func(list []any, path string) bool {
 			for _, x := range list {

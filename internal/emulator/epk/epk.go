@@ -236,12 +236,62 @@ func FromDocument(doc map[string]any, paths []string) []any {
 	return out
 }
 
+// PathSegments splits a partition-key path into its property names as the service and the
+// SDKs parse it: "/a/b" is a, b; a segment in double or single quotes is the text between them,
+// "/" included ("/\"le/vel\"" is le/vel), and a quote preceded by a backslash does not end it. A
+// path that is not well formed (no leading "/", an unclosed quote) splits at every "/", the
+// quotes of a segment that wholly stands in them removed.
+func PathSegments(path string) []string {
+	var segs []string
+	for i := 0; i < len(path); {
+		if path[i] != '/' {
+			return splitPlain(path)
+		}
+		i++
+		if i == len(path) {
+			break
+		}
+		if q := path[i]; q == '"' || q == '\'' {
+			end := i + 1
+			for {
+				k := strings.IndexByte(path[end:], q)
+				if k < 0 {
+					return splitPlain(path)
+				}
+				end += k
+				if path[end-1] != '\\' {
+					break
+				}
+				end++
+			}
+			segs = append(segs, path[i+1:end])
+			i = end + 1
+			continue
+		}
+		end := strings.IndexByte(path[i:], '/')
+		if end < 0 {
+			end = len(path) - i
+		}
+		segs = append(segs, path[i:i+end])
+		i += end
+	}
+	return segs
+}
+
+// splitPlain is PathSegments for a path it cannot parse: the earlier split at every "/".
+func splitPlain(path string) []string {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i, seg := range segs {
+		if len(seg) >= 2 && seg[0] == '"' && seg[len(seg)-1] == '"' {
+			segs[i] = seg[1 : len(seg)-1]
+		}
+	}
+	return segs
+}
+
 func lookup(doc map[string]any, path string) any {
 	var cur any = doc
-	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
-		if len(seg) >= 2 && seg[0] == '"' && seg[len(seg)-1] == '"' {
-			seg = seg[1 : len(seg)-1]
-		}
+	for _, seg := range PathSegments(path) {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return Undefined{}

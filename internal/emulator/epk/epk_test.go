@@ -156,3 +156,19 @@ func BenchmarkHashV2(b *testing.B) {
 		HashV2(key)
 	}
 }
+
+func TestPathSegments(t *testing.T) {
+	for path, want := range map[string][]string{
+		"/pk":                      {"pk"},
+		"/a/b":                     {"a", "b"},
+		`/"le/vel"/x`:              {"le/vel", "x"},
+		`/'a"b'/"c'd"`:             {`a"b`, `c'd`},
+		`/"level' 1*()"/"le/vel2"`: {"level' 1*()", "le/vel2"},
+		`/"a\"/b"`:                 {`a\"/b`},
+		`/"unclosed/x`:             {`"unclosed`, "x"},
+	} {
+		if got := PathSegments(path); strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+			t.Errorf("PathSegments(%s) = %q, want %q", path, got, want)
+		}
+	}
+}

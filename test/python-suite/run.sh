@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Runs the azure-cosmos (Python SDK) 4.17.1 emulator tests in tests/ (copied unchanged, see
+# README.md) against `cfp emulator` over TLS on a free port of the IPv6 loopback, trusting the
+# emulator's certificate (REQUESTS_CA_BUNDLE; verification stays on), and fails on any test that does not
+# pass unless known-failures.txt names it (one line: test id, then the reason). The list only
+# shrinks: a listed test that passes fails the run too, so the entry is removed.
+#
+# Usage: test/python-suite/run.sh [--report] [PYTEST_K_EXPRESSION]
+#   --report               print the results, exit 0 whatever they are (to measure)
+#   PYTEST_K_EXPRESSION    run only the tests pytest -k selects (for debugging one test)
+# The virtualenv is made once per requirements.txt in ${CFP_PYSUITE_CACHE:-~/.cache/cfp-python-suite}
+# with python3 (PYTHON overrides), and pip installs the pinned requirements into it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+report=0
+if [ "${1:-}" = "--report" ]; then report=1; shift; fi
+only=${1:-}
+
+python=${PYTHON:-python3}
+cache=${CFP_PYSUITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cfp-python-suite}
+venv="$cache/venv-$(cat "$here/requirements.txt" <("$python" -V 2>&1) | sha256sum | cut -c1-16)"
+if [ ! -x "$venv/bin/pytest" ]; then
+  echo "== python-suite: create $venv" >&2
+  rm -rf "$venv" && mkdir -p "$cache"
+  "$python" -m venv "$venv.tmp"
+  "$venv.tmp/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
+  mv "$venv.tmp" "$venv"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/python-suite.XXXXXX")
+emu_pid=
+cleanup() {
+  if [ -n "$emu_pid" ]; then kill "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== python-suite: build cfp" >&2
+(cd "$root" && go build -o "$work/cfp" .)
+
+# On [::1], not localhost: the SDK turns TLS verification off for the hosts localhost and
+# 127.0.0.1 (_synchronized_request.py), and the suite must verify the emulator's certificate.
+echo "== python-suite: start cfp emulator on a free port of [::1]" >&2
+"$work/cfp" emulator --data "$work/data" --addr '[::1]:0' -o json >"$work/serving.json" 2>"$work/emulator.log" &
+emu_pid=$!
+for _ in $(seq 100); do
+  [ -s "$work/serving.json" ] && break
+  kill -0 "$emu_pid" 2>/dev/null || { cat "$work/emulator.log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -s "$work/serving.json" ] || { echo "python-suite: cfp emulator did not start" >&2; cat "$work/emulator.log" >&2; exit 1; }
+field() { "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1" <"$work/serving.json"; }
+endpoint=$(field tls_endpoint)
+cert=$(field cert_file)
+[ -s "$cert" ] || { echo "python-suite: no certificate at $cert" >&2; exit 1; }
+
+# --tb=native: pytest's own traceback format parses the test's source, and a RecursionError in a
+# test (the SDK's retries) then breaks pytest itself (INTERNALERROR, exit 3) on CPython 3.11.
+args=(-p no:cacheprovider -q -rfE --tb=native --junitxml "$work/junit.xml" --rootdir "$here")
+if [ -n "$only" ]; then args+=(-k "$only"); fi
+echo "== python-suite: run the tests against $endpoint" >&2
+start=$(date +%s)
+set +e
+(cd "$here" && PYTHONDONTWRITEBYTECODE=1 ACCOUNT_HOST="$endpoint" REQUESTS_CA_BUNDLE="$cert" SSL_CERT_FILE="$cert" \
+  "$venv/bin/python" -m pytest "${args[@]}" $(cd "$here" && ls tests/test_*.py | grep -v test_config.py)) >"$work/tests.log" 2>&1
+rc=$?
+set -e
+secs=$(( $(date +%s) - start ))
+if [ -n "${PYTHON_SUITE_LOG:-}" ]; then
+  cp "$work/tests.log" "$PYTHON_SUITE_LOG"; cp "$work/emulator.log" "$PYTHON_SUITE_LOG.emulator"
+fi
+# 0: all passed, 1: some failed, 5: nothing collected (a -k that matches nothing); others: pytest broke.
+case $rc in
+  0|1) ;;
+  5) echo "python-suite: no test matches${only:+ -k $only}" >&2; exit 1 ;;
+  *) echo "python-suite: pytest exited $rc" >&2; tail -60 "$work/tests.log" >&2; exit 1 ;;
+esac
+
+# One line per test: its id (file::class::name[params], relative to tests/) and its outcome.
+"$venv/bin/python" - "$work/junit.xml" >"$work/results" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    path = case.get("classname", "").split(".")
+    # classname is module[.Class]: tests.test_x.TestY -> test_x.py::TestY
+    mod = [p for p in path if p.startswith("test_")]
+    i = path.index(mod[0]) if mod else 0
+    tid = "::".join([path[i] + ".py"] + path[i + 1:] + [case.get("name")])
+    outcome = "passed"
+    for child in case:
+        if child.tag in ("failure", "error", "skipped"):
+            outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+            break
+    print(tid, outcome)
+PY
+
+# A listed test whose reason starts with "flaky:" may pass or fail (its outcome depends on the
+# machine's load, not on the emulator); every other listed test must fail.
+known=$(sed -e 's/#.*//' "$here/known-failures.txt" | awk 'NF { print $1 }' | sort -u)
+flaky=$(sed -e 's/#.*//' "$here/known-failures.txt" | awk 'NF && $2 == "flaky:" { print $1 }' | sort -u)
+total=$(wc -l <"$work/results")
+count() { awk -v o="$1" '$2 == o' "$work/results" | wc -l; }
+failed=() fixed=()
+while read -r t outcome; do
+  if [ "$outcome" = passed ] || [ "$outcome" = skipped ]; then
+    if grep -qxF -- "$t" <<<"$known" && ! grep -qxF -- "$t" <<<"$flaky"; then fixed+=("$t"); fi
+  elif ! grep -qxF -- "$t" <<<"$known"; then
+    failed+=("$t")
+  fi
+done <"$work/results"
+echo "python-suite: $(count passed) passed, $(count failed) failed, $(count error) errors, $(count skipped) skipped of $total tests (${secs}s)" >&2
+if [ $report = 1 ]; then awk '$2 != "passed" { print "  " $2 ": " $1 }' "$work/results" >&2; fi
+if [ "${#failed[@]}" -gt 0 ] || [ "${#fixed[@]}" -gt 0 ] || [ $report = 1 ]; then
+  if [ "${#failed[@]}" -gt 0 ]; then
+    echo "python-suite: failing and not in known-failures.txt:" >&2
+    printf '  %s\n' "${failed[@]}" >&2
+    grep -E '^(FAILED|ERROR) ' "$work/tests.log" >&2 || true
+  fi
+  if [ "${#fixed[@]}" -gt 0 ]; then
+    echo "python-suite: passing now, remove from known-failures.txt:" >&2
+    printf '  %s\n' "${fixed[@]}" >&2
+  fi
+  if [ -n "${PYTHON_SUITE_LOG:-}" ]; then cp "$work/results" "$PYTHON_SUITE_LOG.results"; fi
+  [ $report = 1 ] && exit 0
+  exit 1
+fi
