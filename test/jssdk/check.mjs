@@ -1,7 +1,7 @@
 // check.mjs drives a cfp emulator (or any Cosmos DB account that has the /_cfp admin API) with
 // the real JavaScript SDK, @azure/cosmos as pinned in package.json, and prints a JSON summary:
 //
-//	{"sdk":"4.9.3","database":"...","passed":N,"failed":M,"checks":[{"name","ok","detail"},...]}
+//	{"sdk":"4.10.1","database":"...","passed":N,"failed":M,"checks":[{"name","ok","detail"},...]}
 //
 // It exits 0 when every check passed, 1 when one failed and 2 when it could not run at all.
 // Environment: COSMOS_ENDPOINT (http://127.0.0.1:PORT/) and COSMOS_KEY (the account key, never

@@ -17,7 +17,7 @@ import (
 )
 
 // pinnedSDK is the @azure/cosmos version of package.json and package-lock.json.
-const pinnedSDK = "4.9.3"
+const pinnedSDK = "4.10.1"
 
 // scriptTimeout bounds one run of check.mjs; it takes a few seconds.
 const scriptTimeout = 3 * time.Minute
