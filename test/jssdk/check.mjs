@@ -9,11 +9,12 @@
 //
 // Run it through jssdk_test.go (CFP_JSSDK=1 go test ./test/jssdk -v), which starts the emulator.
 
-import { createHash, createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Agent } from "node:https";
 import { createRequire } from "node:module";
 import { ChangeFeedStartFrom, CosmosClient } from "@azure/cosmos";
+import { AdminError, adminClient } from "./admin.mjs";
+import { runProperty } from "./property.mjs";
 
 const require = createRequire(import.meta.url);
 const sdkVersion = require("@azure/cosmos/package.json").version;
@@ -106,29 +107,15 @@ async function readPages(iterator, n) {
   return { items, token };
 }
 
-// admin calls the emulator's admin API, signed like any Cosmos DB request plus its body
-// (internal/emulator SignRequest, auth.SignWithBody): resource type and link from the path,
-// RFC 1123 date, and the base64 SHA-256 of the body (of no bytes when there is none).
+// admin calls the emulator's admin API (admin.mjs); its errors fail the check like assertions.
+const adminCall = adminClient(endpoint, key);
 async function admin(method, path, body) {
-  const date = new Date().toUTCString();
-  const segs = path.replace(/^\/+|\/+$/g, "").split("/");
-  const [type, link] = segs.length % 2 === 1 ? [segs.at(-1), segs.slice(0, -1).join("/")] : [segs.at(-2), segs.join("/")];
-  const payload = body === undefined ? "" : JSON.stringify(body);
-  const digest = createHash("sha256").update(payload).digest("base64");
-  const text = `${method.toLowerCase()}\n${type.toLowerCase()}\n${link}\n${date.toLowerCase()}\n${digest}\n`;
-  const sig = createHmac("sha256", Buffer.from(key, "base64")).update(text).digest("base64");
-  const res = await fetch(new URL(path, endpoint), {
-    method,
-    headers: {
-      authorization: encodeURIComponent(`type=master&ver=1.0&sig=${sig}`),
-      "x-ms-date": date,
-      "content-type": "application/json",
-    },
-    body: body === undefined ? undefined : payload,
-  });
-  const text2 = await res.text();
-  if (!res.ok) throw new AssertionError(`${method} ${path} answered ${res.status}: ${text2.slice(0, 300)}`);
-  return text2 ? JSON.parse(text2) : undefined;
+  try {
+    return await adminCall(method, path, body);
+  } catch (err) {
+    if (err instanceof AdminError) throw new AssertionError(err.message);
+    throw err;
+  }
 }
 
 async function liveRanges(container) {
@@ -348,6 +335,7 @@ async function main() {
   await changeFeedChecks(database);
   await splitCheck(database);
   await mergeCheck(database);
+  await propertyCheck(database);
 
   await check("database delete", async () => {
     const del = await database.delete();
@@ -411,6 +399,60 @@ async function featureChecks(database) {
     const still = await feat.item("b2", "b").read();
     assert(still.statusCode === 200, "the delete of the failed batch was not undone");
     return `${codes}; then ${fcodes}`;
+  });
+
+  await check("items.bulk over several partition keys: create, upsert, replace, read, delete, a 409", async () => {
+    const { container: c } = await database.containers.createIfNotExists({ id: "bulk", partitionKey: "/pk" });
+    const ops = [];
+    for (let i = 0; i < 30; i++) ops.push({ operationType: "Create", resourceBody: { id: `b-${i}`, pk: `p${i % 7}`, v: i } });
+    const created = await c.items.bulk(ops);
+    assert(created.length === 30, `${created.length} results for 30 operations`);
+    const codes = created.map((r) => r.statusCode);
+    assert(codes.every((s) => s === 201), `create statuses ${JSON.stringify(codes)}`);
+    const mixed = await c.items.bulk(
+      [
+        { operationType: "Upsert", resourceBody: { id: "b-0", pk: "p0", v: 100 } },
+        { operationType: "Upsert", resourceBody: { id: "b-new", pk: "p9", v: 1 } },
+        { operationType: "Replace", id: "b-1", partitionKey: "p1", resourceBody: { id: "b-1", pk: "p1", v: 101 } },
+        { operationType: "Read", id: "b-2", partitionKey: "p2" },
+        { operationType: "Delete", id: "b-3", partitionKey: "p3" },
+        { operationType: "Create", resourceBody: { id: "b-4", pk: "p4", v: 0 } },
+      ],
+      { continueOnError: true },
+    );
+    const got = mixed.map((r) => r.statusCode);
+    assert(JSON.stringify(got) === "[200,201,200,200,204,409]", `statuses ${JSON.stringify(got)}, want [200,201,200,200,204,409]`);
+    assert(mixed[3].resourceBody?.v === 2, `bulk read returned ${JSON.stringify(mixed[3].resourceBody)}`);
+    const { resources } = await c.items.query("SELECT c.id, c.v FROM c", { maxItemCount: 7 }).fetchAll();
+    const byId = Object.fromEntries(resources.map((d) => [d.id, d.v]));
+    assert(resources.length === 30, `${resources.length} documents after the bulk calls, want 30`);
+    assert(byId["b-0"] === 100 && byId["b-1"] === 101 && byId["b-new"] === 1 && !("b-3" in byId), `documents ${JSON.stringify(byId)}`);
+    return `30 creates 201; ${JSON.stringify(got)}`;
+  });
+
+  await check("items.executeBulkOperations over several partition keys", async () => {
+    const { container: c } = await database.containers.createIfNotExists({ id: "bulk2", partitionKey: "/pk" });
+    const ops = [];
+    // executeBulkOperations wants every operation's partition key spelled out.
+    for (let i = 0; i < 40; i++) {
+      ops.push({ operationType: "Create", partitionKey: `p${i % 9}`, resourceBody: { id: `e-${i}`, pk: `p${i % 9}`, v: i } });
+    }
+    ops.push({ operationType: "Create", partitionKey: "p0", resourceBody: { id: "e-0", pk: "p0", v: -1 } });
+    ops.push({ operationType: "Patch", id: "e-5", partitionKey: "p5", resourceBody: { operations: [{ op: "incr", path: "/v", value: 10 }] } });
+    const results = await c.items.executeBulkOperations(ops);
+    assert(results.length === ops.length, `${results.length} results for ${ops.length} operations`);
+    const status = (r) => r.response?.statusCode ?? r.error?.code;
+    const creates = results.slice(0, 40).map(status);
+    assert(creates.every((s) => s === 201), `create statuses ${JSON.stringify(creates)}`);
+    assert(status(results[40]) === 409, `creating e-0 again answered ${status(results[40])}, want 409`);
+    assert(status(results[41]) === 200, `patch answered ${status(results[41])}, want 200`);
+    const { resource } = await c.item("e-5", "p5").read();
+    assert(resource.v === 15, `e-5 after the patch: v=${resource.v}, want 15`);
+    const { resource: first } = await c.item("e-0", "p0").read();
+    assert(first.v === 0, `the failed create changed e-0: v=${first.v}`);
+    const { resources } = await c.items.query("SELECT VALUE COUNT(1) FROM c").fetchAll();
+    assert(resources[0] === 40, `COUNT after the bulk: ${resources[0]}, want 40`);
+    return `40 creates 201, a 409, a patch 200`;
   });
 
   await check("offers: manual throughput read and replaced", async () => {
@@ -538,6 +580,34 @@ async function changeFeedChecks(database) {
     noDuplicates(seen, "per feed range");
     sameSet(seen, [...live, "g-2", "g-3", "t-old", "t-new"], "union of the feed ranges");
     return `${ranges.length} ranges, ${seen.length} documents`;
+  });
+}
+
+// propertyCheck runs property.mjs's generated queries (CFP_JSSDK_SEED, default the time;
+// CFP_JSSDK_QUERIES, default 300) through the SDK; the detail lists the refusals by shape and,
+// on a failure, the seed and the first mismatching queries.
+async function propertyCheck(database) {
+  await check("property: generated queries through the SDK match a JavaScript evaluation", async () => {
+    const seed = Number(process.env.CFP_JSSDK_SEED || Date.now() % 2 ** 31);
+    const count = Number(process.env.CFP_JSSDK_QUERIES || 300);
+    const res = await runProperty(database, admin, { seed, count, docs: 150 });
+    const sum = (o) => Object.values(o).reduce((s, n) => s + n, 0);
+    const list = (o) =>
+      Object.entries(o)
+        .sort((a, b) => b[1] - a[1])
+        .map(([shape, n]) => `${n} ${shape}`)
+        .join("; ") || "none";
+    const summary =
+      `seed ${seed}: ${res.queries} queries over ${res.partitions} partitions, ${res.matched} matched, ` +
+      `${sum(res.refused)} refused by the emulator (${list(res.refused)}), ` +
+      `${sum(res.sdkRefused)} refused by the SDK's merge (${list(res.sdkRefused)}), ` +
+      `${sum(res.sdkDefects)} lost falsy DISTINCT values in the SDK (${list(res.sdkDefects)}), ` +
+      `${res.mismatches.length} mismatched`;
+    if (res.mismatches.length) {
+      const shown = res.mismatches.slice(0, 5).map((m) => `\n  #${m.index} [${m.shape}] ${m.query}\n    ${m.how}`);
+      throw new AssertionError(`${summary} (replay: CFP_JSSDK_SEED=${seed})${shown.join("")}`);
+    }
+    return summary;
   });
 }
 
