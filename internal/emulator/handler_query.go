@@ -334,6 +334,12 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 				err = badRequest("%v", err)
 			}
 		}
+		if err == nil && scope.RangeID != "" && scope.PK == "" && scope.EPKPrefix == "" && agg.NonNumeric() {
+			// A range's SUM or AVG partial that is undefined because it met a non-number: the
+			// plan-driven SDKs (JavaScript's among them) skip an undefined partial and add up
+			// the other ranges', a number where the answer is none.
+			err = badRequest(msgNotSupported + "SUM or AVG over values that are not all numbers, across partitions (a client would add up the other partitions' sums); filter with IS_NUMBER, or query one partition key")
+		}
 		// One result, or one per group (in the order of their first document); pages index
 		// into them.
 		i, pageBytes, full := cont.Offset, 0, false

@@ -1000,6 +1000,19 @@ func (a *Aggregator) Add(doc map[string]any) error {
 	return nil
 }
 
+// NonNumeric reports whether a SUM or AVG of some group met a value that is not a number, which
+// makes it undefined (not merely empty).
+func (a *Aggregator) NonNumeric() bool {
+	for _, g := range a.order {
+		for i := range g.states {
+			if !g.states[i].typed {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Len is the number of groups so far.
 func (a *Aggregator) Len() int { return len(a.order) }
 
