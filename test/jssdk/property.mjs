@@ -213,7 +213,7 @@ function genAggregate(r) {
   const fn = r.pick(["COUNT", "SUM", "MIN", "MAX", "AVG"]);
   let arg;
   if (fn === "COUNT") arg = r.pick(["1", "c.n", "c.s", "c.v"]);
-  else if (fn === "SUM" || fn === "AVG") arg = r.pick(["c.n", "c.f"]);
+  else if (fn === "SUM" || fn === "AVG") arg = r.pick(["c.n", "c.f", "c.n", "c.f", "c.v"]);
   else arg = r.pick(["c.n", "c.f", "c.s", "c.v", "c.g"]);
   const get = arg === "1" ? () => 1 : (d) => d[arg.slice(2)];
   return { fn, sql: `${fn}(${arg})`, eval: (docs) => aggregates[fn](docs.map(get)) };
@@ -414,11 +414,33 @@ export function genQuery(r, allDocs) {
 
   if (family === "agg") {
     const docs = scoped(allDocs);
-    if (r.chance(0.5)) {
+    // TOP applies to the one row; OFFSET LIMIT with an aggregate the emulator refuses.
+    let top;
+    let off;
+    if (r.chance(0.15)) top = topClause();
+    else if (r.chance(0.08)) off = offsetClause();
+    const cut = (rows) => {
+      if (top) return rows.slice(0, top.n);
+      if (off) return rows.slice(off.o, off.o + off.l);
+      return rows;
+    };
+    const topSQL = top ? top.sql : "";
+    const offSQL = off ? off.sql : "";
+    const k = r.next();
+    if (k < 0.45) {
       const a = genAggregate(r);
       feats.unshift(`VALUE ${a.fn}`);
       const v = a.eval(docs);
-      return { sql: `SELECT VALUE ${a.sql} FROM c${whereSQL()}`, params, shape: feats.join("+"), pkScope, kind: "multiset", want: v === undefined ? [] : [v] };
+      const want = cut(v === undefined ? [] : [v]);
+      return { sql: `SELECT ${topSQL}VALUE ${a.sql} FROM c${whereSQL()}${offSQL}`, params, shape: feats.join("+"), pkScope, kind: "multiset", want };
+    }
+    if (k < 0.55) {
+      // An aggregate inside an expression: refused across partitions, served within a key.
+      const a = genAggregate(r);
+      feats.unshift(`VALUE [${a.fn}]`);
+      const v = a.eval(docs);
+      const want = cut([v === undefined ? [] : [v]]);
+      return { sql: `SELECT ${topSQL}VALUE [${a.sql}] FROM c${whereSQL()}${offSQL}`, params, shape: feats.join("+"), pkScope, kind: "multiset", want };
     }
     const n = r.int(1, 4);
     const aggs = Array.from({ length: n }, () => genAggregate(r));
@@ -426,7 +448,7 @@ export function genQuery(r, allDocs) {
     const row = {};
     aggs.forEach((a, i) => (row[`a${i}`] = a.eval(docs)));
     const sel = aggs.map((a, i) => `${a.sql} AS a${i}`).join(", ");
-    return { sql: `SELECT ${sel} FROM c${whereSQL()}`, params, shape: feats.join("+"), pkScope, kind: "multiset", want: [strip(row)] };
+    return { sql: `SELECT ${topSQL}${sel} FROM c${whereSQL()}${offSQL}`, params, shape: feats.join("+"), pkScope, kind: "multiset", want: cut([strip(row)]) };
   }
 
   // GROUP BY
@@ -441,12 +463,15 @@ export function genQuery(r, allDocs) {
   const groupSQL = ` GROUP BY ${gkeys.map((g) => `c.${g}`).join(", ")}`;
   const form = r.pick(["object", "object", "valueKey", "valueAgg"]);
   feats.unshift(`GROUP BY ${gkeys.length} key${gkeys.length > 1 ? "s" : ""} (${form})`);
+  // TOP takes any n of the groups (there is no ORDER BY with GROUP BY).
+  const top = r.chance(0.15) ? topClause() : undefined;
+  const topSQL = top ? top.sql : "";
   const want = [];
   let sql;
   if (form === "object") {
     const aggs = Array.from({ length: r.int(0, 3) }, () => genAggregate(r));
     const sel = [...gkeys.map((g) => `c.${g}`), ...aggs.map((a, i) => `${a.sql} AS a${i}`)].join(", ");
-    sql = `SELECT ${sel} FROM c${whereSQL()}${groupSQL}`;
+    sql = `SELECT ${topSQL}${sel} FROM c${whereSQL()}${groupSQL}`;
     for (const ds of groupsOf.values()) {
       const row = {};
       for (const g of gkeys) row[g] = ds[0][g];
@@ -454,16 +479,17 @@ export function genQuery(r, allDocs) {
       want.push(strip(row));
     }
   } else if (form === "valueKey") {
-    sql = `SELECT VALUE c.${gkeys[0]} FROM c${whereSQL()}${groupSQL}`;
+    sql = `SELECT ${topSQL}VALUE c.${gkeys[0]} FROM c${whereSQL()}${groupSQL}`;
     for (const ds of groupsOf.values()) if (ds[0][gkeys[0]] !== undefined) want.push(ds[0][gkeys[0]]);
   } else {
     const a = genAggregate(r);
-    sql = `SELECT VALUE ${a.sql} FROM c${whereSQL()}${groupSQL}`;
+    sql = `SELECT ${topSQL}VALUE ${a.sql} FROM c${whereSQL()}${groupSQL}`;
     for (const ds of groupsOf.values()) {
       const v = a.eval(ds);
       if (v !== undefined) want.push(v);
     }
   }
+  if (top) return { sql, params, shape: feats.join("+"), pkScope, kind: "subset", n: Math.min(top.n, want.length), pool: want };
   return { sql, params, shape: feats.join("+"), pkScope, kind: "multiset", want };
 }
 
