@@ -34,13 +34,9 @@ func oneJavaHostAndOneCFPHost(t *testing.T, family string) {
 	r.waitFor(90*time.Second, "4 leases owned by java-1",
 		func() bool { return r.owners(processor)["java-1"] == 4 },
 		func() string { return fmt.Sprint(r.owners(processor)) }, java)
-	var more []string
-	if family == "pkrange" {
-		// Java's PK-range leases are named after the database and container names, not their
-		// rids: cfp process joins them through the whole prefix.
-		more = []string{"--lease-id-prefix", processor + "127.0.0.1_" + database + "_" + feedName}
-	}
-	cfp := r.startCFP(processor, "cfp-1", more...)
+	// Java's PK-range leases are named after the database and container names, not their rids:
+	// -p finds them as it finds the EPK family's.
+	cfp := r.startCFP(processor, "cfp-1")
 	r.write(n/2, n)
 	r.waitFor(90*time.Second, "every change delivered and the leases balanced 2/2",
 		func() bool {
