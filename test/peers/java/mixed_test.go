@@ -303,8 +303,7 @@ func TestSplitUnderMixedHosts(t *testing.T) {
 		func() bool { o := r.owners(processor); return o["java-1"] == 2 && o["cfp-1"] == 2 },
 		func() string { return fmt.Sprint(r.owners(processor)) }, j1, c1)
 	for _, rng := range []string{"0", "3"} {
-		// Over plain HTTP: the admin client of cfp emulator split does not apply --ca-file.
-		cmd := exec.Command(r.bin, "emulator", "split", "--endpoint", r.emu.Endpoint,
+		cmd := exec.Command(r.bin, "emulator", "split", "--endpoint", r.endpoint, "--ca-file", r.pem,
 			"-d", database, "-c", feedName, "--range", rng, "-o", "json")
 		cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
 		out, err := cmd.CombinedOutput()
