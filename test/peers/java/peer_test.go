@@ -372,6 +372,7 @@ type lease struct {
 	Owner        string `json:"Owner"`
 	Continuation string `json:"ContinuationToken"`
 	Version      *int   `json:"version"`
+	Timestamp    string `json:"timestamp"`
 }
 
 // leases lists the lease documents ("<prefix>..<token>") of processor's set.
