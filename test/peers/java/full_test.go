@@ -42,7 +42,7 @@ type fullEvent struct {
 // fullSchedule draws the run's disruptions from seed: where among the n writes each happens
 // (between 10% and 90% of them, in a random order), which partition splits and which two
 // adjacent partitions (of the other three) merge.
-func fullSchedule(seed uint64, n int) (events []fullEvent, split string, merge [2]string) {
+func fullSchedule(seed uint64, n int) []fullEvent {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s := rng.IntN(4)
 	var pairs [][2]int
@@ -52,12 +52,12 @@ func fullSchedule(seed uint64, n int) (events []fullEvent, split string, merge [
 		}
 	}
 	p := pairs[rng.IntN(len(pairs))]
-	split, merge = fmt.Sprint(s), [2]string{fmt.Sprint(p[0]), fmt.Sprint(p[1])}
-	for _, what := range []string{"kill java-1", "kill cfp-1", "split " + split, "merge " + merge[0] + "+" + merge[1], "start java-3"} {
+	var events []fullEvent
+	for _, what := range []string{"kill java-1", "kill cfp-1", fmt.Sprintf("split %d", s), fmt.Sprintf("merge %d+%d", p[0], p[1]), "start java-3"} {
 		events = append(events, fullEvent{at: n/10 + rng.IntN(n*8/10), what: what})
 	}
 	slices.SortStableFunc(events, func(a, b fullEvent) int { return a.at - b.at })
-	return events, split, merge
+	return events
 }
 
 // TestFullMixedRun: 2 Java hosts and 2 cfp hosts start together on one lease set of 4
@@ -107,7 +107,7 @@ type fullResult struct {
 func fullRun(t *testing.T, seed uint64, n int) (res fullResult) {
 	start := time.Now()
 	defer func() { res.took, res.failed = time.Since(start), t.Failed() }()
-	events, _, _ := fullSchedule(seed, n)
+	events := fullSchedule(seed, n)
 	t.Logf("seed %d, %d changes over %v, schedule %v", seed, n, *fullSpread, events)
 	r := newRig(t)
 	const processor = "full"
