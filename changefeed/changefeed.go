@@ -292,10 +292,7 @@ func (e *engine) store(ctx context.Context) (*leases.Store, error) {
 	if _, err := docs.PartitionKeyPath(ctx); err != nil {
 		return nil, fmt.Errorf("changefeed: open the lease container %s/%s: %w", e.leaseDB, e.cfg.Leases.Name, err)
 	}
-	prefix := e.cfg.LeasePrefix
-	if prefix == "" {
-		prefix = leases.Prefix(e.cfg.Processor, e.monAcct.Host(), info.DatabaseRID, info.ContainerRID)
-	}
+	prefix := leases.ResolvePrefix(ctx, docs, e.monAcct.LeaseSetName(e.cfg.Processor, e.cfg.LeasePrefix, info))
 	return leases.NewStore(docs, prefix, leases.StoreOptions{
 		OnSkip: func(id string, err error) {
 			e.log.Warn("not a lease document, ignored", "id", id, "err", err)

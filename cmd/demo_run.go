@@ -70,8 +70,8 @@ func (r *demoRun) setup(ctx context.Context, acct *account.Account) error {
 	}
 	r.orders = orders
 	r.upsert = orders.UpsertItem
-	r.store = leases.NewStore(acct.LeaseDocuments(demoDatabase, demoLeases),
-		leases.Prefix(demoProcessor, acct.Host(), info.DatabaseRID, info.ContainerRID), leases.StoreOptions{Now: r.f.Now})
+	docs := acct.LeaseDocuments(demoDatabase, demoLeases)
+	r.store = leases.NewStore(docs, leases.ResolvePrefix(ctx, docs, acct.LeaseSetName(demoProcessor, "", info)), leases.StoreOptions{Now: r.f.Now})
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/emulator"
 )
@@ -57,10 +58,24 @@ func openEmulatorAdmin(f *factory, allowLocal bool) (emulatorAdmin, error) {
 		if err != nil {
 			return nil, briefUsageErrorf("%w", err)
 		}
-		return emulator.NewAdminClient(cs.Endpoint, cs.Key), nil
+		return adminClient(cs.Endpoint, cs.Key, cfg.CAFile)
 	}
 	// An endpoint without a key means the well-known emulator key here, not Entra ID.
-	return emulator.NewAdminClient(cfg.Endpoint, cfg.Key), nil
+	return adminClient(cfg.Endpoint, cfg.Key, cfg.CAFile)
+}
+
+// adminClient is the admin client of the emulator at endpoint, trusting the certificates of
+// caFile (--ca-file) beside the system's, as the account's client does.
+func adminClient(endpoint, key, caFile string) (*emulator.AdminClient, error) {
+	c := emulator.NewAdminClient(endpoint, key)
+	if caFile == "" {
+		return c, nil
+	}
+	tr, err := account.TrustingTransport(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithTransport(tr), nil
 }
 
 // explainAdmin turns the admin client's errors into what the user can act on: a key that

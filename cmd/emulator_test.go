@@ -389,6 +389,12 @@ func TestEmulator_TLSAndPlainOnOnePort(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "imported 1, rejected 0,") {
 		t.Fatalf("import over https with --ca-file: exit %d\n%s", code, stderr)
 	}
+	// The admin commands trust --ca-file too.
+	code, stdout, stderr = runCLI(t, context.Background(), "", "--endpoint", v.TLSEndpoint, "--ca-file", v.CertFile,
+		"emulator", "split", "-d", "db", "-c", "c", "--range", "0", "-o", "json", "--jq", ".children | length")
+	if code != 0 || strings.TrimSpace(stdout) != "2" {
+		t.Errorf("emulator split over https with --ca-file: exit %d, %q\n%s", code, stdout, stderr)
+	}
 	code, _, stderr = runCLI(t, context.Background(), `{"id":"c"}`+"\n", "--endpoint", v.TLSEndpoint, "import", "-d", "db", "-c", "c")
 	if code == 0 || !strings.Contains(stderr, "certificate") {
 		t.Errorf("import over https without trusting the certificate: exit %d, want a certificate error\n%s", code, stderr)

@@ -92,9 +92,9 @@ type leaseTarget struct {
 	monitored *cosmos.Container
 	// host is the monitored account's host, which lease prefixes embed; "" when monitored is nil.
 	host string
-	// javaHost is that host as written in the endpoint (Java keeps its case).
-	javaHost string
-	now      func() time.Time
+	// mon is the monitored account; nil when monitored is.
+	mon *account.Account
+	now func() time.Time
 	// skip warns about a document under the prefix that is not a lease.
 	skip func(id string, err error)
 }
@@ -119,7 +119,7 @@ func (f *factory) openLeaseContainer(ctx context.Context) (*leaseTarget, error) 
 		if err != nil {
 			return nil, err
 		}
-		t.monitored, t.host, t.javaHost = mon.Container(f.Global.Database, f.Global.Container), mon.Host(), mon.JavaHost()
+		t.monitored, t.host, t.mon = mon.Container(f.Global.Database, f.Global.Container), mon.Host(), mon
 	}
 	return t, nil
 }
@@ -148,21 +148,10 @@ func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*lea
 	if err != nil {
 		return nil, err
 	}
-	t.prefix = leases.Prefix(f.Global.Processor, t.host, info.DatabaseRID, info.ContainerRID)
-	// Java's PK-range (pkversion) processor names its leases after the database and container
-	// names and the host as written: use that set when the rid prefix holds nothing.
-	if byName := leases.Prefix(f.Global.Processor, t.javaHost, f.Global.Database, f.Global.Container); byName != t.prefix {
-		if !t.hasDocs(ctx, t.prefix) && t.hasDocs(ctx, byName) {
-			t.prefix = byName
-		}
-	}
+	// The rid prefix, or Java's PK-range (pkversion) set, named after the database and container
+	// names and the host as written, when only that one exists.
+	t.prefix = leases.ResolvePrefix(ctx, t.docs, t.mon.LeaseSetName(f.Global.Processor, "", info))
 	return t, nil
-}
-
-// hasDocs reports whether any lease or marker document lives under prefix.
-func (t *leaseTarget) hasDocs(ctx context.Context, prefix string) bool {
-	docs, err := t.docs.QueryPrefix(ctx, prefix+".")
-	return err == nil && len(docs) > 0
 }
 
 // monitoredHost returns the monitored account's host, which names processors in lease

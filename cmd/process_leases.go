@@ -42,7 +42,8 @@ func (o *processOptions) modeMismatch(mm *feed.ModeMismatchError) error {
 }
 
 // leaseStore opens (or creates) the lease container in the lease account and returns the store
-// of the processor's prefix, which embeds the host of mon, the monitored account.
+// of the processor's lease set on the monitored container of mon (leases.ResolvePrefix: the rid
+// prefix, or Java's PK-range set named by the container's names when only that one exists).
 func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
 	f := o.f
 	acct, err := f.leaseAccount(ctx)
@@ -69,10 +70,7 @@ func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, i
 		}
 		return nil, err
 	}
-	prefix := f.Global.LeaseIDPrefix
-	if prefix == "" {
-		prefix = leases.Prefix(f.Global.Processor, mon.Host(), info.DatabaseRID, info.ContainerRID)
-	}
+	prefix := leases.ResolvePrefix(ctx, docs, mon.LeaseSetName(f.Global.Processor, f.Global.LeaseIDPrefix, info))
 	return leases.NewStore(docs, prefix, leases.StoreOptions{
 		OnSkip: func(id string, err error) {
 			f.Log.Warn("not a lease document, ignored", "id", id, "err", err)

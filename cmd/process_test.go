@@ -688,3 +688,69 @@ func TestProcess_CreatedLeaseContainerHasTTL(t *testing.T) {
 		t.Fatalf("a document with ttl 1 is still there after 1.1s (err %v): the lease container has no TTL", err)
 	}
 }
+
+// Java's PK-range (pkversion) processor names its lease set after the database and container
+// names, not their rids. cfp process -p joins that set, as cfp leases does, instead of
+// bootstrapping a second one and delivering every change again.
+func TestProcess_JoinsJavasPKRangeLeaseSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	procSeed(t, dir, 40)
+	acct := openLocal(t, dir, 0)
+	c := acct.Container("shop", "orders")
+	parts, err := c.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acct.CreateContainerIfNotExists(ctx, "shop", "leases", "/id", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The Java PK-range lease documents, as Java writes them, with no continuation yet.
+	docs := acct.LeaseDocuments("shop", "leases")
+	byName := leases.Prefix("jpk", acct.JavaHost(), "shop", "orders")
+	for _, p := range parts {
+		id := leases.LeaseID(byName, p.ID)
+		body := fmt.Sprintf(`{"id":%q,"LeaseToken":%q,"ContinuationToken":null,"Owner":null,"timestamp":"2026-01-01T00:00:00Z"}`, id, p.ID)
+		if _, err := docs.Create(ctx, id, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := docs.Create(ctx, leases.InfoID(byName), []byte(`{"id":"`+leases.InfoID(byName)+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	acct.Close()
+
+	args := append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "jpk",
+		"--instance", "host-a", "--from", "beginning", "--events", "jsonl"}, procFastLeases...)
+	r := procStart(t, "", args...)
+	procWaitFor(t, "40 documents on stdout", func() bool { return procLines(r.out.String()) >= 40 }, r)
+	if code := r.stop(t); code != exitOK {
+		t.Fatalf("exit code %d, want 0\nstderr:\n%s", code, r.err.String())
+	}
+	if n := procLines(r.out.String()); n != 40 {
+		t.Errorf("%d changes delivered, want 40 (each once)", n)
+	}
+	evs := procEvents(t, r.err.String())
+	if evs[0].Type != eventStarted || evs[0].Prefix != byName || evs[0].LeasesCreated == nil || *evs[0].LeasesCreated != 0 {
+		t.Errorf("first event = %+v, want started on prefix %s with no lease created", evs[0], byName)
+	}
+	if ls := procLeases(t, dir, "jpk"); len(ls) != 0 {
+		t.Errorf("cfp bootstrapped a second lease set of %d leases beside Java's", len(ls))
+	}
+
+	acct = openLocal(t, dir, 0)
+	defer acct.Close()
+	ls, err := leases.NewStore(acct.LeaseDocuments("shop", "leases"), byName, leases.StoreOptions{}).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != len(parts) {
+		t.Fatalf("%d Java leases, want %d", len(ls), len(parts))
+	}
+	for _, l := range ls {
+		if l.Continuation == "" {
+			t.Errorf("Java lease %s has no continuation: cfp did not process it", l.Token)
+		}
+	}
+}

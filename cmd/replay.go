@@ -342,11 +342,12 @@ func replayStore(ctx context.Context, f *factory, mon *account.Account, info cos
 		base = "replay"
 	}
 	name := feed.ReplayName(base, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
-	prefix := leases.Prefix(name, mon.Host(), info.DatabaseRID, info.ContainerRID)
+	explicit := ""
 	if f.Global.LeaseIDPrefix != "" {
 		name = feed.ReplayName(f.Global.LeaseIDPrefix, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
-		prefix = name
+		explicit = name
 	}
+	prefix := leases.ResolvePrefix(ctx, docs, mon.LeaseSetName(name, explicit, info))
 	store := leases.NewStore(docs, prefix, leases.StoreOptions{
 		Now: f.Now,
 		OnSkip: func(id string, err error) {

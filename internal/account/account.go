@@ -247,6 +247,16 @@ func (c entraCredential) GetToken(ctx context.Context, opts policy.TokenRequestO
 
 // caTransport is an HTTP client that trusts the system's roots and the PEM certificates in file.
 func caTransport(file string) (*http.Client, error) {
+	tr, err := TrustingTransport(file)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: tr}, nil
+}
+
+// TrustingTransport returns an HTTP transport that trusts the PEM certificates of file beside
+// the system's (--ca-file): the SDK's and the emulator admin client's.
+func TrustingTransport(file string) (http.RoundTripper, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("read --ca-file: %w", err)
@@ -260,5 +270,5 @@ func caTransport(file string) (*http.Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: tr}, nil
+	return tr, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/internal/buildinfo"
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // ClientSettings are what NewClientOptions builds azcosmos client options from.
@@ -170,6 +171,17 @@ func (a *Account) JavaHost() string {
 		return a.host
 	}
 	return u.Hostname()
+}
+
+// LeaseSetName names processor's lease set on the container of info in this (the monitored)
+// account, in every form the SDKs write it, for leases.ResolvePrefix; explicit is a prefix the
+// user gave (--lease-id-prefix), used as is when not empty.
+func (a *Account) LeaseSetName(processor, explicit string, info ContainerInfo) leases.SetName {
+	return leases.SetName{
+		Explicit: explicit, Processor: processor, Host: a.Host(), JavaHost: a.JavaHost(),
+		DatabaseRID: info.DatabaseRID, ContainerRID: info.ContainerRID,
+		Database: info.Database, Container: info.Container,
+	}
 }
 
 // Endpoint is the account endpoint the SDK was configured with.

@@ -32,6 +32,13 @@ func NewAdminClient(endpoint, key string) *AdminClient {
 	}
 }
 
+// WithTransport makes the client send its requests through rt, for an https endpoint whose
+// certificate is trusted through --ca-file; nil keeps the default transport. It returns c.
+func (c *AdminClient) WithTransport(rt http.RoundTripper) *AdminClient {
+	c.hc.Transport = rt
+	return c
+}
+
 // Endpoint returns the emulator's base URL, without the trailing slash.
 func (c *AdminClient) Endpoint() string { return c.base }
 

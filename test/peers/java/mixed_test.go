@@ -34,13 +34,9 @@ func oneJavaHostAndOneCFPHost(t *testing.T, family string) {
 	r.waitFor(90*time.Second, "4 leases owned by java-1",
 		func() bool { return r.owners(processor)["java-1"] == 4 },
 		func() string { return fmt.Sprint(r.owners(processor)) }, java)
-	var more []string
-	if family == "pkrange" {
-		// Java's PK-range leases are named after the database and container names, not their
-		// rids: cfp process joins them through the whole prefix.
-		more = []string{"--lease-id-prefix", processor + "127.0.0.1_" + database + "_" + feedName}
-	}
-	cfp := r.startCFP(processor, "cfp-1", more...)
+	// Java's PK-range leases are named after the database and container names, not their rids:
+	// -p finds them as it finds the EPK family's.
+	cfp := r.startCFP(processor, "cfp-1")
 	r.write(n/2, n)
 	r.waitFor(90*time.Second, "every change delivered and the leases balanced 2/2",
 		func() bool {
@@ -307,8 +303,7 @@ func TestSplitUnderMixedHosts(t *testing.T) {
 		func() bool { o := r.owners(processor); return o["java-1"] == 2 && o["cfp-1"] == 2 },
 		func() string { return fmt.Sprint(r.owners(processor)) }, j1, c1)
 	for _, rng := range []string{"0", "3"} {
-		// Over plain HTTP: the admin client of cfp emulator split does not apply --ca-file.
-		cmd := exec.Command(r.bin, "emulator", "split", "--endpoint", r.emu.Endpoint,
+		cmd := exec.Command(r.bin, "emulator", "split", "--endpoint", r.endpoint, "--ca-file", r.pem,
 			"-d", database, "-c", feedName, "--range", rng, "-o", "json")
 		cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
 		out, err := cmd.CombinedOutput()

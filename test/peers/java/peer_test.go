@@ -229,7 +229,7 @@ type host struct {
 
 // startJava starts a Java host of the EPK (or "pkrange") lease family named instance, on the
 // lease prefix processor.
-func (r *rig) startJava(processor, instance, family string) *host {
+func (r *rig) startJava(processor, instance, family string, more ...string) *host {
 	r.t.Helper()
 	args := append(r.javaArgs("process"),
 		"--prefix", processor, "--instance", instance, "--family", family,
@@ -239,7 +239,7 @@ func (r *rig) startJava(processor, instance, family string) *host {
 		"--expiration", fmt.Sprint(leaseExpiration.Milliseconds()),
 		"--poll", fmt.Sprint(pollInterval.Milliseconds()),
 	)
-	cmd := exec.Command(r.java, args...)
+	cmd := exec.Command(r.java, append(args, more...)...)
 	cmd.Env = append(testproc.CleanEnv(), "COSMOS_KEY="+r.emu.Key)
 	return r.start("java", instance, cmd)
 }
@@ -372,6 +372,7 @@ type lease struct {
 	Owner        string `json:"Owner"`
 	Continuation string `json:"ContinuationToken"`
 	Version      *int   `json:"version"`
+	Timestamp    string `json:"timestamp"`
 }
 
 // leases lists the lease documents ("<prefix>..<token>") of processor's set.
