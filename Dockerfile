@@ -2,11 +2,17 @@
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 -t cfp:dev .
 #   docker run --rm cfp:dev estimate --help
+#   docker buildx build --target shell -t cfp:dev-shell .    # the shell variant, for --exec
 #
 # The same image without a daemon: go run ./ociimage build (in tools/; see .ci/run), and
 # goreleaser builds the release images with Dockerfile.goreleaser. All three make one static
-# cfp at /usr/bin/cfp on an empty base, CA certificates, and the user nonroot (65532).
+# cfp at /usr/bin/cfp on an empty base, CA certificates, and the user nonroot (65532). The
+# empty base has no sh, which `cfp process --exec` and `--exec-lines` run their command with:
+# the target shell adds a static busybox (sh, cat, wget, ...), as `ociimage build -shell` does.
 ARG GO_VERSION=1.26
+ARG BUSYBOX_IMAGE=busybox:1.36-musl
+
+FROM ${BUSYBOX_IMAGE} AS busybox
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
 ARG TARGETOS
@@ -25,7 +31,7 @@ RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
  && printf 'root:x:0:\nnonroot:x:65532:\n' > /out/etc/group \
  && chmod 1777 /out/tmp
 
-FROM scratch
+FROM scratch AS image
 ARG VERSION=dev
 ARG REVISION=unknown
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
@@ -46,3 +52,14 @@ LABEL org.opencontainers.image.title="cfp" \
       org.opencontainers.image.revision="${REVISION}"
 ENTRYPOINT ["/usr/bin/cfp"]
 CMD ["--help"]
+
+# The shell variant: docker buildx build --target shell.
+FROM image AS shell
+COPY --from=busybox /bin/busybox /bin/busybox
+USER 0:0
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+USER 65532:65532
+LABEL dev.cfp.image.variant="shell"
+
+# The default target: cfp alone.
+FROM image
