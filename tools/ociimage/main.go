@@ -64,7 +64,7 @@ const (
 var busyboxApplets = []string{
 	"sh", "ash", "cat", "echo", "printf", "env", "test", "[", "true", "false", "sleep", "date",
 	"wc", "head", "tail", "tee", "cut", "tr", "sort", "uniq", "grep", "sed", "awk", "xargs",
-	"ls", "cp", "mv", "rm", "mkdir", "touch", "base64", "sha256sum", "gzip", "gunzip", "wget", "nc",
+	"ls", "cp", "mv", "rm", "mkdir", "mktemp", "touch", "base64", "sha256sum", "gzip", "gunzip", "wget", "nc",
 }
 
 // requiredLabels are the OCI annotation keys every image config carries.
