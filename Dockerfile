@@ -29,7 +29,9 @@ RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
  && mkdir -p /out/etc /out/home/nonroot /out/tmp \
  && printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > /out/etc/passwd \
  && printf 'root:x:0:\nnonroot:x:65532:\n' > /out/etc/group \
- && chmod 1777 /out/tmp
+ && chmod 1777 /out/tmp \
+ && mkdir -p /out/shell/bin \
+ && for a in sh ash cat echo printf env test '[' true false sleep date wc head tail tee cut tr sort uniq grep sed awk xargs ls cp mv rm mkdir mktemp touch base64 sha256sum gzip gunzip wget nc; do ln -s busybox "/out/shell/bin/$a"; done
 
 FROM scratch AS image
 ARG VERSION=dev
@@ -54,11 +56,11 @@ ENTRYPOINT ["/usr/bin/cfp"]
 CMD ["--help"]
 
 # The shell variant: docker buildx build --target shell.
+# No RUN: the links (the applets of tools/ociimage's busyboxApplets) are made in the build stage,
+# so cross-platform builds need no emulator.
 FROM image AS shell
 COPY --from=busybox /bin/busybox /bin/busybox
-USER 0:0
-RUN ["/bin/busybox", "--install", "-s", "/bin"]
-USER 65532:65532
+COPY --from=build /out/shell/bin/ /bin/
 LABEL dev.cfp.image.variant="shell"
 
 # The default target: cfp alone.
