@@ -2,11 +2,17 @@
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 -t cfp:dev .
 #   docker run --rm cfp:dev estimate --help
+#   docker buildx build --target shell -t cfp:dev-shell .    # the shell variant, for --exec
 #
 # The same image without a daemon: go run ./ociimage build (in tools/; see .ci/run), and
 # goreleaser builds the release images with Dockerfile.goreleaser. All three make one static
-# cfp at /usr/bin/cfp on an empty base, CA certificates, and the user nonroot (65532).
+# cfp at /usr/bin/cfp on an empty base, CA certificates, and the user nonroot (65532). The
+# empty base has no sh, which `cfp process --exec` and `--exec-lines` run their command with:
+# the target shell adds a static busybox (sh, cat, wget, ...), as `ociimage build -shell` does.
 ARG GO_VERSION=1.26
+ARG BUSYBOX_IMAGE=busybox:1.36-musl
+
+FROM ${BUSYBOX_IMAGE} AS busybox
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
 ARG TARGETOS
@@ -23,9 +29,11 @@ RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
  && mkdir -p /out/etc /out/home/nonroot /out/tmp \
  && printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > /out/etc/passwd \
  && printf 'root:x:0:\nnonroot:x:65532:\n' > /out/etc/group \
- && chmod 1777 /out/tmp
+ && chmod 1777 /out/tmp \
+ && mkdir -p /out/shell/bin \
+ && for a in sh ash cat echo printf env test '[' true false sleep date wc head tail tee cut tr sort uniq grep sed awk xargs ls cp mv rm mkdir mktemp touch base64 sha256sum gzip gunzip wget nc; do ln -s busybox "/out/shell/bin/$a"; done
 
-FROM scratch
+FROM scratch AS image
 ARG VERSION=dev
 ARG REVISION=unknown
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
@@ -46,3 +54,14 @@ LABEL org.opencontainers.image.title="cfp" \
       org.opencontainers.image.revision="${REVISION}"
 ENTRYPOINT ["/usr/bin/cfp"]
 CMD ["--help"]
+
+# The shell variant: docker buildx build --target shell.
+# No RUN: the links (the applets of tools/ociimage's busyboxApplets) are made in the build stage,
+# so cross-platform builds need no emulator.
+FROM image AS shell
+COPY --from=busybox /bin/busybox /bin/busybox
+COPY --from=build /out/shell/bin/ /bin/
+LABEL dev.cfp.image.variant="shell"
+
+# The default target: cfp alone.
+FROM image

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -28,18 +29,25 @@ type objects struct {
 	configMaps  map[string]*corev1.ConfigMap
 	scaled      []*ScaledObject
 	triggerAuth map[string]*TriggerAuthentication
+	pdbs        map[string]*policyv1.PodDisruptionBudget
 }
 
 // build runs kustomize on dir (on disk, no network) and decodes every resource strictly into
 // its API type.
 func build(t *testing.T, dir string) objects {
 	t.Helper()
+	return buildFS(t, filesys.MakeFsOnDisk(), root, dir)
+}
+
+// buildFS is build on the manifests under top in fsys.
+func buildFS(t *testing.T, fsys filesys.FileSystem, top, dir string) objects {
+	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	rm, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(root, dir))
+	rm, err := k.Run(fsys, filepath.Join(top, dir))
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
-	o := objects{deployments: map[string]*appsv1.Deployment{}, configMaps: map[string]*corev1.ConfigMap{}, triggerAuth: map[string]*TriggerAuthentication{}}
+	o := objects{deployments: map[string]*appsv1.Deployment{}, configMaps: map[string]*corev1.ConfigMap{}, triggerAuth: map[string]*TriggerAuthentication{}, pdbs: map[string]*policyv1.PodDisruptionBudget{}}
 	for _, r := range rm.Resources() {
 		b, err := r.AsYAML()
 		if err != nil {
@@ -54,6 +62,9 @@ func build(t *testing.T, dir string) objects {
 		case "v1/ConfigMap":
 			c := &corev1.ConfigMap{}
 			o.configMaps[r.GetName()], into = c, c
+		case "policy/v1/PodDisruptionBudget":
+			p := &policyv1.PodDisruptionBudget{}
+			o.pdbs[r.GetName()], into = p, p
 		case "v1/Service":
 			into = &corev1.Service{}
 		case "v1/ServiceAccount":

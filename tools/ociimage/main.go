@@ -3,13 +3,21 @@
 // the static cfp binary at /usr/bin/cfp, CA certificates, and /etc/passwd and /etc/group with
 // the user nonroot (65532); its config runs cfp as that user.
 //
+// With -shell, the image is the shell variant for `cfp process --exec` and `--exec-lines`, which
+// run their command with sh -c: the same layer plus a static busybox at /bin/busybox and links
+// to it for sh and common tools (busyboxApplets), e.g. from Debian's busybox-static package.
+//
 //	ociimage build -out DIR -binary linux/amd64=PATH [-binary linux/arm64=PATH] \
-//	    [-version V] [-revision SHA] [-created RFC3339] [-ca-certs FILE]
-//	ociimage check -layout DIR [-platform linux/amd64 ...]
+//	    [-shell linux/amd64=BUSYBOX ...] [-version V] [-revision SHA] [-created RFC3339] [-ca-certs FILE]
+//	ociimage check -layout DIR [-platform linux/amd64 ...] [-shell] [-delegate]
 //
 // check fails unless every image in the layout's index runs /usr/bin/cfp as a non-root user,
 // declares the platform it was built for, carries the OCI labels, and holds a statically
-// linked executable of that architecture at /usr/bin/cfp.
+// linked executable of that architecture at /usr/bin/cfp. With -shell, every image must also
+// hold /bin/sh, a static executable of its architecture. With -delegate, the image of the
+// host's platform is unpacked into a directory and its own cfp replays three changes into
+// `--exec 'cat'` with only the image's /bin and /usr/bin on PATH: the image's sh and cat run as
+// cfp's delegate (outside a container: no daemon is needed, and none is used).
 package main
 
 import (
@@ -21,6 +29,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +54,18 @@ const (
 	homeDir    = "/home/nonroot"
 	certsPath  = "/etc/ssl/certs/ca-certificates.crt"
 	sourceURL  = "https://github.com/cfp-dev/cfp"
+	busyboxBin = "/bin/busybox"
+	shellPath  = "/bin/sh"
+	variantKey = "dev.cfp.image.variant"
 )
+
+// busyboxApplets are the commands the shell variant links to /bin/busybox: a shell and the tools
+// a delegate script commonly needs (busybox has no jq).
+var busyboxApplets = []string{
+	"sh", "ash", "cat", "echo", "printf", "env", "test", "[", "true", "false", "sleep", "date",
+	"wc", "head", "tail", "tee", "cut", "tr", "sort", "uniq", "grep", "sed", "awk", "xargs",
+	"ls", "cp", "mv", "rm", "mkdir", "mktemp", "touch", "base64", "sha256sum", "gzip", "gunzip", "wget", "nc",
+}
 
 // requiredLabels are the OCI annotation keys every image config carries.
 var requiredLabels = []string{
@@ -87,6 +110,8 @@ func runBuild(args []string) error {
 	revision := fs.String("revision", "unknown", "the image's revision label (commit)")
 	created := fs.String("created", "", "creation time, RFC 3339 (default: $SOURCE_DATE_EPOCH, else the Unix epoch, for reproducible images)")
 	certs := fs.String("ca-certs", certsPath, "the CA certificate bundle to ship")
+	var shells multiFlag
+	fs.Var(&shells, "shell", "`OS/ARCH=PATH` of a static busybox: build the shell variant (repeat for each platform)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,6 +125,14 @@ func runBuild(args []string) error {
 	ca, err := os.ReadFile(*certs)
 	if err != nil {
 		return fmt.Errorf("read CA certificates: %w", err)
+	}
+	busybox := map[string]string{}
+	for _, s := range shells {
+		plat, path, ok := strings.Cut(s, "=")
+		if !ok {
+			return fmt.Errorf("-shell %q: want OS/ARCH=PATH", s)
+		}
+		busybox[plat] = path
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, b := range binaries {
@@ -118,7 +151,20 @@ func runBuild(args []string) error {
 		if err := checkStatic(bin, p.Architecture); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		img, err := image(bin, ca, *p, labels(*version, *revision, when), when)
+		var bb []byte
+		if len(shells) > 0 {
+			bbPath, ok := busybox[plat]
+			if !ok {
+				return fmt.Errorf("-shell: no busybox for %s", plat)
+			}
+			if bb, err = os.ReadFile(bbPath); err != nil {
+				return err
+			}
+			if err := checkStatic(bb, p.Architecture); err != nil {
+				return fmt.Errorf("%s: %w", bbPath, err)
+			}
+		}
+		img, err := image(bin, ca, bb, *p, labels(*version, *revision, when, bb != nil), when)
 		if err != nil {
 			return fmt.Errorf("image for %s: %w", plat, err)
 		}
@@ -148,8 +194,8 @@ func creationTime(s string) (time.Time, error) {
 	return time.Unix(0, 0).UTC(), nil
 }
 
-func labels(version, revision string, created time.Time) map[string]string {
-	return map[string]string{
+func labels(version, revision string, created time.Time, shell bool) map[string]string {
+	l := map[string]string{
 		"org.opencontainers.image.title":       "cfp",
 		"org.opencontainers.image.description": "Azure Cosmos DB change feed processor host, lease tools, estimator and emulator",
 		"org.opencontainers.image.source":      sourceURL,
@@ -159,11 +205,15 @@ func labels(version, revision string, created time.Time) map[string]string {
 		"org.opencontainers.image.revision":    revision,
 		"org.opencontainers.image.created":     created.Format(time.RFC3339),
 	}
+	if shell {
+		l[variantKey] = "shell"
+	}
+	return l
 }
 
-// image is the one-layer image of bin for platform p.
-func image(bin, ca []byte, p v1.Platform, lbl map[string]string, created time.Time) (v1.Image, error) {
-	layerTar, err := rootfs(bin, ca, created)
+// image is the one-layer image of bin for platform p, the shell variant when busybox is not nil.
+func image(bin, ca, busybox []byte, p v1.Platform, lbl map[string]string, created time.Time) (v1.Image, error) {
+	layerTar, err := rootfs(bin, ca, busybox, created)
 	if err != nil {
 		return nil, err
 	}
@@ -201,9 +251,10 @@ func image(bin, ca []byte, p v1.Platform, lbl map[string]string, created time.Ti
 	return mutate.Annotations(img, lbl).(v1.Image), nil
 }
 
-// rootfs is the layer: directories, the user database, the CA bundle and the binary, every
-// entry with the same modification time so the image is reproducible.
-func rootfs(bin, ca []byte, mtime time.Time) ([]byte, error) {
+// rootfs is the layer: directories, the user database, the CA bundle and the binary (and
+// busybox with its links, if not nil), every entry with the same modification time so the image
+// is reproducible.
+func rootfs(bin, ca, busybox []byte, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dir := func(name string, owner int, mode int64) error {
@@ -231,6 +282,17 @@ func rootfs(bin, ca []byte, mtime time.Time) ([]byte, error) {
 		func() error { return dir("usr", 0, 0o755) },
 		func() error { return dir("usr/bin", 0, 0o755) },
 		func() error { return file(strings.TrimPrefix(binaryPath, "/"), 0o755, bin) },
+	}
+	if busybox != nil {
+		steps = append(steps,
+			func() error { return dir("bin", 0, 0o755) },
+			func() error { return file(strings.TrimPrefix(busyboxBin, "/"), 0o755, busybox) })
+		for _, a := range busyboxApplets {
+			steps = append(steps, func() error {
+				// Relative, so the links also work in an unpacked copy (check -delegate).
+				return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: mtime, Format: tar.FormatPAX})
+			})
+		}
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
@@ -273,6 +335,8 @@ func runCheck(args []string) error {
 	dir := fs.String("layout", "", "the OCI image layout `DIR`")
 	var platforms multiFlag
 	fs.Var(&platforms, "platform", "`OS/ARCH` the index must hold (repeat; default: any)")
+	shell := fs.Bool("shell", false, "every image must be the shell variant: a static /bin/sh")
+	delegate := fs.Bool("delegate", false, "run the host platform's cfp with --exec 'cat' on the image's own sh and cat (implies -shell)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -289,7 +353,9 @@ func runCheck(args []string) error {
 	if len(im.Manifests) == 0 {
 		return errors.New("the layout's index holds no image")
 	}
+	*shell = *shell || *delegate
 	var seen []string
+	ran := false
 	for _, d := range im.Manifests {
 		if d.Platform == nil {
 			return fmt.Errorf("manifest %s has no platform", d.Digest)
@@ -298,11 +364,26 @@ func runCheck(args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := checkImage(img, *d.Platform); err != nil {
+		if err := checkImage(img, *d.Platform, *shell); err != nil {
 			return fmt.Errorf("%s: %w", d.Platform, err)
 		}
 		seen = append(seen, d.Platform.OS+"/"+d.Platform.Architecture)
-		fmt.Printf("ok %s %s: entrypoint %s, user %d, static\n", d.Platform, d.Digest, binaryPath, uid)
+		what := "static"
+		if *shell {
+			what += ", static " + shellPath
+		}
+		fmt.Printf("ok %s %s: entrypoint %s, user %d, %s\n", d.Platform, d.Digest, binaryPath, uid, what)
+		if *delegate && d.Platform.OS == runtime.GOOS && d.Platform.Architecture == runtime.GOARCH {
+			out, err := runDelegate(img)
+			if err != nil {
+				return fmt.Errorf("%s: delegate: %w", d.Platform, err)
+			}
+			fmt.Printf("ok %s: %s\n", d.Platform, out)
+			ran = true
+		}
+	}
+	if *delegate && !ran {
+		return fmt.Errorf("-delegate: no image for this machine's platform %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
 	for _, p := range platforms {
 		if !slices.Contains(seen, p) {
@@ -312,8 +393,8 @@ func runCheck(args []string) error {
 	return nil
 }
 
-// checkImage asserts the config and the binary of one image.
-func checkImage(img v1.Image, p v1.Platform) error {
+// checkImage asserts the config and the binary of one image (and its shell, if shell).
+func checkImage(img v1.Image, p v1.Platform, shell bool) error {
 	mt, err := img.MediaType()
 	if err != nil {
 		return err
@@ -345,6 +426,7 @@ func checkImage(img v1.Image, p v1.Platform) error {
 		return err
 	}
 	files := map[string][]byte{}
+	links := map[string]string{}
 	for _, l := range layers {
 		rc, err := l.Uncompressed()
 		if err != nil {
@@ -359,6 +441,9 @@ func checkImage(img v1.Image, p v1.Platform) error {
 			if err != nil {
 				rc.Close()
 				return err
+			}
+			if h.Typeflag == tar.TypeSymlink {
+				links["/"+h.Name] = h.Linkname
 			}
 			if h.Typeflag == tar.TypeReg && h.Mode&0o111 != 0 || h.Name == "etc/passwd" {
 				b, err := io.ReadAll(tr)
@@ -380,6 +465,136 @@ func checkImage(img v1.Image, p v1.Platform) error {
 	}
 	if !strings.Contains(string(files["/etc/passwd"]), fmt.Sprintf(":%d:%d:", uid, uid)) {
 		return fmt.Errorf("/etc/passwd has no user %d", uid)
+	}
+	if shell {
+		sh := shellPath
+		for i := 0; i < 8; i++ {
+			t, ok := links[sh]
+			if !ok {
+				break
+			}
+			if !path.IsAbs(t) {
+				t = path.Join(path.Dir(sh), t)
+			}
+			sh = t
+		}
+		b, ok := files[sh]
+		if !ok {
+			return fmt.Errorf("no executable %s in the layers (build the shell variant with -shell)", shellPath)
+		}
+		if err := checkStatic(b, p.Architecture); err != nil {
+			return fmt.Errorf("%s (%s): %w", shellPath, sh, err)
+		}
+	}
+	return nil
+}
+
+// runDelegate unpacks img into a temporary directory and runs its cfp, with only the image's
+// /bin and /usr/bin on PATH, on an embedded emulator: three changes imported, then replayed into
+// --exec 'cat', which cfp runs as sh -c 'cat' through PATH. It fails unless every change comes
+// back on stdout.
+func runDelegate(img v1.Image) (string, error) {
+	dir, err := os.MkdirTemp("", "ociimage-delegate-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	root := filepath.Join(dir, "rootfs")
+	if err := unpack(img, root); err != nil {
+		return "", err
+	}
+	env := []string{
+		"PATH=" + filepath.Join(root, "bin") + ":" + filepath.Join(root, "usr/bin"),
+		"HOME=" + dir, "CFP_LOCAL=" + filepath.Join(dir, "data"),
+	}
+	cfp := filepath.Join(root, binaryPath)
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(cfp, args...)
+		cmd.Env, cmd.Dir, cmd.Stdin = env, dir, strings.NewReader(stdin)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("cfp %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return stdout.String(), nil
+	}
+	ids := []string{"d1", "d2", "d3"}
+	var docs strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&docs, "{\"id\":%q}\n", id)
+	}
+	if _, err := run(docs.String(), "import", "-d", "shop", "-c", "orders", "--create"); err != nil {
+		return "", err
+	}
+	if _, err := run("", "import", "-d", "shop", "-c", "leases", "--create"); err != nil {
+		return "", err
+	}
+	// replay-from replays up to now, in whole seconds of the changes' timestamps.
+	time.Sleep(1100 * time.Millisecond)
+	out, err := run("", "replay-from", "beginning", "-d", "shop", "-c", "orders", "--exec", "cat")
+	if err != nil {
+		return "", err
+	}
+	for _, id := range ids {
+		if !strings.Contains(out, fmt.Sprintf("%q", id)) {
+			return "", fmt.Errorf("change %s did not come through --exec 'cat': stdout %q", id, out)
+		}
+	}
+	return fmt.Sprintf("cfp replay-from --exec 'cat' ran the image's %s and cat: %d changes through", shellPath, len(ids)), nil
+}
+
+// unpack writes img's layers (directories, regular files, symlinks) under root.
+func unpack(img v1.Image, root string) error {
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return err
+		}
+		err = func() error {
+			defer rc.Close()
+			tr := tar.NewReader(rc)
+			for {
+				h, err := tr.Next()
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				name := filepath.Join(root, filepath.FromSlash(path.Clean("/"+h.Name)))
+				switch h.Typeflag {
+				case tar.TypeDir:
+					if err := os.MkdirAll(name, 0o755); err != nil {
+						return err
+					}
+				case tar.TypeReg:
+					if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+						return err
+					}
+					b, err := io.ReadAll(tr)
+					if err != nil {
+						return err
+					}
+					if err := os.WriteFile(name, b, os.FileMode(h.Mode)&0o755|0o600); err != nil {
+						return err
+					}
+				case tar.TypeSymlink:
+					if path.IsAbs(h.Linkname) {
+						return fmt.Errorf("%s: absolute link %s does not work unpacked", h.Name, h.Linkname)
+					}
+					if err := os.Symlink(h.Linkname, name); err != nil {
+						return err
+					}
+				}
+			}
+		}()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
