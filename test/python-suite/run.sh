@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the azure-cosmos (Python SDK) 4.17.1 emulator tests in tests/ (copied unchanged, see
-# README.md) against `cfp emulator` over TLS on a free port of the IPv6 loopback, trusting the
+# Runs the azure-cosmos (Python SDK) 4.17.1 emulator tests (tests/ of the release's PyPI source
+# archive, unchanged, its sha256 checked; see README.md) against `cfp emulator` over TLS on a free port of the IPv6 loopback, trusting the
 # emulator's certificate (REQUESTS_CA_BUNDLE; verification stays on), and fails on any test that does not
 # pass unless known-failures.txt names it (one line: test id, then the reason). The list only
 # shrinks: a listed test that passes fails the run too, so the entry is removed.
@@ -28,6 +28,24 @@ if [ ! -x "$venv/bin/pytest" ]; then
   mv "$venv.tmp" "$venv"
 fi
 
+# The SDK's own test files: tests/ of the release's source archive on PyPI, pinned by its sha256,
+# fetched once into the cache and copied unchanged beside this directory's conftest.py, pytest.ini
+# and shim/ in a work directory (they are not kept in this repository).
+sdist_name=azure_cosmos-4.17.1.tar.gz
+sdist_sha256=d692928a54d88163e96d41d8f899229ca2f6a6bf21973ece2bfc1f72d4b4edd8
+suite_files="LICENSE tests/conftest.py tests/test_config.py tests/test_change_feed.py tests/test_crud.py
+  tests/test_crud_container.py tests/test_crud_database.py tests/test_query.py tests/test_transactional_batch.py"
+sdist="$cache/$sdist_name"
+if [ ! -s "$sdist" ] || ! echo "$sdist_sha256  $sdist" | sha256sum -c --status; then
+  echo "== python-suite: download $sdist_name from PyPI" >&2
+  rm -rf "$cache/sdist.tmp" && mkdir -p "$cache/sdist.tmp"
+  "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    -d "$cache/sdist.tmp" "azure-cosmos==4.17.1"
+  echo "$sdist_sha256  $cache/sdist.tmp/$sdist_name" | sha256sum -c --status ||
+    { echo "python-suite: $sdist_name does not have the pinned sha256" >&2; exit 1; }
+  mv "$cache/sdist.tmp/$sdist_name" "$sdist" && rm -rf "$cache/sdist.tmp"
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/python-suite.XXXXXX")
 emu_pid=
 cleanup() {
@@ -35,6 +53,13 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+suite="$work/suite"
+mkdir -p "$suite/tests"
+cp -r "$here/conftest.py" "$here/pytest.ini" "$here/shim" "$suite/"
+# shellcheck disable=SC2086 # suite_files is a list of paths
+tar -xzf "$sdist" -C "$work" $(for f in $suite_files; do echo "${sdist_name%.tar.gz}/$f"; done)
+cp "$work/${sdist_name%.tar.gz}/LICENSE" "$work/${sdist_name%.tar.gz}"/tests/* "$suite/tests/"
 
 echo "== python-suite: build cfp" >&2
 (cd "$root" && go build -o "$work/cfp" .)
@@ -57,13 +82,13 @@ cert=$(field cert_file)
 
 # --tb=native: pytest's own traceback format parses the test's source, and a RecursionError in a
 # test (the SDK's retries) then breaks pytest itself (INTERNALERROR, exit 3) on CPython 3.11.
-args=(-p no:cacheprovider -q -rfE --tb=native --junitxml "$work/junit.xml" --rootdir "$here")
+args=(-p no:cacheprovider -q -rfE --tb=native --junitxml "$work/junit.xml" --rootdir "$suite")
 if [ -n "$only" ]; then args+=(-k "$only"); fi
 echo "== python-suite: run the tests against $endpoint" >&2
 start=$(date +%s)
 set +e
-(cd "$here" && PYTHONDONTWRITEBYTECODE=1 ACCOUNT_HOST="$endpoint" REQUESTS_CA_BUNDLE="$cert" SSL_CERT_FILE="$cert" \
-  "$venv/bin/python" -m pytest "${args[@]}" $(cd "$here" && ls tests/test_*.py | grep -v test_config.py)) >"$work/tests.log" 2>&1
+(cd "$suite" && PYTHONDONTWRITEBYTECODE=1 ACCOUNT_HOST="$endpoint" REQUESTS_CA_BUNDLE="$cert" SSL_CERT_FILE="$cert" \
+  "$venv/bin/python" -m pytest "${args[@]}" $(cd "$suite" && ls tests/test_*.py | grep -v test_config.py)) >"$work/tests.log" 2>&1
 rc=$?
 set -e
 secs=$(( $(date +%s) - start ))
