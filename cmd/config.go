@@ -99,6 +99,7 @@ Use it to check a shell's COSMOS_* and CFP_* variables before running a command.
 		},
 	}
 	c.Flags().BoolVar(&opts.check, "check", false, "open the account and read the named containers")
+	c.AddCommand(newContextCmds(f)...)
 	return c
 }
 
@@ -183,6 +184,8 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		v.Account, v.Endpoint, accountSource = "endpoint", acct.Endpoint, g.source("endpoint")
 		if acct.Key != "" {
 			switch {
+			case g.keySource != "":
+				v.KeySource = g.keySource
 			case g.KeyFile != "":
 				v.KeySource = "--key-file " + g.KeyFile
 			case g.Key != "":

@@ -390,7 +390,8 @@ func runExample(t *testing.T, fixture string, ex docExample) {
 		"NO_COLOR=1", "COLUMNS=100", "LANG=C", "TZ=UTC",
 	)
 	env = withoutEnv(env, "COSMOS_ENDPOINT", "COSMOS_KEY", "COSMOS_CONNECTION_STRING", "COSMOS_DATABASE",
-		"COSMOS_CONTAINER", "CFP_PROCESSOR", "CFP_LEASE_ENDPOINT", "CFP_LEASE_KEY", "CFP_LEASE_CONNECTION_STRING")
+		"COSMOS_CONTAINER", "CFP_PROCESSOR", "CFP_LEASE_ENDPOINT", "CFP_LEASE_KEY", "CFP_LEASE_CONNECTION_STRING",
+		"CFP_CONTEXT", "XDG_CONFIG_HOME")
 	served := ""
 	if ex.serve {
 		// An endpoint and CFP_LOCAL together are two accounts: these examples name theirs.
