@@ -151,6 +151,7 @@ func (g *globalOptions) applyContext(getenv func(string) string, accountFromFlag
 		if name == "" {
 			return nil
 		}
+		g.sources["context"] = "cfp config use-context"
 	}
 	_, c := cf.find(name)
 	if c == nil {
@@ -390,7 +391,7 @@ win over the context.`,
 	use := &cobra.Command{
 		Use:         "use-context NAME",
 		Short:       "Make a saved context the default",
-		Example:     "  cfp config use-context dev",
+		Example:     "  cfp config set-context dev --local\n  cfp config use-context dev",
 		Args:        cobra.ExactArgs(1),
 		Annotations: ann,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -407,7 +408,7 @@ win over the context.`,
 	del := &cobra.Command{
 		Use:         "delete-context NAME",
 		Short:       "Delete a saved context",
-		Example:     "  cfp config delete-context dev",
+		Example:     "  cfp config set-context old --local\n  cfp config delete-context old",
 		Args:        cobra.ExactArgs(1),
 		Annotations: ann,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -108,12 +108,13 @@ const exampleDemoDuration = "--duration 3s"
 // commandExampleMarks marks the paragraphs of commands' Examples that cannot run here, by the
 // command path and the paragraph's first command line.
 var commandExampleMarks = map[string]string{
-	"cfp: export COSMOS_ENDPOINT=https://myacct.documents.azure.com:443/ COSMOS_KEY=...":                      "azure: an account endpoint and key",
-	`cfp config: COSMOS_CONNECTION_STRING="AccountEndpoint=...;AccountKey=...;" cfp config -d shop -c orders`: "azure: an account's connection string",
-	"cfp completion: cfp completion bash > /etc/bash_completion.d/cfp":                                        "skip: writes to /etc",
-	`cfp completion: cfp completion zsh > "${fpath[1]}/_cfp"`:                                                 "skip: zsh",
-	"cfp completion: cfp completion fish > ~/.config/fish/completions/cfp.fish":                               "skip: fish",
-	"cfp completion: cfp completion powershell | Out-String | Invoke-Expression":                              "skip: PowerShell",
+	"cfp: export COSMOS_ENDPOINT=https://myacct.documents.azure.com:443/ COSMOS_KEY=...":                                               "azure: an account endpoint and key",
+	`cfp config: COSMOS_CONNECTION_STRING="AccountEndpoint=...;AccountKey=...;" cfp config -d shop -c orders`:                          "azure: an account's connection string",
+	"cfp config set-context: cfp config set-context prod --endpoint https://myacct.documents.azure.com:443/ --key-env PROD_COSMOS_KEY": "azure: an account endpoint and key",
+	"cfp completion: cfp completion bash > /etc/bash_completion.d/cfp":                                                                 "skip: writes to /etc",
+	`cfp completion: cfp completion zsh > "${fpath[1]}/_cfp"`:                                                                          "skip: zsh",
+	"cfp completion: cfp completion fish > ~/.config/fish/completions/cfp.fish":                                                        "skip: fish",
+	"cfp completion: cfp completion powershell | Out-String | Invoke-Expression":                                                       "skip: PowerShell",
 }
 
 // helpTopicsWithoutExamples are the help topics whose "  cfp " lines are not commands to run.
