@@ -161,3 +161,39 @@ func TestSetContext_KeysByReference(t *testing.T) {
 		t.Errorf("get-contexts: exit %d, stdout %s; want the key's source, never the key", code, out)
 	}
 }
+
+// FuzzLoadContexts: any config file either loads or fails with an error naming the file, and
+// what loads saves and loads back the same.
+func FuzzLoadContexts(f *testing.F) {
+	f.Add([]byte(`{"current_context":"dev","contexts":[{"name":"dev","local":"/d","database":"shop"}]}`))
+	f.Add([]byte(`{"contexts":[{"name":"p","endpoint":"https://a/","key_env":"K"}]}`))
+	f.Add([]byte(`{"contexts":null}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "cfp", "config.json")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cf, err := loadContexts(path)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if err := cf.save(path); err != nil {
+			t.Fatal(err)
+		}
+		again, err := loadContexts(path)
+		if err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+		if fmt.Sprint(again) != fmt.Sprint(cf) {
+			t.Errorf("reloaded %+v, saved %+v", again, cf)
+		}
+	})
+}
