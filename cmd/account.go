@@ -66,8 +66,12 @@ func (in accountInputs) keyEnv() string {
 // monitoredInputs returns the monitored account's settings.
 func (f *factory) monitoredInputs() accountInputs {
 	g := f.Global
+	envKey := strings.TrimSpace(f.Getenv("COSMOS_KEY"))
+	if g.ignoreEnvKey {
+		envKey = ""
+	}
 	return accountInputs{Local: g.Local, ConnectionString: g.ConnectionString, Endpoint: g.Endpoint,
-		KeyFile: g.KeyFile, Key: g.Key, EnvKey: strings.TrimSpace(f.Getenv("COSMOS_KEY")), Auth: g.Auth}
+		KeyFile: g.KeyFile, Key: g.Key, EnvKey: envKey, Auth: g.Auth}
 }
 
 // leaseInputs returns the lease account's settings.
@@ -90,6 +94,9 @@ type resolvedAccount struct {
 func (f *factory) accountConfig() (accountConfig, error) {
 	f.resolvedMu.Lock()
 	defer f.resolvedMu.Unlock()
+	if f.monitored == nil && f.Global.contextErr != nil {
+		f.monitored = &resolvedAccount{err: f.Global.contextErr}
+	}
 	if f.monitored == nil {
 		cfg, err := f.resolveAccount(f.monitoredInputs())
 		cfg.PreferredRegions = f.Global.PreferredRegions

@@ -174,7 +174,7 @@ func stateFileCompletions(prefix string) []string {
 func (f *factory) completeFromAccount(c *cobra.Command, toComplete string, fn func(context.Context) ([]string, error)) ([]string, cobra.ShellCompDirective) {
 	f.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.IO.ErrOut = io.Discard
-	if err := f.Global.applyEnv(c.Flags(), f.Getenv); err != nil {
+	if err := f.Global.applyEnv(c.Flags(), f.Getenv, true); err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	if dir := f.Global.Local; dir != "" {

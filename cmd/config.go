@@ -19,7 +19,9 @@ type configOptions struct {
 // configView is the JSON of `cfp config -o json`, a public contract (docs/scripting.md). It
 // never holds a key: KeySource says where the key comes from.
 type configView struct {
-	Account          string   `json:"account"`
+	Account string `json:"account"`
+	// Context is the saved context in use (--context, CFP_CONTEXT, use-context).
+	Context          string   `json:"context,omitempty"`
 	Endpoint         string   `json:"endpoint,omitempty"`
 	LocalDir         string   `json:"local_dir,omitempty"`
 	Auth             string   `json:"auth,omitempty"`
@@ -70,7 +72,9 @@ func newConfigCmd(f *factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "config",
 		Short: "Show the account, container and processor cfp would use",
-		Long: `Show the configuration cfp resolves from flags and the environment: which account
+		Long: `Show the configuration cfp resolves from flags, the environment and the saved context
+(set-context, use-context, get-contexts, delete-context; flags win over variables, which win
+over the context): which account
 (endpoint, connection string or local data directory), how it authenticates, where the key
 comes from (never the key itself), the lease account when the lease container lives in
 another account (--lease-endpoint, --lease-connection-string), and the monitored container,
@@ -99,6 +103,7 @@ Use it to check a shell's COSMOS_* and CFP_* variables before running a command.
 		},
 	}
 	c.Flags().BoolVar(&opts.check, "check", false, "open the account and read the named containers")
+	c.AddCommand(newContextCmds(f)...)
 	return c
 }
 
@@ -158,6 +163,7 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		return err
 	}
 	v := configView{
+		Context:          g.contextName,
 		Auth:             acct.Auth,
 		PreferredRegions: acct.PreferredRegions,
 		Database:         g.Database,
@@ -183,6 +189,8 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 		v.Account, v.Endpoint, accountSource = "endpoint", acct.Endpoint, g.source("endpoint")
 		if acct.Key != "" {
 			switch {
+			case g.keySource != "":
+				v.KeySource = g.keySource
 			case g.KeyFile != "":
 				v.KeySource = "--key-file " + g.KeyFile
 			case g.Key != "":
@@ -234,6 +242,9 @@ func runConfig(ctx context.Context, opts *configOptions) error {
 	}
 	err = p.Print(ctx, v, func(t *render.Table) {
 		*t = *render.NewTable(f.IO, "setting", "value", "source")
+		if v.Context != "" {
+			t.Row("context", v.Context, g.source("context"))
+		}
 		t.Row("account", v.Account, accountSource)
 		if v.LocalDir != "" {
 			t.Row("local dir", v.LocalDir, accountSource)

@@ -193,6 +193,11 @@ func printError(w io.Writer, err error, redact func(string) string) {
 	if errors.As(err, &exitErr) && exitErr.Err == nil {
 		return
 	}
+	// An unreachable endpoint is the whole story: the step that first dialled it is noise.
+	var unreachable *cosmos.UnreachableError
+	if errors.As(err, &unreachable) {
+		err = unreachable
+	}
 	msg := render.Safe(oneLine(redact(err.Error())))
 	fmt.Fprintf(w, "cfp: %s\n", msg)
 	if h := hintOf(err); h != "" {

@@ -108,12 +108,13 @@ const exampleDemoDuration = "--duration 3s"
 // commandExampleMarks marks the paragraphs of commands' Examples that cannot run here, by the
 // command path and the paragraph's first command line.
 var commandExampleMarks = map[string]string{
-	"cfp: export COSMOS_ENDPOINT=https://myacct.documents.azure.com:443/ COSMOS_KEY=...":                      "azure: an account endpoint and key",
-	`cfp config: COSMOS_CONNECTION_STRING="AccountEndpoint=...;AccountKey=...;" cfp config -d shop -c orders`: "azure: an account's connection string",
-	"cfp completion: cfp completion bash > /etc/bash_completion.d/cfp":                                        "skip: writes to /etc",
-	`cfp completion: cfp completion zsh > "${fpath[1]}/_cfp"`:                                                 "skip: zsh",
-	"cfp completion: cfp completion fish > ~/.config/fish/completions/cfp.fish":                               "skip: fish",
-	"cfp completion: cfp completion powershell | Out-String | Invoke-Expression":                              "skip: PowerShell",
+	"cfp: export COSMOS_ENDPOINT=https://myacct.documents.azure.com:443/ COSMOS_KEY=...":                                               "azure: an account endpoint and key",
+	`cfp config: COSMOS_CONNECTION_STRING="AccountEndpoint=...;AccountKey=...;" cfp config -d shop -c orders`:                          "azure: an account's connection string",
+	"cfp config set-context: cfp config set-context prod --endpoint https://myacct.documents.azure.com:443/ --key-env PROD_COSMOS_KEY": "azure: an account endpoint and key",
+	"cfp completion: cfp completion bash > /etc/bash_completion.d/cfp":                                                                 "skip: writes to /etc",
+	`cfp completion: cfp completion zsh > "${fpath[1]}/_cfp"`:                                                                          "skip: zsh",
+	"cfp completion: cfp completion fish > ~/.config/fish/completions/cfp.fish":                                                        "skip: fish",
+	"cfp completion: cfp completion powershell | Out-String | Invoke-Expression":                                                       "skip: PowerShell",
 }
 
 // helpTopicsWithoutExamples are the help topics whose "  cfp " lines are not commands to run.
@@ -390,7 +391,8 @@ func runExample(t *testing.T, fixture string, ex docExample) {
 		"NO_COLOR=1", "COLUMNS=100", "LANG=C", "TZ=UTC",
 	)
 	env = withoutEnv(env, "COSMOS_ENDPOINT", "COSMOS_KEY", "COSMOS_CONNECTION_STRING", "COSMOS_DATABASE",
-		"COSMOS_CONTAINER", "CFP_PROCESSOR", "CFP_LEASE_ENDPOINT", "CFP_LEASE_KEY", "CFP_LEASE_CONNECTION_STRING")
+		"COSMOS_CONTAINER", "CFP_PROCESSOR", "CFP_LEASE_ENDPOINT", "CFP_LEASE_KEY", "CFP_LEASE_CONNECTION_STRING",
+		"CFP_CONTEXT", "XDG_CONFIG_HOME")
 	served := ""
 	if ex.serve {
 		// An endpoint and CFP_LOCAL together are two accounts: these examples name theirs.

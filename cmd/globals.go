@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,9 +56,21 @@ type globalOptions struct {
 	// ThroughputBucket is --throughput-bucket, 1 to 5, 0 for none.
 	ThroughputBucket int
 
+	// Context is --context (env CFP_CONTEXT): the saved context to use (contexts.go).
+	Context string
+
 	// sources says where each global flag's value came from: "flag", the environment
-	// variable's name, or "" for the default.
+	// variable's name, "context NAME", or "" for the default.
 	sources map[string]string
+	// contextName is the context in use ("" for none).
+	contextName string
+	// contextErr is a context whose key or connection string variable is unset: the error of
+	// every command that needs the account.
+	contextErr error
+	// keySource says where the context's key comes from (cfp config); ignoreEnvKey says that
+	// the context's endpoint does not take COSMOS_KEY.
+	keySource    string
+	ignoreEnvKey bool
 }
 
 // source returns where the value of the global flag name came from: "flag", an environment
@@ -98,6 +111,7 @@ var globalEnv = []struct{ flag, env string }{
 	{"max-retries", "CFP_MAX_RETRIES"},
 	{"priority", "CFP_PRIORITY"},
 	{"throughput-bucket", "CFP_THROUGHPUT_BUCKET"},
+	{"context", "CFP_CONTEXT"},
 }
 
 const defaultLocalDir = ".cfp"
@@ -133,18 +147,26 @@ func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&g.RequestTimeout, "request-timeout", cosmos.DefaultRequestTimeout, "give up on one request to Cosmos DB after `DURATION` without an answer (env CFP_REQUEST_TIMEOUT)")
 	fs.IntVar(&g.MaxRetries, "max-retries", cosmos.DefaultMaxRetries, "retry a throttled (429) or unavailable (503) request up to `N` times, waiting the service's retry-after or a growing backoff (env CFP_MAX_RETRIES)")
 	enumFlag(fs, &g.Priority, "priority", "", "", "priority level of every request (priority-based execution: low is throttled first when the account is over its RU/s; env CFP_PRIORITY)", "low", "high")
+	fs.StringVar(&g.Context, "context", "", "use the saved context `NAME` (env CFP_CONTEXT; default: cfp config use-context)")
 	fs.IntVar(&g.ThroughputBucket, "throughput-bucket", 0, "throughput bucket `N` (1-5) of every request, which caps the share of the account's RU/s they may use (0: none; env CFP_THROUGHPUT_BUCKET)")
 }
 
 // applyEnv fills the options the user did not set on the command line from the environment.
 // Invalid values from the environment are usage errors naming the variable.
-func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+//
+// Then the saved context (--context, CFP_CONTEXT, or the current one) fills what is still
+// unset, unless applyContexts is false (the context commands themselves).
+func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string, applyContexts bool) error {
 	g.sources = map[string]string{}
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Changed {
 			g.sources[f.Name] = "flag"
 		}
 	})
+	// An account flag wins over every account variable, not only its own: --endpoint with
+	// CFP_LOCAL exported is the endpoint, not two accounts.
+	accountFromFlag := anyChanged(fs, accountFlags...)
+	accountFromEnv := false
 	for _, fe := range globalEnv {
 		f := fs.Lookup(fe.flag)
 		if f == nil || f.Changed {
@@ -153,6 +175,12 @@ func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string) 
 		v := strings.TrimSpace(getenv(fe.env))
 		if v == "" {
 			continue
+		}
+		if slices.Contains(accountFlags, fe.flag) {
+			if accountFromFlag {
+				continue
+			}
+			accountFromEnv = true
 		}
 		if err := f.Value.Set(v); err != nil {
 			return briefUsageErrorf("invalid %s %q: %w", fe.env, v, err)
@@ -168,13 +196,16 @@ func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string) 
 	if getenv("NO_COLOR") != "" {
 		g.NoColor = true
 	}
-	return nil
+	if !applyContexts {
+		return nil
+	}
+	return g.applyContext(getenv, accountFromFlag, accountFromEnv)
 }
 
 // setup runs before every command: it applies the environment to unset flags, builds the
 // logger and warns about keys on the command line.
 func (f *factory) setup(c *cobra.Command) error {
-	if err := f.Global.applyEnv(c.Flags(), f.Getenv); err != nil {
+	if err := f.Global.applyEnv(c.Flags(), f.Getenv, c.Annotations[configSubcommand] == ""); err != nil {
 		return err
 	}
 	if f.Global.NoColor {

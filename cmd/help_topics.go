@@ -43,12 +43,15 @@ Errors are printed to stderr as one line, "cfp: <what failed>", optionally follo
 "Try: <hint>". Usage errors (2) about flags and arguments also print the command's usage.`
 
 const helpEnvironment = `Every global flag that names an account, a container or a processor can come from the
-environment instead. A flag on the command line wins over its variable.
+environment instead, or from a saved context (cfp config set-context). A flag on the command
+line wins over its variable, which wins over the context; the account is taken whole from the
+first of the three that names one, so --endpoint wins over an exported CFP_LOCAL.
 
   COSMOS_ENDPOINT            account endpoint URL (--endpoint)
   COSMOS_KEY                 account key (--key-file reads it from a file instead)
   COSMOS_CONNECTION_STRING   AccountEndpoint=...;AccountKey=...; (--connection-string)
   CFP_LOCAL                  data directory of the embedded emulator (--local)
+  CFP_CONTEXT                the saved context to use (--context; default: cfp config use-context)
   COSMOS_DATABASE            database of the monitored container (-d, --database)
   COSMOS_CONTAINER           the monitored container (-c, --container)
   CFP_LEASE_CONTAINER        lease container, default "leases" (--lease-container)

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -273,5 +275,30 @@ func TestMainWithIO_LocalWithSpace(t *testing.T) {
 	code, _, errOut = run(t, nil, "--local", "config", "--nope")
 	if code != 2 || strings.Contains(errOut, "--local=") {
 		t.Errorf("--local config --nope: exit %d, stderr %q; want 2 without a --local= hint", code, errOut)
+	}
+}
+
+// TestMainWithIO_UnreachableEndpoint: a command against a port nothing listens on fails at
+// once (not after about 10 s of retries) with one line that names the endpoint and the cause,
+// not the step that first dialled it, and a Try: line.
+func TestMainWithIO_UnreachableEndpoint(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := "http://" + l.Addr().String() + "/"
+	_ = l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	code, _, errOut := runEnv(ctx, map[string]string{"COSMOS_ENDPOINT": ep}, "", "tail", "-d", "shop", "-c", "orders", "-e")
+	t.Logf("failed after %s", time.Since(start).Round(time.Millisecond))
+	if ctx.Err() != nil {
+		t.Fatal("returned only at the test's deadline")
+	}
+	want := "cfp: cannot reach " + ep + " (connection refused)\nTry: check --endpoint"
+	if code != 1 || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 2 {
+		t.Errorf("exit %d, stderr %q; want 1 and %q...", code, errOut, want)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -146,6 +148,10 @@ func (p *requestPolicy) Do(req *policy.Request) (*http.Response, error) {
 			if ctx.Err() == nil && errors.Is(tryCtx.Err(), context.DeadlineExceeded) {
 				return nil, &RequestTimeoutError{Method: req.Raw().Method, Path: req.Raw().URL.Path, After: p.timeout}
 			}
+			if reason := unreachableReason(err); reason != "" {
+				u := req.Raw().URL
+				return nil, &UnreachableError{Endpoint: u.Scheme + "://" + u.Host + "/", Reason: reason, detail: err.Error()}
+			}
 			return nil, err
 		}
 		if !p.retriable(req.Raw(), resp.StatusCode) || attempt > p.maxRetries {
@@ -215,4 +221,49 @@ func statusReason(status int) string {
 		return "service unavailable"
 	}
 	return http.StatusText(status)
+}
+
+// UnreachableError is an endpoint that cannot be reached at all: its host name does not
+// resolve, or nothing listens on its port (the connection is refused). Neither recovers by
+// retrying within a command's life, so it is not retried: without it azcosmos retries a refused
+// connection three times a second apart and again for its account bootstrap, and azcore once
+// more, about 10 s of silence before an error that named the step, not the endpoint.
+//
+// It wraps nothing on purpose: the SDK's retry policies classify a wrapped *net.OpError or
+// *net.DNSError as a connection error and retry it.
+type UnreachableError struct {
+	// Endpoint is the URL's scheme and host, "https://acct.documents.azure.com:443/".
+	Endpoint string
+	// Reason is "connection refused" or "host not found".
+	Reason string
+	// detail is the transport's error, for --log-level debug.
+	detail string
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach %s (%s)", e.Endpoint, e.Reason)
+}
+
+// Detail is the transport's own error text.
+func (e *UnreachableError) Detail() string { return e.detail }
+
+// Hint says what to check.
+func (e *UnreachableError) Hint() string {
+	return "check --endpoint (cfp config shows the one in use) or start cfp emulator"
+}
+
+// NonRetriable tells azcore's retry policy not to retry (errorinfo.NonRetriable).
+func (e *UnreachableError) NonRetriable() {}
+
+// unreachableReason says why err means the endpoint cannot be reached at all ("" when it may
+// recover: a reset, a timeout, a TLS failure).
+func unreachableReason(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return "host not found"
+	}
+	return ""
 }
