@@ -53,21 +53,11 @@ func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll
 	if !ok {
 		return
 	}
-	body, err := readBody(r)
+	ops, minimal, err := readBatchOps(r, "a transactional batch")
 	if err != nil {
 		e.fail(w, err)
 		return
 	}
-	var ops []batchOp
-	if err := json.Unmarshal(body, &ops); err != nil {
-		e.fail(w, badRequest("invalid batch body: %v", err))
-		return
-	}
-	if len(ops) == 0 || len(ops) > maxBatchOps {
-		e.fail(w, badRequest("a transactional batch needs 1 to %d operations, got %d", maxBatchOps, len(ops)))
-		return
-	}
-	minimal := strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal")
 
 	var results []batchResult
 	failed := -1
@@ -122,6 +112,22 @@ func (e *Emulator) executeBatch(w http.ResponseWriter, r *http.Request, db, coll
 // fails leaves the others applied. With x-ms-cosmos-batch-continue-on-error: false the operations
 // after the first failure are not run and answer 424. The answer is 200 when every operation
 // succeeded and 207 otherwise, with each operation's status in the body.
+// readBatchOps reads the operations of a batch or bulk request (what: its name in the errors) and
+// whether its answer is minimal (Prefer: return=minimal).
+func readBatchOps(r *http.Request, what string) (ops []batchOp, minimal bool, err error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := json.Unmarshal(body, &ops); err != nil {
+		return nil, false, badRequest("invalid batch body: %v", err)
+	}
+	if len(ops) == 0 || len(ops) > maxBatchOps {
+		return nil, false, badRequest("%s needs 1 to %d operations, got %d", what, maxBatchOps, len(ops))
+	}
+	return ops, strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal"), nil
+}
+
 func (e *Emulator) executeBulk(w http.ResponseWriter, r *http.Request, db, coll string) {
 	st, err := e.store.getContainer(db, coll)
 	if err != nil {
@@ -133,21 +139,11 @@ func (e *Emulator) executeBulk(w http.ResponseWriter, r *http.Request, db, coll 
 		e.fail(w, err)
 		return
 	}
-	body, err := readBody(r)
+	ops, minimal, err := readBatchOps(r, "a bulk request")
 	if err != nil {
 		e.fail(w, err)
 		return
 	}
-	var ops []batchOp
-	if err := json.Unmarshal(body, &ops); err != nil {
-		e.fail(w, badRequest("invalid batch body: %v", err))
-		return
-	}
-	if len(ops) == 0 || len(ops) > maxBatchOps {
-		e.fail(w, badRequest("a bulk request needs 1 to %d operations, got %d", maxBatchOps, len(ops)))
-		return
-	}
-	minimal := strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal")
 	stopOnError := strings.EqualFold(r.Header.Get(hdrContinueOnError), "false")
 
 	results := make([]batchResult, len(ops))
