@@ -92,7 +92,7 @@ key or a credential.
 
 An --exec command still running after --exec-timeout (default 10m), or an --exec-lines child
 that has not answered a message by then, is stopped with its process group and its batch
-fails. A failed batch is retried --max-retries times with exponential backoff (1s, 2s, 4s,
+fails. A failed batch is retried --delegate-retries times with exponential backoff (1s, 2s, 4s,
 ... up to 30s), then --on-error decides: stop (the host releases its leases and exits 1),
 skip (the batch is checkpointed past) or dead-letter (the batch, lease and error go to
 --dead-letter FILE as one JSON line, then it is checkpointed past).
@@ -130,7 +130,7 @@ const processExample = `  # Print every change of shop/orders as JSON lines, sha
 
   # Run a script per batch; give up on a batch after 5 attempts and set it aside
   cfp process -d shop -c orders -p orders-proj --exec './load.sh' \
-    --max-retries 5 --on-error dead-letter --dead-letter failed.jsonl
+    --delegate-retries 5 --on-error dead-letter --dead-letter failed.jsonl
 
   # Machine-readable lifecycle events, Prometheus metrics on :9464
   cfp process -d shop -c orders -p orders-proj --events-file events.jsonl --metrics-addr :9464
@@ -190,6 +190,8 @@ func newProcessCmd(f *factory) *cobra.Command {
 	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
+	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
+	renameFlag(f, c, "max-retries", "delegate-retries")
 	return c
 }
 

@@ -35,7 +35,7 @@ type replayOptions struct {
 
 const replayLong = `Re-process a window of a container's history through the same delegates as 'cfp process':
 JSON lines on stdout by default, --exec CMD once per batch, or --exec-lines CMD with one child
-per lease, with the same --max-retries and --on-error policy.
+per lease, with the same --delegate-retries and --on-error policy.
 
 The window starts at the POSITION argument, in the position grammar of every cfp command,
 and ends at --until (default: the moment the replay started, including the rest of that
@@ -109,6 +109,8 @@ func newReplayCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
 	opts.delegate.addFlags(c, replayDelegateUsage)
 	renameFlag(f, c, "max-items", "batch-size")
+	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
+	renameFlag(f, c, "max-retries", "delegate-retries")
 	return c
 }
 
