@@ -78,6 +78,11 @@ func newRootCmd(f *factory) *cobra.Command {
 	root.SetVersionTemplate("cfp {{.Version}}\n")
 	f.Global.addFlags(root.PersistentFlags())
 	root.PersistentFlags().SortFlags = false
+	groupGlobalFlags(root.PersistentFlags())
+	root.SetUsageFunc(func(c *cobra.Command) error {
+		usage(c.OutOrStderr(), c, f.IO.Width)
+		return nil
+	})
 	root.MarkFlagsMutuallyExclusive("local", "connection-string", "endpoint")
 	root.MarkFlagsMutuallyExclusive("key", "key-file")
 	root.MarkFlagsMutuallyExclusive("local", "key")
