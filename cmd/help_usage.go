@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -49,7 +50,7 @@ const globalFlagsLine = "Global flags (account, containers, output, logging, ...
 // usage writes c's usage as cobra's default does, except for the flags: only c's own, under
 // their headings and wrapped to width columns; the global flags are one line pointing to
 // 'cfp help flags'.
-func usage(w io.Writer, c *cobra.Command, width int) {
+func usage(w io.Writer, c *cobra.Command, width int, brief bool) {
 	fmt.Fprint(w, "Usage:")
 	if c.Runnable() {
 		fmt.Fprintf(w, "\n  %s", c.UseLine())
@@ -61,21 +62,30 @@ func usage(w io.Writer, c *cobra.Command, width int) {
 		fmt.Fprintf(w, "\n\nAliases:\n  %s", c.NameAndAliases())
 	}
 	if c.HasExample() {
-		fmt.Fprintf(w, "\n\nExamples:\n%s", c.Example)
+		ex := c.Example
+		if before, _, cut := strings.Cut(ex, detailsMark); cut {
+			if brief {
+				ex = before
+			} else {
+				ex = fullExample(c)
+			}
+		}
+		fmt.Fprintf(w, "\n\nExamples:\n%s", ex)
 	}
 	if c.HasAvailableSubCommands() {
 		writeSubcommands(w, c)
 	}
-	for _, s := range localFlagSections(c) {
-		fmt.Fprintf(w, "\n\n%s:\n%s", s.title, formatFlags(s.flags, width))
+	for _, s := range localFlagSections(c, brief) {
+		fmt.Fprintf(w, "\n\n%s:\n%s", s.title, formatFlags(s.flags, width, brief))
 	}
 	if c.HasHelpSubCommands() {
-		fmt.Fprint(w, "\n\nAdditional help topics:")
+		var topics []string
 		for _, sub := range c.Commands() {
 			if sub.IsAdditionalHelpTopicCommand() {
-				fmt.Fprintf(w, "\n  %-*s %s", sub.CommandPathPadding(), sub.CommandPath(), sub.Short)
+				topics = append(topics, sub.Name())
 			}
 		}
+		fmt.Fprintf(w, "\n\nHelp topics ('cfp help TOPIC'): %s", strings.Join(topics, ", "))
 	}
 	if c.HasAvailableSubCommands() {
 		fmt.Fprintf(w, "\n\nUse \"%s [command] --help\" for more information about a command.", c.CommandPath())
@@ -113,12 +123,13 @@ type flagSection struct {
 
 // localFlagSections returns c's own visible flags (not the global ones), ungrouped first under
 // "Flags", then each group in the order of its first flag.
-func localFlagSections(c *cobra.Command) []flagSection {
+func localFlagSections(c *cobra.Command, brief bool) []flagSection {
 	global := c.Root().PersistentFlags()
 	plain := flagSection{title: "Flags"}
 	var groups []flagSection
-	c.LocalFlags().VisitAll(func(fl *pflag.Flag) {
-		if fl.Hidden || global.Lookup(fl.Name) == fl {
+	local := c.LocalFlags()
+	c.Flags().VisitAll(func(fl *pflag.Flag) {
+		if fl.Hidden || local.Lookup(fl.Name) == nil || global.Lookup(fl.Name) == fl || brief && fl.Name == "help" {
 			return
 		}
 		g := fl.Annotations[flagGroupAnnotation]
@@ -154,16 +165,27 @@ func localFlagSections(c *cobra.Command) []flagSection {
 
 // maxFlagColumn is the widest flag spelling that still has its description beside it; longer
 // ones put the description on the next line.
-const maxFlagColumn = 30
+const maxFlagColumn = 32
 
 // formatFlags lists flags as pflag does ("  -c, --container CONTAINER   monitored ..."), with
 // their descriptions wrapped to width columns.
-func formatFlags(flags []*pflag.Flag, width int) string {
+func formatFlags(flags []*pflag.Flag, width int, brief bool) string {
 	type entry struct{ left, desc string }
 	entries := make([]entry, 0, len(flags))
 	col := 0
+	shorthand := false
+	for _, fl := range flags {
+		shorthand = shorthand || fl.Shorthand != ""
+	}
 	for _, fl := range flags {
 		left, desc := flagLine(fl)
+		if !shorthand {
+			left = "  " + strings.TrimLeft(left, " ")
+		}
+		if brief {
+			desc = briefUsage(desc)
+			left = strings.TrimSuffix(strings.TrimSuffix(left, "[=true|false]"), " duration") + map[bool]string{true: " D"}[strings.HasSuffix(left, " duration")]
+		}
 		entries = append(entries, entry{left, desc})
 		if len(left) <= maxFlagColumn {
 			col = max(col, len(left))
@@ -174,6 +196,9 @@ func formatFlags(flags []*pflag.Flag, width int) string {
 	var b strings.Builder
 	for i, e := range entries {
 		lines := wrapWords(e.desc, descWidth)
+		if brief {
+			lines = atMostTwoLines(e.desc, descWidth)
+		}
 		if len(e.left) > col-2 {
 			b.WriteString(e.left)
 			b.WriteByte('\n')
@@ -212,7 +237,7 @@ func wrapWords(s string, width int) []string {
 			switch {
 			case line == "":
 				line = w
-			case len(line)+1+len(w) <= width:
+			case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width:
 				line += " " + w
 			default:
 				lines = append(lines, line)
@@ -237,7 +262,112 @@ environment instead ('cfp help environment'); a flag on the command line wins.`)
 				flags = append(flags, fl)
 			}
 		}
-		fmt.Fprintf(&b, "\n\n%s:\n%s", g.title, formatFlags(flags, width))
+		fmt.Fprintf(&b, "\n\n%s:\n%s", g.title, formatFlags(flags, width, false))
 	}
 	return b.String()
+}
+
+// detailsMark, a paragraph of its own in a command's Long, ends what --help shows: the
+// paragraphs after it are details, shown by 'cfp help COMMAND' and in the reference (docs/cli,
+// man pages), so that --help fits one screen.
+const detailsMark = "\n\n[details]\n\n"
+
+// fullLong is c's whole long description, details included.
+func fullLong(c *cobra.Command) string {
+	return strings.Replace(c.Long, detailsMark, "\n\n", 1)
+}
+
+// fullExample is c's whole example text: after detailsMark come the examples only
+// 'cfp help COMMAND' shows.
+func fullExample(c *cobra.Command) string {
+	return strings.Replace(c.Example, detailsMark, "\n\n", 1)
+}
+
+// help writes c's help: its long description (up to detailsMark unless full), paragraphs
+// reflowed to width columns (indented blocks such as tables kept as written), then its usage.
+func help(w io.Writer, c *cobra.Command, width int, full bool) {
+	text := c.Long
+	if text == "" {
+		text = c.Short
+	}
+	more := ""
+	if before, _, cut := strings.Cut(text, detailsMark); cut {
+		if full {
+			text = fullLong(c)
+		} else {
+			text = before
+			more = "\nFull description: '" + strings.Join(append([]string{"cfp", "help"}, strings.Fields(c.CommandPath())[1:]...), " ") + "'"
+		}
+	}
+	if text != "" {
+		fmt.Fprintf(w, "%s%s\n\n", reflow(strings.TrimRight(text, " \n"), width), more)
+	}
+	if c.Runnable() || c.HasSubCommands() {
+		usage(w, c, width, !full)
+	}
+}
+
+// reflow rewraps the paragraphs of s (blocks between blank lines whose lines are not indented)
+// to width columns.
+func reflow(s string, width int) string {
+	blocks := strings.Split(s, "\n\n")
+	for i, b := range blocks {
+		indented := false
+		for _, l := range strings.Split(b, "\n") {
+			if strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t") {
+				indented = true
+			}
+		}
+		if !indented {
+			blocks[i] = strings.Join(wrapWords(strings.ReplaceAll(b, "\n", " "), width), "\n")
+		}
+	}
+	return strings.Join(blocks, "\n\n")
+}
+
+// briefUsage shortens a flag's description for --help to its first clause (up to "; " or
+// " (" past its first words), keeping the allowed values and the default; 'cfp help COMMAND'
+// shows it whole.
+func briefUsage(desc string) string {
+	body, suffix := splitSuffix(desc)
+	cut := len(body)
+	for _, sep := range []string{"; ", " (", ": "} {
+		i := strings.Index(body, sep)
+		if i < 12 || i >= cut {
+			continue
+		}
+		// A parenthesis inside a clause stays: cutting there would leave it unfinished.
+		if j := strings.Index(body[i:], ")"); sep == " (" && j > 0 {
+			if rest := body[i+j+1:]; rest != "" && !strings.HasPrefix(rest, ";") && !strings.HasPrefix(rest, ",") {
+				continue
+			}
+		}
+		cut = i
+	}
+	return body[:cut] + suffix
+}
+
+// splitSuffix splits a flag's description into its text and what pflag and enumFlag append:
+// " {allowed|values}" and " (default X)".
+func splitSuffix(desc string) (body, suffix string) {
+	if i := strings.LastIndex(desc, " (default "); i >= 0 && strings.HasSuffix(desc, ")") {
+		desc, suffix = desc[:i], desc[i:]
+	}
+	if i := strings.LastIndex(desc, " {"); i >= 0 && strings.HasSuffix(desc, "}") {
+		desc, suffix = desc[:i], desc[i:]+suffix
+	}
+	return desc, suffix
+}
+
+// atMostTwoLines wraps desc to width columns in at most two lines, dropping words from the end
+// of its text (marked "…") but keeping its allowed values and default.
+func atMostTwoLines(desc string, width int) []string {
+	lines := wrapWords(desc, width)
+	body, suffix := splitSuffix(desc)
+	words := strings.Fields(body)
+	for len(lines) > 2 && len(words) > 3 {
+		words = words[:len(words)-1]
+		lines = wrapWords(strings.TrimRight(strings.Join(words, " "), ",;:")+"…"+suffix, width)
+	}
+	return lines
 }

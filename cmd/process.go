@@ -64,6 +64,8 @@ const processLong = `Run a change feed processor host: cfp takes a share of the 
 changes of each lease's range and hands them to a delegate, checkpointing each batch once
 the delegate has processed it (at least once).
 
+[details]
+
 Run several instances with the same -p/--processor and lease container, on one machine or
 many: the leases balance across them, and across .NET (v3) hosts that use the same processor
 name, endpoint host and lease container. Each instance writes its --instance name (default
@@ -125,8 +127,10 @@ SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
 --shutdown-timeout), are checkpointed, every lease is released so other hosts take over
 at once, and cfp exits 0. A second signal, a second or more after the first, ends cfp at once.`
 
-const processExample = `  # Print every change of shop/orders as JSON lines, sharing the work with other instances
+const processExample = `  # Every change of shop/orders as JSON lines, shared with other instances
   cfp process -d shop -c orders -p orders-proj --create-lease-container
+
+[details]
 
   # Run a script per batch; give up on a batch after 5 attempts and set it aside
   cfp process -d shop -c orders -p orders-proj --exec './load.sh' \
@@ -192,6 +196,9 @@ func newProcessCmd(f *factory) *cobra.Command {
 	renameFlag(f, c, "max-items", "batch-size")
 	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
 	renameFlag(f, c, "max-retries", "delegate-retries")
+	groupFlags(c.Flags(), "Delegate", "exec", "exec-lines", "exec-timeout", "delegate-retries", "on-error", "dead-letter")
+	groupFlags(c.Flags(), "Lease", "instance", "create-lease-container", "lease-acquire-interval", "lease-renew-interval", "lease-expiration", "checkpoint-interval")
+	groupFlags(c.Flags(), "Events and metrics", "events", "events-file", "metrics-addr", "stuck-after", "stuck-threshold")
 	return c
 }
 

@@ -48,6 +48,8 @@ second):
 
 (A duration without its sign, 2h, still works as in earlier versions, with a warning.)
 
+[details]
+
 The change feed keeps the latest version of each document, so a document changed several
 times is delivered once, at its latest version, when that version lies in the window; a
 document whose latest change is after --until is not delivered. The window is half-open,
