@@ -215,6 +215,8 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 	enumFlag(fs, &opts.Formula, "formula", "", feed.FormulaDotNet.String(),
 		"whose lag number: dotnet (.NET estimator, KEDA) or java (Java EPK getCurrentState)",
 		feed.FormulaDotNet.String(), feed.FormulaJava.String())
+	groupFlags(fs, "Threshold", "max-lag", "max-stuck", "fail-on", "stuck-threshold", "lag-threshold", "stuck-after", "lease-expiration")
+	groupFlags(fs, "Watch", "watch", "count", "metrics-addr")
 	return c
 }
 

@@ -331,9 +331,9 @@ func reflow(s string, width int) string {
 func briefUsage(desc string) string {
 	body, suffix := splitSuffix(desc)
 	cut := len(body)
-	for _, sep := range []string{"; ", " (", ": "} {
+	for _, sep := range []string{"; ", " ("} {
 		i := strings.Index(body, sep)
-		if i < 12 || i >= cut {
+		if i < 20 || i >= cut {
 			continue
 		}
 		// A parenthesis inside a clause stays: cutting there would leave it unfinished.

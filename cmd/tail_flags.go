@@ -175,6 +175,8 @@ func newTailCmd(f *factory) *cobra.Command {
 	c.MarkFlagsMutuallyExclusive("lease", "partition-key")
 	renameFlag(f, c, "poll", "poll-interval")
 	renameFlag(f, c, "page-size", "batch-size")
+	groupFlags(fs, "Position", "from", "until", "exit-at-end", "max-items", "save-state", "save-every")
+	groupFlags(fs, "Filter", "partition-key", "range", "lease", "mode")
 	return c
 }
 
