@@ -65,7 +65,7 @@ func (d *delegateOptions) addFlags(c *cobra.Command, u delegateUsage) {
 	fs.StringVar(&d.Exec, "exec", "", u.exec)
 	fs.StringVar(&d.ExecLines, "exec-lines", "", u.execLines)
 	fs.DurationVar(&d.Timeout, "exec-timeout", sink.DefaultExecTimeout, u.execTimeout)
-	fs.IntVar(&d.MaxRetries, "max-retries", defaultDelegateMaxRetries, u.maxRetries)
+	fs.IntVar(&d.MaxRetries, "delegate-retries", defaultDelegateMaxRetries, u.maxRetries)
 	enumFlag(fs, &d.OnError, "on-error", "", string(sink.OnErrorStop), u.onError, string(sink.OnErrorStop), string(sink.OnErrorSkip), string(sink.OnErrorDeadLetter))
 	fs.StringVar(&d.DeadLetter, "dead-letter", "", u.deadLetter)
 	c.MarkFlagsMutuallyExclusive("exec", "exec-lines")
@@ -86,7 +86,7 @@ func (d *delegateOptions) validate(c *cobra.Command) error {
 		return usageErrorf("--on-error dead-letter needs --dead-letter FILE")
 	}
 	if d.MaxRetries < 0 {
-		return usageErrorf("--max-retries must not be negative, got %d", d.MaxRetries)
+		return usageErrorf("--delegate-retries must not be negative, got %d", d.MaxRetries)
 	}
 	if d.Timeout < 0 {
 		return usageErrorf("--exec-timeout must not be negative, got %s", d.Timeout)

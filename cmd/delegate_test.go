@@ -49,7 +49,7 @@ func TestProcess_ExecTimeoutFailsAHangingBatch(t *testing.T) {
 	procSeed(t, dir, 3)
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "hangp",
 		"--create-lease-container", "--from", "beginning", "--exec", "sleep 30", "--exec-timeout", "300ms",
-		"--max-retries", "0", "--events", "text"}, slices.Clone(procFastLeases)...)...)
+		"--delegate-retries", "0", "--events", "text"}, slices.Clone(procFastLeases)...)...)
 	var code int
 	select {
 	case code = <-r.code:

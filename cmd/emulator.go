@@ -84,6 +84,8 @@ cfp emulator opens DIR (--data, default .cfp), binds --addr (default localhost:8
 127.0.0.1:0 for any free port), prints the endpoint, the key and a connection string, and
 serves until interrupted (Ctrl-C or SIGTERM), then shuts down cleanly and exits 0.
 
+[details]
+
 The port answers both http:// and https:// (a connection that starts with a TLS handshake gets
 TLS), so the official emulator's connection string works unchanged. The TLS certificate is
 self-signed for localhost, 127.0.0.1 and ::1, generated once and kept in DIR as emulator.pem;

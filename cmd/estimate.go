@@ -63,6 +63,8 @@ func newEstimateCmd(f *factory) *cobra.Command {
 		Long: `Estimate how far each lease of a processor is behind its change feed, without running
 a processor.
 
+[details]
+
 LAG is exactly the number of the .NET change feed estimator: one read of at most one
 change from the lease's continuation gives the partition's latest LSN (from the session
 token) and the first pending change's LSN; LAG = latest - first + 1, 0 when nothing is
@@ -128,6 +130,8 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 
   # The lag Java's getCurrentState reports for a Java processor's leases
   cfp estimate -d shop -c orders -p orders-proj --formula java
+
+[details]
 
   # Exit 3 once a lease has been stuck (owner renewing, not checkpointing) for over two minutes
   cfp estimate -d shop -c orders -p orders-proj --max-stuck 2m
@@ -211,6 +215,8 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 	enumFlag(fs, &opts.Formula, "formula", "", feed.FormulaDotNet.String(),
 		"whose lag number: dotnet (.NET estimator, KEDA) or java (Java EPK getCurrentState)",
 		feed.FormulaDotNet.String(), feed.FormulaJava.String())
+	groupFlags(fs, "Threshold", "max-lag", "max-stuck", "fail-on", "stuck-threshold", "lag-threshold", "stuck-after", "lease-expiration")
+	groupFlags(fs, "Watch", "watch", "count", "metrics-addr")
 	return c
 }
 

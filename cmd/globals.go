@@ -71,6 +71,9 @@ type globalOptions struct {
 	// the context's endpoint does not take COSMOS_KEY.
 	keySource    string
 	ignoreEnvKey bool
+	// flags is the set addFlags defined the global flags on: applyEnv sets a global through it
+	// when a command's deprecated spelling has the same name (process --max-retries).
+	flags *pflag.FlagSet
 }
 
 // source returns where the value of the global flag name came from: "flag", an environment
@@ -117,6 +120,7 @@ var globalEnv = []struct{ flag, env string }{
 const defaultLocalDir = ".cfp"
 
 func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
+	g.flags = fs
 	fs.StringVar(&g.Endpoint, "endpoint", "", "account endpoint `URL` (env COSMOS_ENDPOINT)")
 	fs.StringVar(&g.KeyFile, "key-file", "", "read the account key from `FILE` (env COSMOS_KEY holds the key itself)")
 	fs.StringVar(&g.Key, "key", "", "account `KEY` (avoid: it leaks into shell history and ps; use --key-file or COSMOS_KEY)")
@@ -169,6 +173,11 @@ func (g *globalOptions) applyEnv(fs *pflag.FlagSet, getenv func(string) string, 
 	accountFromEnv := false
 	for _, fe := range globalEnv {
 		f := fs.Lookup(fe.flag)
+		if f != nil && g.flags != nil {
+			if _, old := f.Value.(*oldFlag); old {
+				f = g.flags.Lookup(fe.flag)
+			}
+		}
 		if f == nil || f.Changed {
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // helpTopics are the pages of `cfp help <topic>`: reference for scripts and operators that
@@ -125,6 +127,13 @@ func addHelpTopics(root *cobra.Command) {
 		root.AddCommand(c)
 	}
 	// Built from the flags of the finished tree: call addHelpTopics after every command.
+	flags := &cobra.Command{Use: "flags", Short: "Global flags, grouped: account, containers, requests, output, logging", Long: helpFlags(root, render.DefaultWidth)}
+	flags.SetHelpFunc(func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), c.Long) })
+	flags.SetUsageFunc(func(c *cobra.Command) error {
+		fmt.Fprintln(c.OutOrStderr(), c.Long)
+		return nil
+	})
+	root.AddCommand(flags)
 	dep := &cobra.Command{Use: "deprecated", Short: "Old flag spellings that still work, and what replaces them", Long: helpDeprecated(root)}
 	dep.SetHelpFunc(func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), c.Long) })
 	dep.SetUsageFunc(func(c *cobra.Command) error {

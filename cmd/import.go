@@ -47,6 +47,8 @@ const importLong = `Read JSON documents, one per line, and upsert them into a co
 with the id of an existing one replaces it. Reads standard input, or the FILEs given ("-" is
 standard input), streaming, so inputs of any size work.
 
+[details]
+
 Each document needs a string "id"; its partition key is read from the document at the
 container's partition key path. A line that is not a JSON object, lacks an id or its
 partition key, or that the service rejects, is reported on stderr with its line number and

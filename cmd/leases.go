@@ -28,6 +28,8 @@ so -p/--processor together with -d/--database and -c/--container names one proce
 lease set, the way a group id names a Kafka consumer group. --lease-id-prefix gives the
 whole prefix instead, for leases written through another host name.
 
+[details]
+
 Each lease holds:
   continuation  the change-feed position of the last checkpoint: a raw ETag such as "42",
                 meaning "resume with the changes after LSN 42" (Java EPK leases wrap it in

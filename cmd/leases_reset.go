@@ -64,6 +64,8 @@ lease's own range and written in the lease's own family format:
                    LSN (which would skip the changes up to it) is marked in the plan and
                    refused with --execute unless --force
 
+[details]
+
 The spellings of earlier versions (--to-beginning, --to-now, --to-time T, --by-duration D,
 --from-file F) still work, with a warning: see 'cfp help deprecated'.
 

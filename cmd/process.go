@@ -64,6 +64,8 @@ const processLong = `Run a change feed processor host: cfp takes a share of the 
 changes of each lease's range and hands them to a delegate, checkpointing each batch once
 the delegate has processed it (at least once).
 
+[details]
+
 Run several instances with the same -p/--processor and lease container, on one machine or
 many: the leases balance across them, and across .NET (v3) hosts that use the same processor
 name, endpoint host and lease container. Each instance writes its --instance name (default
@@ -92,7 +94,7 @@ key or a credential.
 
 An --exec command still running after --exec-timeout (default 10m), or an --exec-lines child
 that has not answered a message by then, is stopped with its process group and its batch
-fails. A failed batch is retried --max-retries times with exponential backoff (1s, 2s, 4s,
+fails. A failed batch is retried --delegate-retries times with exponential backoff (1s, 2s, 4s,
 ... up to 30s), then --on-error decides: stop (the host releases its leases and exits 1),
 skip (the batch is checkpointed past) or dead-letter (the batch, lease and error go to
 --dead-letter FILE as one JSON line, then it is checkpointed past).
@@ -125,12 +127,14 @@ SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
 --shutdown-timeout), are checkpointed, every lease is released so other hosts take over
 at once, and cfp exits 0. A second signal, a second or more after the first, ends cfp at once.`
 
-const processExample = `  # Print every change of shop/orders as JSON lines, sharing the work with other instances
+const processExample = `  # Every change of shop/orders as JSON lines, shared with other instances
   cfp process -d shop -c orders -p orders-proj --create-lease-container
+
+[details]
 
   # Run a script per batch; give up on a batch after 5 attempts and set it aside
   cfp process -d shop -c orders -p orders-proj --exec './load.sh' \
-    --max-retries 5 --on-error dead-letter --dead-letter failed.jsonl
+    --delegate-retries 5 --on-error dead-letter --dead-letter failed.jsonl
 
   # Machine-readable lifecycle events, Prometheus metrics on :9464
   cfp process -d shop -c orders -p orders-proj --events-file events.jsonl --metrics-addr :9464
@@ -190,6 +194,11 @@ func newProcessCmd(f *factory) *cobra.Command {
 	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
+	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
+	renameFlag(f, c, "max-retries", "delegate-retries")
+	groupFlags(c.Flags(), "Delegate", "exec", "exec-lines", "exec-timeout", "delegate-retries", "on-error", "dead-letter")
+	groupFlags(c.Flags(), "Lease", "instance", "create-lease-container", "lease-acquire-interval", "lease-renew-interval", "lease-expiration", "checkpoint-interval")
+	groupFlags(c.Flags(), "Events and metrics", "events", "events-file", "metrics-addr", "stuck-after", "stuck-threshold")
 	return c
 }
 

@@ -307,7 +307,7 @@ func TestProcess_FailingBatchesGoToTheDeadLetterFile(t *testing.T) {
 	procSeed(t, dir, 12)
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "dlp",
 		"--create-lease-container", "--from", "beginning", "--exec", "echo nope >&2; exit 3",
-		"--max-retries", "1", "--dead-letter", dl, "--events", "jsonl"}, procFastLeases...)...)
+		"--delegate-retries", "1", "--dead-letter", dl, "--events", "jsonl"}, procFastLeases...)...)
 	var records []struct {
 		Lease    string            `json:"lease"`
 		Range    feed.Range        `json:"range"`
@@ -376,7 +376,7 @@ func TestProcess_OnErrorStopExitsOneAndReleasesLeases(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 5)
 	r := procStart(t, "", append([]string{"--local=" + dir, "process", "-d", "shop", "-c", "orders", "-p", "stopp",
-		"--create-lease-container", "--from", "beginning", "--exec", "exit 7", "--max-retries", "0",
+		"--create-lease-container", "--from", "beginning", "--exec", "exit 7", "--delegate-retries", "0",
 		"--events", "text"}, procFastLeases...)...)
 	var code int
 	select {
@@ -552,7 +552,7 @@ func TestProcess_UsageErrors(t *testing.T) {
 		{"renew not below expiration", []string{"-p", "x", "--lease-renew-interval", "1m"}, "renew interval 1m0s must be shorter than the lease expiration 1m0s"},
 		{"negative checkpoint interval", []string{"-p", "x", "--checkpoint-interval", "-1s"}, "checkpoint interval must not be negative, got -1s"},
 		{"bad events", []string{"-p", "x", "--events", "xml"}, "want one of text, jsonl, none"},
-		{"negative retries", []string{"-p", "x", "--max-retries", "-1"}, "--max-retries must not be negative"},
+		{"negative retries", []string{"-p", "x", "--delegate-retries", "-1"}, "--delegate-retries must not be negative"},
 		{"throughput bucket out of range", []string{"-p", "x", "--throughput-bucket", "9"}, "--throughput-bucket must be 1 to 5 (0: none), got 9"},
 		{"unknown priority", []string{"-p", "x", "--priority", "urgent"}, "low, high"},
 	} {

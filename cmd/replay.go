@@ -35,7 +35,7 @@ type replayOptions struct {
 
 const replayLong = `Re-process a window of a container's history through the same delegates as 'cfp process':
 JSON lines on stdout by default, --exec CMD once per batch, or --exec-lines CMD with one child
-per lease, with the same --max-retries and --on-error policy.
+per lease, with the same --delegate-retries and --on-error policy.
 
 The window starts at the POSITION argument, in the position grammar of every cfp command,
 and ends at --until (default: the moment the replay started, including the rest of that
@@ -47,6 +47,8 @@ second):
   @<state-file>      each range from its position in a 'cfp tail --save-state' file
 
 (A duration without its sign, 2h, still works as in earlier versions, with a warning.)
+
+[details]
 
 The change feed keeps the latest version of each document, so a document changed several
 times is delivered once, at its latest version, when that version lies in the window; a
@@ -109,6 +111,8 @@ func newReplayCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
 	opts.delegate.addFlags(c, replayDelegateUsage)
 	renameFlag(f, c, "max-items", "batch-size")
+	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
+	renameFlag(f, c, "max-retries", "delegate-retries")
 	return c
 }
 

@@ -301,7 +301,8 @@ func TestReplay_UsageErrors(t *testing.T) {
 
 func TestReplayHelp_DocumentsThePrefix(t *testing.T) {
 	t.Parallel()
-	code, stdout, _ := runInProcess(context.Background(), "replay-from", "--help")
+	// The full description: 'cfp replay-from --help' is its first screen.
+	code, stdout, _ := runInProcess(context.Background(), "help", "replay-from")
 	if code != 0 {
 		t.Fatalf("help exited %d", code)
 	}

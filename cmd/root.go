@@ -24,24 +24,26 @@ func init() {
 	cobra.EnableTraverseRunHooks = true
 }
 
-const rootLong = `cfp inspects and drives Azure Cosmos DB change feeds from a terminal or a script.
-
-It tails a container's changes, runs a change feed processor host, estimates lag, and
-inspects and repairs lease containers written by the .NET and Java Change Feed Processor
-libraries, which it reads and writes field for field. An embedded Cosmos DB emulator lets
-every command run locally, with no account.
+const rootLong = `cfp inspects and drives Azure Cosmos DB change feeds from a terminal or script.
 
 Choose the account once, with the environment or flags:
 
-  COSMOS_ENDPOINT + COSMOS_KEY        an account endpoint and key (or --endpoint, --key-file)
-  COSMOS_ENDPOINT alone               Microsoft Entra ID (az login, managed identity, ...)
-  COSMOS_CONNECTION_STRING            AccountEndpoint=...;AccountKey=...; (or --connection-string)
-  --local[=DIR] or CFP_LOCAL=DIR      the embedded emulator on DIR (default .cfp), in process
+  COSMOS_ENDPOINT + COSMOS_KEY    an account endpoint and key (--endpoint, --key-file)
+  COSMOS_ENDPOINT alone           Microsoft Entra ID (az login, managed identity, ...)
+  COSMOS_CONNECTION_STRING        AccountEndpoint=...;AccountKey=...; (--connection-string)
+  --local[=DIR] or CFP_LOCAL=DIR  the embedded emulator on DIR (default .cfp), in process
 
 Then name the monitored container (-d/--database, -c/--container) and, for lease commands,
 the processor (-p/--processor, the lease prefix of a .NET or Java processor). A lease
 container in another account takes --lease-endpoint (CFP_LEASE_ENDPOINT + CFP_LEASE_KEY) or
 --lease-connection-string.
+
+[details]
+
+It tails a container's changes, runs a change feed processor host, estimates lag, and
+inspects and repairs lease containers written by the .NET and Java Change Feed Processor
+libraries, which it reads and writes field for field. An embedded Cosmos DB emulator lets
+every command run locally, with no account.
 
 Data goes to stdout (a table on a terminal, JSON in a pipe); logs, progress and
 notifications go to stderr. See 'cfp help environment', 'cfp help formatting' and
@@ -49,6 +51,8 @@ notifications go to stderr. See 'cfp help environment', 'cfp help formatting' an
 
 const rootExample = `  # Watch changes to a container on the embedded emulator
   cfp --local tail -d shop -c orders
+
+[details]
 
   # Lag of every lease of processor "orders-proj", exit 3 above 1000 changes
   export COSMOS_ENDPOINT=https://myacct.documents.azure.com:443/ COSMOS_KEY=...
@@ -78,6 +82,16 @@ func newRootCmd(f *factory) *cobra.Command {
 	root.SetVersionTemplate("cfp {{.Version}}\n")
 	f.Global.addFlags(root.PersistentFlags())
 	root.PersistentFlags().SortFlags = false
+	groupGlobalFlags(root.PersistentFlags())
+	root.SetUsageFunc(func(c *cobra.Command) error {
+		usage(c.OutOrStderr(), c, f.IO.Width, true)
+		return nil
+	})
+	// --help fits one screen; 'cfp help COMMAND' shows the details too, as 'git help' does.
+	fullHelp := false
+	root.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		help(c.OutOrStdout(), c, f.IO.Width, fullHelp)
+	})
 	root.MarkFlagsMutuallyExclusive("local", "connection-string", "endpoint")
 	root.MarkFlagsMutuallyExclusive("key", "key-file")
 	root.MarkFlagsMutuallyExclusive("local", "key")
@@ -99,6 +113,16 @@ func newRootCmd(f *factory) *cobra.Command {
 
 	addCommands(root, f)
 	addHelpTopics(root)
+	root.InitDefaultHelpCmd() // after the commands: cobra adds it only to a root with some
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			run := c.Run
+			c.Run = func(c *cobra.Command, args []string) {
+				fullHelp = true
+				run(c, args)
+			}
+		}
+	}
 	root.SetHelpCommandGroupID("")
 	root.SetCompletionCommandGroupID("")
 
@@ -212,6 +236,10 @@ func DocsRoot() *cobra.Command {
 	f.Account = f.openAccount
 	root := newRootCmd(f)
 	root.Version = ""
-	walk(root, func(c *cobra.Command) { c.DisableAutoGenTag = true })
+	walk(root, func(c *cobra.Command) {
+		c.DisableAutoGenTag = true
+		c.Long = fullLong(c)
+		c.Example = fullExample(c)
+	})
 	return root
 }

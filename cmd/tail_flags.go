@@ -80,6 +80,8 @@ JSON document per line (-o jsonl), exactly as the change feed returned it; on a 
 shows one coloured line per change: time, range, id and a short preview of the body.
 --envelope wraps every change as {"range","partition","lsn","ts","operation","item"}.
 
+[details]
+
 --mode all-versions reads the all-versions-and-deletes feed instead: every create, replace
 and delete, each as the service's {"current","previous","metadata"} object, with the
 operation on the terminal line and in the envelope. The service starts this mode from now or
@@ -116,6 +118,8 @@ const tailExample = `  # Follow new changes on the embedded emulator
   # Copy a container: its whole history into a new container with the same partition key
   cfp tail -d shop -c orders --from beginning -e > orders-all.jsonl
   cfp import -d shop -c orders-copy --create --like orders orders-all.jsonl
+
+[details]
 
   # Remember the position, then resume exactly where the last run stopped
   cfp tail -d shop -c orders --from beginning -e --save-state orders.state
@@ -171,6 +175,8 @@ func newTailCmd(f *factory) *cobra.Command {
 	c.MarkFlagsMutuallyExclusive("lease", "partition-key")
 	renameFlag(f, c, "poll", "poll-interval")
 	renameFlag(f, c, "page-size", "batch-size")
+	groupFlags(fs, "Position", "from", "until", "exit-at-end", "max-items", "save-state", "save-every")
+	groupFlags(fs, "Filter", "partition-key", "range", "lease", "mode")
 	return c
 }
 
