@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -198,6 +199,13 @@ func clipStart(s string, n int) string {
 	s = s[len(s)-n:]
 	for len(s) > 0 && !utf8.ValidString(s) {
 		s = s[1:]
+	}
+	// The cut may fall inside a secret (a key whose start is cut off no longer matches its
+	// redaction): the partial first word goes too.
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		s = s[i:]
+	} else {
+		s = ""
 	}
 	return "..." + s
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -96,7 +97,10 @@ func (e *Exec) Handle(ctx context.Context, b feed.Batch) error {
 	cmd.Stdin = bytes.NewReader(jsonArray(b.Items))
 	cmd.Stdout = e.stdout
 	tail := &stderrTail{}
-	cmd.Stderr = io.MultiWriter(e.stderr, tail)
+	cmd.Stderr = tail
+	if e.stderr != nil {
+		cmd.Stderr = io.MultiWriter(e.stderr, tail)
+	}
 	err := cmd.Run()
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
 		// The command exited 0; only a process it left behind kept the pipes open.
@@ -151,7 +155,15 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > stderrKeep {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-stderrKeep:]...)
+		kept := t.buf[len(t.buf)-stderrKeep:]
+		// The cut may fall inside a secret, whose remnant no redaction would recognise: the
+		// partial first word goes too.
+		if i := bytes.IndexFunc(kept, unicode.IsSpace); i >= 0 {
+			kept = kept[i:]
+		} else {
+			kept = nil
+		}
+		t.buf = append(t.buf[:0], kept...)
 	}
 	return len(p), nil
 }
