@@ -133,10 +133,12 @@ func keepUnder(renew, ownRenew time.Duration) time.Duration {
 // maxGaps bounds the renew gaps a host remembers.
 const maxGaps = 64
 
-// commonPeriod is the longest period of which every gap is a whole multiple, within 5% (a write's
-// latency): the listings come every acquire interval, so a host that renews more often is seen
-// only every second or third renew (gaps of 10s and 15s are renewals every 5s). It tries the
-// shortest gap divided by 1 to 8; 0 when there is no gap.
+// commonPeriod is the longest period of which every gap is a whole multiple, within 5% or a
+// second, whichever is more (a write's latency, a retried write): the listings come every acquire
+// interval, so a host that renews more often is seen only every second or third renew (gaps of
+// 10s and 15s are renewals every 5s). It tries the shortest gap divided by 1 to 8, down to
+// minForeignPeriod; when none fits (irregular renewals), the shortest gap or the SDKs' default
+// renew interval, whichever is shorter. 0 when there is no gap.
 func commonPeriod(gaps []time.Duration) time.Duration {
 	if len(gaps) == 0 {
 		return 0
@@ -144,10 +146,13 @@ func commonPeriod(gaps []time.Duration) time.Duration {
 	shortest := slices.Min(gaps)
 	for j := 1; j <= 8; j++ {
 		c := shortest / time.Duration(j)
+		if c < minForeignPeriod {
+			break
+		}
 		fits := true
 		for _, g := range gaps {
 			k := (g + c/2) / c
-			if diff := (g - k*c).Abs(); diff > c/20*k {
+			if diff := (g - k*c).Abs(); diff > max(c/20*k, time.Second) {
 				fits = false
 				break
 			}
@@ -156,8 +161,13 @@ func commonPeriod(gaps []time.Duration) time.Duration {
 			return c
 		}
 	}
-	return shortest / 8
+	return min(shortest, foreignDefaultRenew)
 }
+
+// minForeignPeriod is the shortest renew interval commonPeriod reads from gaps: a shorter one
+// would have cfp rewrite every lease it holds at every look of its renewer, and one gap a second
+// late (a retried write) must not make it so.
+const minForeignPeriod = 4 * time.Second
 
 // A lease this host stole from a .NET or Java host and lost to that host again within an
 // expiration is not stolen from it again for two expirations. .NET acquires the children of a split
