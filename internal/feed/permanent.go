@@ -23,10 +23,17 @@ import (
 // Java keep the properties of a lease they rewrite. The owner removes it once reads work.
 const readFailureKey = "cfpReadFailure"
 
+// readFailureOwnerKey names the host that wrote readFailureKey: a .NET or Java host that takes
+// the lease over keeps both properties, and the mark is not its own.
+const readFailureOwnerKey = "cfpReadFailureOwner"
+
 // ReadFailure returns what l's owner reported about the reads of l's range: the permanent
-// failure it met ("" when none).
+// failure it met ("" when none, or when the host that reported it no longer owns l).
 func ReadFailure(l *leases.Lease) string {
 	if l == nil {
+		return ""
+	}
+	if by := l.Properties[readFailureOwnerKey]; by != "" && !strings.EqualFold(by, l.Owner) {
 		return ""
 	}
 	return l.Properties[readFailureKey]
@@ -132,12 +139,14 @@ func (p *Processor) markReadFailure(ctx context.Context, ol *ownedLease, msg str
 		}
 		if msg == "" {
 			delete(n.Properties, readFailureKey)
+			delete(n.Properties, readFailureOwnerKey)
 			return nil
 		}
 		if n.Properties == nil {
 			n.Properties = map[string]string{}
 		}
 		n.Properties[readFailureKey] = msg
+		n.Properties[readFailureOwnerKey] = p.opts.Instance
 		return nil
 	})
 	switch {
