@@ -99,7 +99,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/cfp-dev/cfp/changefeed", "github.com/cfp-dev/cfp/internal/buildinfo",
 		"github.com/cfp-dev/cfp/internal/cosmos", "github.com/cfp-dev/cfp/internal/feed",
 		"github.com/cfp-dev/cfp/internal/leases", "github.com/cfp-dev/cfp/internal/lineio",
-		"github.com/cfp-dev/cfp/internal/emulator/epk", // the partition key hash, pure Go
+		"github.com/cfp-dev/cfp/internal/epk", // the partition key hash, pure Go
 		"golang.org/x/sync/errgroup",
 	}
 	for _, p := range engine {

@@ -18,9 +18,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/changefeed"
+	"github.com/cfp-dev/cfp/emulator"
+	"github.com/cfp-dev/cfp/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/account"
-	"github.com/cfp-dev/cfp/internal/emulator"
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
 )
 
 // fixture is an embedded emulator in process and a user's azcosmos client over it, with the

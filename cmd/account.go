@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cfp-dev/cfp/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/cosmos"
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
 )
 
 // accountConfig is how to reach the account, resolved from flags, files and the environment.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cfp-dev/cfp/internal/emulator"
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/emulator"
+	"github.com/cfp-dev/cfp/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
-	"github.com/cfp-dev/cfp/internal/emulator"
 )
 
 // emulatorAdmin drives an emulator: one that another process serves (emulator.AdminClient)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 )

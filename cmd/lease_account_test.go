@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 

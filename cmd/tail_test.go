@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
-	"github.com/cfp-dev/cfp/internal/emulator"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/render"
 )

@@ -45,7 +45,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/bench/internal/benchutil"
-	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/feed/feedtest"
 	"github.com/cfp-dev/cfp/internal/leases"

@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/internal/feed/dotnettest"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // Request charges, in RU, of the lease container's operations: the figures cfp's emulator
-// charges (internal/emulator/charge.go), after the service's published table of request charges
+// charges (emulator/charge.go), after the service's published table of request charges
 // by document size and the number of indexed properties: a point read of a lease (under 1 KB)
 // 1 RU; a create of a lease with its ~12 indexed properties about 4.65 RU and a replace 1.87
 // times that, about 8.7 RU; a query page 2.79 RU plus 0.05 per document loaded, the lease

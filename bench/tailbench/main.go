@@ -39,8 +39,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/bench/internal/benchutil"
-	"github.com/cfp-dev/cfp/internal/emulator"
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/emulator"
+	"github.com/cfp-dev/cfp/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/testproc"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/internal/cosmos"
-	"github.com/cfp-dev/cfp/internal/emulator"
 )
 
 const testKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/emulator/epk"
+	"github.com/cfp-dev/cfp/internal/epk"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 )

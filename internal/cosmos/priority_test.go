@@ -8,8 +8,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
-	"github.com/cfp-dev/cfp/internal/emulator"
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/emulator"
+	"github.com/cfp-dev/cfp/emulator/auth"
 )
 
 // TestNewClientOptions_PriorityAndThroughputBucket: the client options of --priority and

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/emulator/auth"
+	"github.com/cfp-dev/cfp/emulator/auth"
 )
 
 // closedEndpoint returns an http endpoint on a loopback port nothing listens on.

@@ -1,5 +1,5 @@
 // admin.mjs calls cfp emulator's admin API (/_cfp/...), signed like any Cosmos DB request plus
-// its body (internal/emulator SignRequest, auth.SignWithBody): resource type and link from the
+// its body (emulator SignRequest, auth.SignWithBody): resource type and link from the
 // path, RFC 1123 date, and the base64 SHA-256 of the body (of no bytes when there is none).
 
 import { createHash, createHmac } from "node:crypto";

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/cfp-dev/cfp/internal/emulator"
+	"github.com/cfp-dev/cfp/emulator"
 )
 
 func TestSetupAndGenerate(t *testing.T) {
