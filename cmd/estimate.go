@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -291,6 +292,8 @@ type estimator struct {
 	eopts   feed.EstimateOptions
 	tracker *feed.ProgressTracker
 
+	// t and store are set once by open; mu guards them for the live view's reads.
+	mu    sync.Mutex
 	t     *leaseTarget
 	store *leases.Store
 	// fatal is a processor with no leases: the watch cannot recover from it.
@@ -301,7 +304,7 @@ type estimator struct {
 // in every round until it succeeds, so an account that does not answer at start is one error
 // line per interval, not the end of the watch.
 func (e *estimator) open(ctx context.Context) error {
-	if e.t != nil {
+	if t, _ := e.target(); t != nil {
 		return nil
 	}
 	lt, err := e.f.openLeaseTarget(ctx, true)
@@ -319,8 +322,17 @@ func (e *estimator) open(ctx context.Context) error {
 			return e.fatal
 		}
 	}
+	e.mu.Lock()
 	e.t, e.store = lt, st
+	e.mu.Unlock()
 	return nil
+}
+
+// target returns the lease target and store once open succeeded (nil before).
+func (e *estimator) target() (*leaseTarget, *leases.Store) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.t, e.store
 }
 
 // estimate reads the leases and estimates their lag.
