@@ -55,6 +55,8 @@ type processOptions struct {
 	StuckAfter           int
 	StuckThreshold       time.Duration
 	ShutdownTimeout      time.Duration
+	// NoView keeps the terminal's output as off a terminal: no live view (--no-view).
+	NoView bool
 
 	// started, when set, is called once the processor bootstrapped, before it runs (tests).
 	started func(*feed.Processor)
@@ -192,6 +194,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
 	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", feed.DefaultStuckThreshold, "record on the lease, and report as an error event, a batch still in the delegate after this long (and rewrite a lease's failure record at most this often)")
 	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	fs.BoolVar(&opts.NoView, "no-view", false, "on a terminal, print the changes (and events) instead of the live view")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
 	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
@@ -301,6 +304,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	// "now" is this host's start, as in .NET (see feed.AnchorNow).
 	start := feed.AnchorNow(o.start, o.mode, f.Now())
 	eopts := o.engineOptions(start)
+	// On a terminal, the live view (process_view.go); nil otherwise.
+	view := newProcessView(o)
+	defer view.end()
 	var metrics *processMetrics
 	var hl *health
 	if o.MetricsAddr != "" {
@@ -360,9 +366,11 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	}
 
 	o.delegate.attemptsReported = o.Events != eventsNone
+	restore := view.discardStdout(f)
 	h, closeHandler, err := o.delegate.handler(f, func(inner feed.Handler) feed.Handler {
-		return &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}}
+		return view.count(&observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}})
 	})
+	restore()
 	if err != nil {
 		return err
 	}
@@ -402,6 +410,8 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		o.started(proc)
 	}
 
+	// q in the live view shuts the host down as SIGINT does.
+	ctx = view.start(ctx, mon, store)
 	runErr := proc.Run(ctx)
 	hl.stop()
 	events.summary(eopts.Instance, runErr, ru)
