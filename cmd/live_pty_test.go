@@ -32,6 +32,7 @@ type ptyScreen struct {
 
 	mu  sync.Mutex
 	emu *vt.Emulator
+	raw strings.Builder // every byte cfp wrote to the terminal
 }
 
 // startOnPty runs the cfp of this test binary with args on a width x height terminal, or
@@ -58,6 +59,7 @@ func startOnPty(t *testing.T, dir string, width, height int, args ...string) *pt
 			if n > 0 {
 				s.mu.Lock()
 				_, _ = s.emu.Write(buf[:n])
+				s.raw.Write(buf[:n])
 				s.mu.Unlock()
 				select {
 				case s.changed <- struct{}{}:
@@ -132,6 +134,13 @@ func (s *ptyScreen) keys(keys ...string) {
 			s.t.Fatal(err)
 		}
 	}
+}
+
+// output returns every byte written to the terminal so far.
+func (s *ptyScreen) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.raw.String()
 }
 
 // resize changes the terminal's size, as a user dragging the window does.
