@@ -113,9 +113,11 @@ JSON is the older, coarser form of the verdict (active, waiting, stuck, idle, fa
 
 --watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it is a live
 view that owns the screen, with each lease's owner, state, lag, the trend of its lag over the
-last estimates, time lag and progress, redrawn at every estimate and resize; r, l, t and o
-sort by range, lag, time lag and owner, q quits (Ctrl-C interrupts, exit 130), and the last
-estimate stays on the screen. In a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
+last estimates, time lag and verdict, a line of verdicts and one of hosts, redrawn at every
+estimate and resize (cfp process shows the same view). ? lists the keys; / filters by lease,
+owner or verdict (Esc clears); up/down (j/k) select; enter opens the selected lease whole, as
+cfp leases show, and Esc goes back; r, l, t and o sort by range, lag, time lag and owner; q
+quits (Ctrl-C interrupts, exit 130), and the last estimate stays on the screen. In a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
 total lag exceeds N (with --watch, when the last estimate did); --max-stuck D exits 3 when
 a lease has been stuck for longer than D; --fail-on VERDICT,... exits 3 when a lease has one
 of those verdicts (e.g. --fail-on stuck,failing,stalled). --metrics-addr serves the numbers for Prometheus
