@@ -464,8 +464,13 @@ class ChangeFeedProcessor {
   }
 }
 
+// lastLine is what a failed cfp said: its last "cfp: ..." line (a usage error is followed by
+// a pointer to --help), else its last line.
 function lastLine(text) {
   const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (lines[i].startsWith('cfp: ')) return lines[i];
+  }
   return lines.length ? lines[lines.length - 1] : '';
 }
 
