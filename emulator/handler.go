@@ -285,6 +285,9 @@ func splitPath(escaped string) ([]string, error) {
 }
 
 func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
+	if e.routeChildResources(w, r, s) { // users, permissions, sprocs, triggers, udfs
+		return
+	}
 	n := len(s)
 	switch {
 	case n == 0:
@@ -878,7 +881,12 @@ func (e *Emulator) writeItem(w http.ResponseWriter, r *http.Request, db, coll, i
 			return
 		}
 	}
-	status, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: op, ID: id, Body: body, PK: hdrComps, HasPK: hasHdr, IfMatch: r.Header.Get("If-Match")})
+	req := itemOpRequest{Op: op, ID: id, Body: body, PK: hdrComps, HasPK: hasHdr, IfMatch: r.Header.Get("If-Match")}
+	if hasTriggers(r) {
+		e.writeWithTriggers(w, r, st, req)
+		return
+	}
+	status, res, charge, err := e.itemOp(st, db, coll, req)
 	if err != nil {
 		e.fail(w, err)
 		return
