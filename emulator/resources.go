@@ -357,6 +357,9 @@ func (e *Emulator) routeChildResources(w http.ResponseWriter, r *http.Request, s
 	switch {
 	case n < 3 || s[0] != "dbs":
 		return false
+	case s[2] == "users" && n <= 6 && (n <= 4 || s[4] == "permissions"):
+		e.routeUsers(w, r, s)
+		return true
 	case n < 5 || n > 6 || s[2] != "colls":
 		return false
 	}
