@@ -236,7 +236,8 @@ func TestSproc_ResponseSizeBoundAndLogging(t *testing.T) {
 func TestTriggers_PreAndPostThroughTheSDK(t *testing.T) {
 	e := openEmu(t, emulator.Options{})
 	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
-	createScript(t, e, "triggers", "db", "c", map[string]any{"id": "stamp", "triggerType": "Pre", "triggerOperation": "Create", "body": `function () {
+	// Type and operation are kept as given and compared without case (the Python SDK sends "pre").
+	stamp := createScript(t, e, "triggers", "db", "c", map[string]any{"id": "stamp", "triggerType": "pre", "triggerOperation": "create", "body": `function () {
 		var d = getContext().getRequest().getBody(); d.stamped = getContext().getRequest().getOperationType(); getContext().getRequest().setBody(d);
 	}`})
 	createScript(t, e, "triggers", "db", "c", map[string]any{"id": "audit", "triggerType": "Post", "triggerOperation": "All", "body": `function () {
@@ -244,6 +245,9 @@ func TestTriggers_PreAndPostThroughTheSDK(t *testing.T) {
 		if (d.v < 0) throw new Error("negative v");
 		coll.createDocument(coll.getSelfLink(), {id: "audit-" + d.id, pk: d.pk});
 	}`})
+	if stamp["triggerType"] != "pre" || stamp["triggerOperation"] != "create" {
+		t.Fatalf("trigger %v, want its type and operation as given", stamp)
+	}
 	ctx := context.Background()
 	pk := azcosmos.NewPartitionKeyString("p")
 	resp, err := cc.CreateItem(ctx, pk, []byte(`{"id":"a","pk":"p","v":1}`), &azcosmos.ItemOptions{PreTriggers: []string{"stamp"}, PostTriggers: []string{"audit"}, EnableContentResponseOnWrite: true})

@@ -46,12 +46,11 @@ func validateTrigger(props map[string]any) error {
 		return err
 	}
 	for name, allowed := range map[string][]string{"triggerType": triggerTypes, "triggerOperation": triggerOperations} {
+		// Kept as given (the Python SDK sends "pre" and "all"), compared without case.
 		v, _ := stringProp(props, name)
 		ok := false
 		for _, a := range allowed {
-			if strings.EqualFold(v, a) {
-				props[name], ok = a, true
-			}
+			ok = ok || strings.EqualFold(v, a)
 		}
 		if !ok {
 			return badRequest("invalid %s %q: want one of %s", name, v, strings.Join(allowed, ", "))

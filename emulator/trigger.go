@@ -54,6 +54,16 @@ func triggerMatches(top string, op opKind) bool {
 	return false
 }
 
+// canonicalTriggerOp spells a trigger operation as triggerOperations does.
+func canonicalTriggerOp(v string) string {
+	for _, a := range triggerOperations {
+		if strings.EqualFold(v, a) {
+			return a
+		}
+	}
+	return v
+}
+
 // loadTriggers reads the triggers a header names (comma-separated ids), checking each is of
 // type typ and runs on op, as the service does (400 otherwise).
 func (e *Emulator) loadTriggers(st *collState, header, typ string, op opKind) ([]trigger, error) {
@@ -76,10 +86,10 @@ func (e *Emulator) loadTriggers(st *collState, header, typ string, op opKind) ([
 			Op   string `json:"triggerOperation"`
 		}
 		_ = json.Unmarshal(rec.Props, &def)
-		if def.Type != typ {
+		if !strings.EqualFold(def.Type, typ) {
 			return nil, badRequest("the trigger %q is a %s-trigger and cannot be run as a %s-trigger", id, strings.ToLower(def.Type), strings.ToLower(typ))
 		}
-		if !triggerMatches(def.Op, op) {
+		if !triggerMatches(canonicalTriggerOp(def.Op), op) {
 			return nil, badRequest("the trigger %q runs on %s operations and cannot be run on a %s operation", id, def.Op, opTypeName(op))
 		}
 		out = append(out, trigger{id: rec.ID, body: def.Body})

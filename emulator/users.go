@@ -50,12 +50,10 @@ var (
 )
 
 func validatePermission(props map[string]any) error {
+	// Kept as given (the Python SDK sends "read" and "all"), compared without case.
 	mode, _ := stringProp(props, "permissionMode")
 	switch {
-	case strings.EqualFold(mode, "Read"):
-		props["permissionMode"] = "Read"
-	case strings.EqualFold(mode, "All"):
-		props["permissionMode"] = "All"
+	case strings.EqualFold(mode, "Read"), strings.EqualFold(mode, "All"):
 	default:
 		return badRequest("invalid permissionMode %q: want Read or All", mode)
 	}
@@ -235,7 +233,7 @@ func (e *Emulator) authorize(r *http.Request, segs []string, p permRecord) error
 	under := len(segs) >= len(res) && equalSegs(segs[:len(res)], res)
 	switch {
 	case under:
-		if p.Mode != "All" && !isReadRequest(r) {
+		if !strings.EqualFold(p.Mode, "All") && !isReadRequest(r) {
 			return &forbiddenError{msg: msgForbidden}
 		}
 		if p.PK != nil && len(segs) >= 5 && segs[4] == "docs" {

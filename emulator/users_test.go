@@ -120,7 +120,11 @@ func TestResourceTokens_AuthoriseOnlyTheirResourceAndMode(t *testing.T) {
 	check("a forged token", http.MethodGet, "/dbs/db/colls/c", token+"x", nil, "", http.StatusUnauthorized)
 
 	// All on one logical partition of the container.
-	all := mustCreate(t, e, "/dbs/db/users/u/permissions", `{"id":"all","permissionMode":"All","resource":"dbs/db/colls/c","resourcePartitionKey":["p1"]}`)
+	// The mode is kept as given and compared without case (the Python SDK sends "all").
+	all := mustCreate(t, e, "/dbs/db/users/u/permissions", `{"id":"all","permissionMode":"all","resource":"dbs/db/colls/c","resourcePartitionKey":["p1"]}`)
+	if all["permissionMode"] != "all" {
+		t.Fatalf("permissionMode %v, want it as given (all)", all["permissionMode"])
+	}
 	allTok := all["_token"].(string)
 	check("create in the permitted partition", http.MethodPost, "/dbs/db/colls/c/docs", allTok, pk, `{"id":"x","pk":"p1"}`, http.StatusCreated)
 	check("create in another partition", http.MethodPost, "/dbs/db/colls/c/docs", allTok, map[string]string{"x-ms-documentdb-partitionkey": `["p2"]`}, `{"id":"y","pk":"p2"}`, http.StatusForbidden)
