@@ -65,9 +65,14 @@ func callUDF(vm *goja.Runtime, fn goja.Callable, name string, args []any, timeou
 			return nil, false, err
 		}
 	}
-	timer := time.AfterFunc(timeout, func() { vm.Interrupt(errScriptTimeout) })
+	// The runtime serves the query's next call too: a timer that fired must have interrupted
+	// before the interrupt is cleared.
+	fired := make(chan struct{})
+	timer := time.AfterFunc(timeout, func() { vm.Interrupt(errScriptTimeout); close(fired) })
 	res, err := fn(goja.Undefined(), vals...)
-	timer.Stop()
+	if !timer.Stop() {
+		<-fired
+	}
 	vm.ClearInterrupt()
 	var ie *goja.InterruptedError
 	switch {

@@ -229,6 +229,9 @@ func (e *Emulator) authorize(r *http.Request, segs []string, p permRecord) error
 	if len(segs) == 0 {
 		return nil // the account: any token reads it
 	}
+	if len(segs) >= 3 && segs[2] == "users" {
+		return &forbiddenError{msg: msgForbidden} // users and permissions take the master key
+	}
 	res := e.resourceNames(p.Resource)
 	under := len(segs) >= len(res) && equalSegs(segs[:len(res)], res)
 	switch {

@@ -117,6 +117,9 @@ func TestResourceTokens_AuthoriseOnlyTheirResourceAndMode(t *testing.T) {
 	check("delete the container", http.MethodDelete, "/dbs/db/colls/c", token, nil, "", http.StatusForbidden)
 	check("another container", http.MethodGet, "/dbs/db/colls/other/docs", token, nil, "", http.StatusForbidden)
 	check("list users", http.MethodGet, "/dbs/db/users", token, nil, "", http.StatusForbidden)
+	dbTok := mustCreate(t, e, "/dbs/db/users/u/permissions", `{"id":"db","permissionMode":"All","resource":"dbs/db"}`)["_token"].(string)
+	check("a database token on users", http.MethodGet, "/dbs/db/users/u/permissions", dbTok, nil, "", http.StatusForbidden)
+	check("a database token on a container", http.MethodGet, "/dbs/db/colls/other", dbTok, nil, "", 200)
 	check("a forged token", http.MethodGet, "/dbs/db/colls/c", token+"x", nil, "", http.StatusUnauthorized)
 
 	// All on one logical partition of the container.
