@@ -29,7 +29,7 @@ const (
 func (o *processOptions) viewPlace() int {
 	ios := o.f.IO
 	switch {
-	case o.NoView || !ios.IsStdinTTY:
+	case o.NoView || o.app.Protocol != 0 || !ios.IsStdinTTY: // --app-protocol: stdin and stdout are the parent's channel
 		return viewNone
 	case ios.IsStdoutTTY:
 		return viewStdout
