@@ -43,12 +43,12 @@ func NewProcessor(cfg Config, h Handler) (*Processor, error) {
 		PollInterval:    cfg.PollInterval,
 		MaxItems:        cfg.MaxItems,
 		StartFrom:       cfg.StartFrom.s,
-		Mode:            cfg.Mode.feed(),
+		Mode:            cfg.Mode,
 		Logger:          e.log,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	}
 	if on := cfg.OnEvent; on != nil {
-		opts.Notify = func(ev feed.Event) { on(eventOf(ev)) }
+		opts.Notify = on
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("changefeed: %w", err)
@@ -92,13 +92,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	mode := p.e.cfg.Mode
-	h := feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
-		return p.handle(ctx, Batch{
-			Lease: b.LeaseToken, Range: rangeOf(b.Range), Items: b.Items, Mode: mode,
-			Continuation: b.Continuation, Checkpoint: b.Checkpoint, Attempt: b.Attempt, LatestLSN: b.LatestLSN,
-		})
-	})
+	h := feed.HandlerFunc(p.handle)
 	proc, err := feed.NewProcessor(p.e.monitored, store, h, opts)
 	if err != nil {
 		return fmt.Errorf("changefeed: %w", err)
@@ -130,8 +124,8 @@ func (e *PanicError) Error() string {
 func (p *Processor) handle(ctx context.Context, b Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Lease: b.Lease, Value: v}
-			p.e.log.Error("handler panicked", "lease", b.Lease, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = &PanicError{Lease: b.LeaseToken, Value: v}
+			p.e.log.Error("handler panicked", "lease", b.LeaseToken, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
 	}()
 	return p.h(ctx, b)
