@@ -76,6 +76,14 @@ type Config struct {
 	// lost, a batch handled, a checkpoint written, a split, an error. It is called
 	// synchronously from several goroutines, so it must be quick and safe for concurrent use.
 	OnEvent func(Event)
+	// Hooks observe the processor: each is called through the hook interfaces it implements
+	// (HookEvent, HookBatchStart, HookBatchEnd, HookCycleDone, HookRequestCharge). The
+	// package changefeed/prom is one.
+	Hooks []Hook
+	// CheckpointInterval, when set, writes a lease's checkpoint at most this often instead of
+	// after every batch: what waits is written when the lease is released or the host stops,
+	// and a crash may deliver it again.
+	CheckpointInterval time.Duration
 }
 
 // Mode is a change feed mode: the engine's own type, so a Batch carries it as is.
