@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -328,13 +329,15 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	// On a terminal, the live view (process_view.go); nil otherwise.
 	view := newProcessView(o)
 	defer view.end()
-	var metrics *processMetrics
-	var hl *health
+	var metrics *prom.Metrics
 	if o.MetricsAddr != "" {
 		// Served from the start, so /readyz answers 503 until the first acquire cycle ended.
-		metrics = newProcessMetrics(f.Global.Processor, f.Global.Database, f.Global.Container, eopts.Instance, o.StuckAfter)
-		hl = newHealth(f.Now, processStallAfter(eopts.WithDefaults().AcquireInterval))
-		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, hl, f.Log)
+		metrics = prom.NewMetrics(prom.Options{
+			Processor: f.Global.Processor, Database: f.Global.Database, Container: f.Global.Container,
+			Instance: eopts.Instance, StuckAfter: o.StuckAfter,
+			StallAfter: prom.StallAfter(eopts.WithDefaults().AcquireInterval), Now: f.Now,
+		})
+		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.Registry(), metrics.Health(), f.Log)
 		if err != nil {
 			return err
 		}
@@ -348,9 +351,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 			case err != nil:
 				err = errors.New(f.redact(err.Error()))
 			}
-			hl.round(err)
-			metrics.cycle(f.Now())
-			metrics.failing(rf)
+			metrics.OnCycleDone(err)
 		}
 	}
 	// Every request the host makes reports its charge to ru, by kind (the summary's RU).
@@ -384,7 +385,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	eopts.Logger = f.Log
 	eopts.Notify = func(e feed.Event) {
 		events.notify(e)
-		metrics.observe(e)
+		metrics.OnEvent(e)
 	}
 
 	o.delegate.attemptsReported = o.Events != eventsNone
@@ -442,7 +443,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	// q in the live view shuts the host down as SIGINT does.
 	ctx = view.start(ctx, mon, store)
 	runErr := proc.Run(ctx)
-	hl.stop()
+	metrics.Stop()
 	events.summary(eopts.Instance, runErr, ru)
 	o.app.stopped()
 	if runErr != nil {
@@ -468,11 +469,4 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		return &ExitError{Code: exitOK}
 	}
 	return nil
-}
-
-// processStallAfter is how long /healthz of `cfp process` waits for an acquire cycle before it
-// calls the host wedged: five acquire intervals, plus two minutes for the SDK's retries of an
-// unreachable account (a cycle that fails still reports, so this is a hang, not an outage).
-func processStallAfter(acquire time.Duration) time.Duration {
-	return 5*acquire + 2*time.Minute
 }
