@@ -234,9 +234,11 @@ func Run(seed uint64, o Options) Result {
 			ps := w.partitions()
 			if len(ps) < 12 {
 				p := ps[rng.IntN(len(ps))]
-				w.logf("split %s", p.ID)
-				if _, err := w.src.Split(p.ID); err != nil {
+				w.logf("split %s %s", p.ID, p.Range)
+				if ids, err := w.src.Split(p.ID); err != nil {
 					w.violate("split %s: %v", p.ID, err)
+				} else {
+					w.logf("  into %s", w.rangesOf(ids...))
 				}
 				r.Splits++
 			}
@@ -244,9 +246,11 @@ func Run(seed uint64, o Options) Result {
 			ps := w.partitions()
 			if len(ps) > 2 {
 				i := rng.IntN(len(ps) - 1)
-				w.logf("merge %s %s", ps[i].ID, ps[i+1].ID)
-				if _, err := w.src.Merge(ps[i].ID, ps[i+1].ID); err != nil {
+				w.logf("merge %s %s %s %s", ps[i].ID, ps[i].Range, ps[i+1].ID, ps[i+1].Range)
+				if id, err := w.src.Merge(ps[i].ID, ps[i+1].ID); err != nil {
 					w.violate("merge: %v", err)
+				} else {
+					w.logf("  into %s", w.rangesOf(id))
 				}
 				r.Merges++
 			}

@@ -29,7 +29,7 @@ func TestBalanceAtScale(t *testing.T) {
 		kind := CFP
 		limit := 30
 		if k == "dotnet" {
-			kind, limit = DotNet, 4 * *scaleLeases / max(1, *scaleHosts)
+			kind, limit = DotNet, 4**scaleLeases/max(1, *scaleHosts)
 		}
 		t.Run(k, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
