@@ -108,6 +108,8 @@ type World struct {
 	// wide are the keys over which a .NET host created a lease wider than the gone lease it
 	// replaced (dotnetwide.go): .NET's own overlap, excused there alone.
 	wide []leases.Range
+	// deleted are the leases an operator deleted and has not restored yet (deleted.go).
+	deleted map[string]bool
 
 	violations []string
 	log        []string
@@ -115,15 +117,16 @@ type World struct {
 
 func newWorld(partitions, batch int) *World {
 	w := &World{
-		src:    feedtest.NewMemSource(partitions, feedtest.WithPageSize(batch)),
-		mem:    leases.NewMemDocuments("/id"),
-		batch:  batch,
-		start:  time.Now(),
-		hosts:  map[string]*host{},
-		latest: map[string]int64{},
-		seen:   map[string]int{},
-		owner:  map[string]owned{},
-		lost:   map[string]map[string]time.Time{},
+		src:     feedtest.NewMemSource(partitions, feedtest.WithPageSize(batch)),
+		mem:     leases.NewMemDocuments("/id"),
+		batch:   batch,
+		start:   time.Now(),
+		hosts:   map[string]*host{},
+		latest:  map[string]int64{},
+		seen:    map[string]int{},
+		owner:   map[string]owned{},
+		lost:    map[string]map[string]time.Time{},
+		deleted: map[string]bool{},
 	}
 	w.docs = &observedDocs{Documents: w.mem, w: w}
 	return w
@@ -296,6 +299,9 @@ func (w *World) begin(h *host, token string) {
 	defer w.mu.Unlock()
 	if w.owner[token].owner == h.name {
 		return
+	}
+	if w.deleted[token] {
+		return // deleted by an operator, not restored yet: no other host can hold it (deleted.go)
 	}
 	lostAt, ok := w.lost[token][h.name]
 	if !ok {
