@@ -549,4 +549,3 @@ func (s *stallSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.
 	}
 	return s.MemSource.ReadPage(ctx, req)
 }
-
