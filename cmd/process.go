@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -56,6 +57,8 @@ type processOptions struct {
 	StuckAfter           int
 	StuckThreshold       time.Duration
 	ShutdownTimeout      time.Duration
+	// NoView keeps the terminal's output as off a terminal: no live view (--no-view).
+	NoView bool
 
 	// started, when set, is called once the processor bootstrapped, before it runs (tests).
 	started func(*feed.Processor)
@@ -127,6 +130,17 @@ runs) and /readyz (the first acquire cycle finished and the lease container answ
 probes; a held lease whose batch has not finished for --stuck-after acquire intervals is
 reported stuck (docs/scripting.md lists the metrics).
 
+On a terminal, cfp process shows a live view of the processor's leases instead: each lease's
+owner, lag, time lag and verdict (read as cfp estimate reads them, every poll interval,
+between 1s and 5s), the hosts, and this host's leases and the changes it processed. With
+stdout the terminal, what the delegate writes to stdout (the default delegate's documents, an
+--exec command's output) is counted, not printed; with stdout redirected and stderr the
+terminal, the view is drawn on stderr and the documents go to stdout as always. Events, logs
+and delegates' stderr are held meanwhile and written out after. Keys: ? lists them, / filters
+(by lease, owner or verdict), up/down select, enter opens a lease whole (as cfp leases show),
+Esc goes back, q shuts the host down as SIGINT does. --no-view, a stdin that is not a
+terminal, or no terminal: the output described above.
+
 SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
 --shutdown-timeout), are checkpointed, every lease is released so other hosts take over
 at once, and cfp exits 0. A second signal, a second or more after the first, ends cfp at once.`
@@ -192,11 +206,12 @@ func newProcessCmd(f *factory) *cobra.Command {
 	opts.app.addFlags(c)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr or --events-file (jsonl on stderr also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
 	fs.StringVar(&opts.EventsFile, "events-file", "", "append the notifications to `FILE` instead of stderr, apart from logs and the delegate's stderr (implies --events jsonl)")
-	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
+	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (on /id) if missing")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
 	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", feed.DefaultStuckThreshold, "record on the lease, and report as an error event, a batch still in the delegate after this long (and rewrite a lease's failure record at most this often)")
 	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	fs.BoolVar(&opts.NoView, "no-view", false, "print the changes, not the live view, on a terminal")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
 	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
@@ -311,13 +326,18 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	// "now" is this host's start, as in .NET (see feed.AnchorNow).
 	start := feed.AnchorNow(o.start, o.mode, f.Now())
 	eopts := o.engineOptions(start)
-	var metrics *processMetrics
-	var hl *health
+	// On a terminal, the live view (process_view.go); nil otherwise.
+	view := newProcessView(o)
+	defer view.end()
+	var metrics *prom.Metrics
 	if o.MetricsAddr != "" {
 		// Served from the start, so /readyz answers 503 until the first acquire cycle ended.
-		metrics = newProcessMetrics(f.Global.Processor, f.Global.Database, f.Global.Container, eopts.Instance, o.StuckAfter)
-		hl = newHealth(f.Now, processStallAfter(eopts.WithDefaults().AcquireInterval))
-		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, hl, f.Log)
+		metrics = prom.NewMetrics(prom.Options{
+			Processor: f.Global.Processor, Database: f.Global.Database, Container: f.Global.Container,
+			Instance: eopts.Instance, StuckAfter: o.StuckAfter,
+			StallAfter: prom.StallAfter(eopts.WithDefaults().AcquireInterval), Now: f.Now,
+		})
+		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.Registry(), metrics.Health(), f.Log)
 		if err != nil {
 			return err
 		}
@@ -331,9 +351,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 			case err != nil:
 				err = errors.New(f.redact(err.Error()))
 			}
-			hl.round(err)
-			metrics.cycle(f.Now())
-			metrics.failing(rf)
+			metrics.OnCycleDone(err)
 		}
 	}
 	// Every request the host makes reports its charge to ru, by kind (the summary's RU).
@@ -367,14 +385,16 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	eopts.Logger = f.Log
 	eopts.Notify = func(e feed.Event) {
 		events.notify(e)
-		metrics.observe(e)
+		metrics.OnEvent(e)
 	}
 
 	o.delegate.attemptsReported = o.Events != eventsNone
 	o.delegate.appHandler = o.app.handler(o.delegate.Timeout)
+	restore := view.discardStdout(f)
 	h, closeHandler, err := o.delegate.handler(f, func(inner feed.Handler) feed.Handler {
-		return &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}}
+		return view.count(&observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}})
 	})
+	restore()
 	if err != nil {
 		return err
 	}
@@ -420,8 +440,10 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		o.started(proc)
 	}
 
+	// q in the live view shuts the host down as SIGINT does.
+	ctx = view.start(ctx, mon, store)
 	runErr := proc.Run(ctx)
-	hl.stop()
+	metrics.Stop()
 	events.summary(eopts.Instance, runErr, ru)
 	o.app.stopped()
 	if runErr != nil {
@@ -447,11 +469,4 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		return &ExitError{Code: exitOK}
 	}
 	return nil
-}
-
-// processStallAfter is how long /healthz of `cfp process` waits for an acquire cycle before it
-// calls the host wedged: five acquire intervals, plus two minutes for the SDK's retries of an
-// unreachable account (a cycle that fails still reports, so this is a hang, not an outage).
-func processStallAfter(acquire time.Duration) time.Duration {
-	return 5*acquire + 2*time.Minute
 }
