@@ -177,6 +177,7 @@ class Processor:
         lease_acquire_interval: Optional[_options.Duration] = None,
         lease_renew_interval: Optional[_options.Duration] = None,
         lease_expiration: Optional[_options.Duration] = None,
+        create_lease_container: bool = False,
         manual_checkpoint: bool = False,
         extra_args: Sequence[str] = (),
         env: Optional[Mapping[str, str]] = None,
@@ -215,6 +216,8 @@ class Processor:
         ):
             if d is not None:
                 args += [flag, _options.duration_flag(d)]
+        if create_lease_container:
+            args.append("--create-lease-container")
         args += list(extra_args)
         _options.check_no_secret_in(args, child_env)
         self._cfp_path = cfp_path
