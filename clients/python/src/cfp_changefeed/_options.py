@@ -66,7 +66,7 @@ def connection(
         if local is True:
             args.append("--local")
         else:
-            args.append("--local=" + os.fspath(local))  # type: ignore[arg-type]
+            args.append("--local=" + os.fspath(local))
     if ca_file is not None:
         args += ["--ca-file", os.fspath(ca_file)]
     return args, child_env
