@@ -47,6 +47,7 @@ type processOptions struct {
 	mode feed.FeedMode
 
 	delegate delegateOptions
+	app      appOptions
 
 	Events               string
 	EventsFile           string
@@ -85,6 +86,9 @@ Delegates:
   --exec-lines CMD   one long-lived CMD per lease, speaking JSON lines on stdin/stdout:
                      initialize, batch, lease-lost, shutdown; it answers checkpoint, done or
                      error (docs/user-guide.md describes the protocol)
+  --app-protocol 1   the process that started cfp handles every lease over stdin/stdout
+                     (the Node.js and Python libraries; docs/scripting.md, "Application
+                     protocol, version 1"); a stop message or the end of stdin stops cfp
 
 The --exec and --exec-lines commands inherit cfp's environment except the account secrets
 COSMOS_KEY, COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, and the
@@ -185,6 +189,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.StartFrom, "from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -<duration> (all-versions: now only)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
 	opts.delegate.addFlags(c, processDelegateUsage)
+	opts.app.addFlags(c)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr or --events-file (jsonl on stderr also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
 	fs.StringVar(&opts.EventsFile, "events-file", "", "append the notifications to `FILE` instead of stderr, apart from logs and the delegate's stderr (implies --events jsonl)")
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
@@ -208,6 +213,9 @@ func (o *processOptions) validate(c *cobra.Command) error {
 		return err
 	}
 	if err := o.f.requireProcessor(); err != nil {
+		return err
+	}
+	if err := o.app.validate(c, &o.delegate); err != nil {
 		return err
 	}
 	if err := o.delegate.validate(c); err != nil {
@@ -298,6 +306,8 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 func runProcess(ctx context.Context, o *processOptions) (err error) {
 	f := o.f
 	defer tuneProcessGC(f.Getenv)()
+	ctx, closeApp := o.app.start(ctx, f)
+	defer closeApp()
 	// "now" is this host's start, as in .NET (see feed.AnchorNow).
 	start := feed.AnchorNow(o.start, o.mode, f.Now())
 	eopts := o.engineOptions(start)
@@ -353,6 +363,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		eventsOut = file
 	}
 	events := newProcessEvents(eventsOut, o.Events, f.redact, f.Now)
+	events.also = o.app.event
 	eopts.Logger = f.Log
 	eopts.Notify = func(e feed.Event) {
 		events.notify(e)
@@ -360,6 +371,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	}
 
 	o.delegate.attemptsReported = o.Events != eventsNone
+	o.delegate.appHandler = o.app.handler(o.delegate.Timeout)
 	h, closeHandler, err := o.delegate.handler(f, func(inner feed.Handler) feed.Handler {
 		return &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}}
 	})
@@ -397,6 +409,12 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	if boot.Existed {
 		warnUncovered(ctx, f, store)
 	}
+	if err := o.app.hello(ctx, eopts.Instance, f.Global.Processor, store.Prefix()); err != nil {
+		if ctx.Err() != nil {
+			return &ExitError{Code: exitOK}
+		}
+		return fmt.Errorf("application channel: %w", err)
+	}
 	events.started(eopts.Instance, f.Global.Processor, store.Prefix(), boot)
 	if o.started != nil {
 		o.started(proc)
@@ -405,6 +423,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	runErr := proc.Run(ctx)
 	hl.stop()
 	events.summary(eopts.Instance, runErr, ru)
+	o.app.stopped()
 	if runErr != nil {
 		var stop *feed.StopError
 		if errors.As(runErr, &stop) {
