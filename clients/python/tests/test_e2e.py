@@ -112,7 +112,8 @@ def test_two_apps_and_a_cfp_host_share_one_lease_set(cfp: str, emu: Emulator, tm
     n, rounds = 600, 6
     emu.write(DB, CONT, docs(0, n // rounds))
     a = App(cfp, emu, tmp_path, "py-a", "shared")
-    b = App(cfp, emu, tmp_path, "py-b", "shared")
+    # b is slow, so the kill -9 lands between a delivery and its answer: duplicates, never losses.
+    b = App(cfp, emu, tmp_path, "py-b", "shared", "--handler-delay", "0.3")
     host_out = tmp_path / "host.jsonl"
     host = subprocess.Popen(
         [cfp, "--endpoint", emu.endpoint, "process", "-d", DB, "-c", CONT, "-p", "shared", "--instance", "cfp-host",
@@ -120,6 +121,8 @@ def test_two_apps_and_a_cfp_host_share_one_lease_set(cfp: str, emu: Emulator, tm
         stdout=open(host_out, "wb"), stderr=open(tmp_path / "host.log", "wb"), env=emu.env(),
     )
     try:
+        wait_until(lambda: {lz.get("owner") for lz in emu.leases(DB, CONT, "shared")} == {"py-a", "py-b", "cfp-host"},
+                   "the three processes balance the 4 leases")
         for r in range(1, rounds):
             wait_until(lambda: len(set(a.ids()) | set(b.ids()) | set(host_ids(host_out))) >= r * n // rounds // 2,
                        "the processors keep up")

@@ -218,6 +218,10 @@ class Processor:
                 args += [flag, _options.duration_flag(d)]
         if create_lease_container:
             args.append("--create-lease-container")
+        if not any(a.split("=")[0] in ("--events", "--events-file") for a in extra_args):
+            # The events reach on_event over the channel whatever --events says; without this,
+            # cfp would also print them as text on stderr, which the library forwards.
+            args += ["--events", "none"]
         args += list(extra_args)
         _options.check_no_secret_in(args, child_env)
         self._cfp_path = cfp_path
