@@ -85,6 +85,8 @@ async def test_every_batch_handled_and_checkpointed(fake: Any) -> None:
     assert not any("sekrit" in a for a in first["argv"])
     assert first["argv"][:3] == ["process", "--app-protocol", "1"]
     assert "--endpoint" in first["argv"]
+    # Events come over the channel; cfp's text copy on stderr is off unless asked for.
+    assert first["argv"][first["argv"].index("--events") + 1] == "none"
     # cfp runs in its own process group: a terminal's Ctrl-C is the application's to handle.
     assert first["pgid_is_own"] is True
 
@@ -306,3 +308,8 @@ def test_bad_account_arguments() -> None:
         Processor(local=True, endpoint="http://x/")
     with pytest.raises(ValueError):
         Processor(endpoint="http://x/", extra_args=["--key-file", "k"], key="k")
+
+
+def test_events_flag_given_by_the_application() -> None:
+    p = Processor(local=True, extra_args=["--events-file=ev.jsonl"])
+    assert "--events" not in p._args and "--events-file=ev.jsonl" in p._args
