@@ -143,7 +143,7 @@ def main() -> int:
         answers[0] += 1
         record(answer=ans, to=msg["type"], lease=lease, continuation=msg.get("continuation"))
         allowed = {
-            "acquired": {"done"},
+            "acquired": {"done", "error"},
             "batch": {"done", "checkpoint", "error"},
             "released": {"done", "checkpoint"},
             "lost": {"done"},
@@ -165,6 +165,10 @@ def main() -> int:
         elif msg["type"] == "released" and ans.get("type") == "checkpoint" and lease in done_pos:
             checkpoint[lease] = done_pos[lease]
             record(checkpoint=lease, at=done_pos[lease])
+        elif msg["type"] == "acquired" and ans.get("type") == "error":
+            again = dict(msg)  # refused: offered again (cfp waits a backoff first)
+            again.pop("id")
+            queue[lease].insert(0, again)
         elif msg["type"] == "lost":
             lost.add(lease)
         if sc.get("die_after_answers") and answers[0] >= sc["die_after_answers"]:

@@ -313,3 +313,31 @@ def test_bad_account_arguments() -> None:
 def test_events_flag_given_by_the_application() -> None:
     p = Processor(local=True, extra_args=["--events-file=ev.jsonl"])
     assert "--events" not in p._args and "--events-file=ev.jsonl" in p._args
+
+
+async def test_failed_acquire_handler_refuses_the_lease(fake: Any) -> None:
+    fake.script(leases=two_leases(batches=1))
+    calls: List[str] = []
+    errors: List[ChangeFeedError] = []
+    seen: List[str] = []
+    p = proc(fake)
+
+    @p.on_lease_acquired
+    async def acquired(ctx: LeaseContext) -> None:
+        calls.append(ctx.lease)
+        if ctx.lease == "1" and calls.count("1") == 1:
+            raise ConnectionError("cache not reachable")
+
+    @p.on_changes
+    async def handle(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+        assert ctx.lease in p.leases
+        seen.append(ctx.lease)
+
+    p.on_error(errors.append)
+    async with p:
+        await wait_for(lambda: sorted(seen) == ["0", "1"], "both leases' batches")
+    acq = [a["answer"] for a in fake.answers() if a["to"] == "acquired" and a["lease"] == "1"]
+    assert [x["type"] for x in acq] == ["error", "done"]
+    assert acq[0]["message"] == "ConnectionError: cache not reachable"
+    assert len(errors) == 1 and isinstance(errors[0], HandlerError) and errors[0].handler == "acquired"
+    assert fake.violations() == []

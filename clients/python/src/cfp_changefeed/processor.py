@@ -264,7 +264,8 @@ class Processor:
         return fn
 
     def on_lease_acquired(self, fn: F) -> F:
-        """``fn(ctx)`` when this host takes a lease, before its first batch."""
+        """``fn(ctx)`` when this host takes a lease, before its first batch. If it raises, the
+        lease is refused for now (reported to ``on_error``): cfp offers it again later."""
         self._on_acquired = fn
         return fn
 
@@ -649,7 +650,6 @@ class Processor:
                 reason=str(msg.get("reason", "")),
             )
             if t == "acquired":
-                self._leases[lease] = ctx.range
                 fn = self._on_acquired
             elif t == "released":
                 self._leases.pop(lease, None)
@@ -663,7 +663,12 @@ class Processor:
                 try:
                     await self._call(fn, ctx)
                 except Exception as e:
-                    self._failed(fn.__name__ if hasattr(fn, "__name__") else t, lease, e)
+                    message = self._failed(getattr(fn, "__name__", t), lease, e)
+                    if t == "acquired":
+                        # Not ready for the lease: cfp offers it again after a backoff.
+                        answer = {"id": msg["id"], "type": "error", "message": message}
+            if t == "acquired" and answer["type"] == "done":
+                self._leases[lease] = ctx.range
         finally:
             await self._send(answer)
 
