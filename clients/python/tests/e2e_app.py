@@ -78,7 +78,7 @@ def main() -> int:
 
         await p.start()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, p.request_stop)
-        print("ready", flush=True)
+        print(f"ready {p.pid}", flush=True)
         await p.wait()
         record(ev="stopped", t=time.time(), summary=p.summary)
         return 0

@@ -81,8 +81,9 @@ class App:
             stdout=subprocess.PIPE, stderr=open(tmp / f"{instance}.log", "ab"), env=emu.env(), text=True,
         )
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert line.strip() == "ready", f"{instance} did not start: {(tmp / f'{instance}.log').read_text()[-2000:]}"
+        line = self.proc.stdout.readline().split()
+        assert line[:1] == ["ready"], f"{instance} did not start: {(tmp / f'{instance}.log').read_text()[-2000:]}"
+        self.cfp_pid = int(line[1])
 
     def lines(self) -> List[Dict[str, Any]]:
         if not self.record.exists():
@@ -101,6 +102,14 @@ def host_ids(path: Path) -> List[str]:
     if not path.exists():
         return []
     return [json.loads(x)["id"] for x in path.read_text().splitlines() if x.endswith("}")]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
 
 
 LEASE_FLAGS = ["--poll-interval", "200ms", "--lease-acquire-interval", "1s", "--lease-renew-interval", "1s",
@@ -132,6 +141,8 @@ def test_two_apps_and_a_cfp_host_share_one_lease_set(cfp: str, emu: Emulator, tm
                 os.kill(b.proc.pid, signal.SIGKILL)
                 b.proc.wait()
                 b_killed_with = len(b.ids())
+                # Its cfp outlives it only to release its leases: it exits by itself.
+                wait_until(lambda: not alive(b.cfp_pid), "the killed process's cfp exits")
             emu.write(DB, CONT, docs(r * n // rounds, n // rounds))
 
         want = {d["id"] for d in docs(0, n)}

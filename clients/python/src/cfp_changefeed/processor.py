@@ -305,6 +305,11 @@ class Processor:
         return dict(self._leases)
 
     @property
+    def pid(self) -> Optional[int]:
+        """The process id of the cfp child, once started."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._exited is not None and not self._exited.is_set()
 
