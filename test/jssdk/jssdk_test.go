@@ -53,6 +53,8 @@ var mustCheck = []string{
 	"TLS on the same port, trusting the exported certificate",
 	"patch: incr, add, remove, and a failed condition is 412",
 	"transactional batch: all or nothing",
+	"stored procedure: its writes commit together or not at all",
+	"pre-trigger and user-defined function",
 	"offers: manual throughput read and replaced",
 	"aggregates within a partition key",
 	"items.bulk over several partition keys: create, upsert, replace, read, delete, a 409",
