@@ -444,6 +444,25 @@ async function featureChecks(database) {
     return got;
   });
 
+  await check("resource token: a Read permission reads its container and writes nothing", async () => {
+    await feat.items.upsert({ id: "r1", pk: "r" });
+    const { user } = await database.users.upsert({ id: "reader" });
+    const { resource: perm } = await user.permissions.upsert({
+      id: "read-features",
+      permissionMode: "Read",
+      resource: feat.url,
+    });
+    assert(perm._token, "the permission has no _token");
+    const restricted = new CosmosClient({ endpoint, resourceTokens: { [feat.url]: perm._token } });
+    const c = restricted.database(database.id).container(feat.id);
+    const { resource } = await c.item("r1", "r").read();
+    assert(resource?.id === "r1", `read with the token: ${JSON.stringify(resource)}`);
+    const code = await statusOf(() => c.items.create({ id: "r2", pk: "r" }));
+    assert(code === 403, `a create with a Read token answered ${code}, want 403`);
+    restricted.dispose();
+    return `read 200, create ${code}`;
+  });
+
   await check("items.bulk over several partition keys: create, upsert, replace, read, delete, a 409", async () => {
     const { container: c } = await database.containers.createIfNotExists({ id: "bulk", partitionKey: "/pk" });
     const ops = [];
