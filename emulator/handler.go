@@ -190,7 +190,7 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var de *auth.DateError
-	if err := auth.CheckDate(r.Header.Get("x-ms-date"), time.Now()); errors.As(err, &de) {
+	if err := checkDate(r); errors.As(err, &de) {
 		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		if de.Malformed {
