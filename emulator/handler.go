@@ -590,12 +590,17 @@ func (e *Emulator) createDatabase(w http.ResponseWriter, r *http.Request) {
 		e.fail(w, badRequest("invalid database definition: %v", err))
 		return
 	}
+	offer, _, err := offerContent(r, 0)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
 	rec, err := e.store.createDatabase(req.ID)
 	if err != nil {
 		e.fail(w, err)
 		return
 	}
-	if err := e.createOffer(r, "dbs/"+rec.RID+"/", rec.RID, 0); err != nil {
+	if err := e.createOffer(offer, "dbs/"+rec.RID+"/", rec.RID); err != nil {
 		e.fail(w, err)
 		return
 	}
@@ -662,12 +667,12 @@ func (e *Emulator) createContainer(w http.ResponseWriter, r *http.Request, db st
 		e.fail(w, err)
 		return
 	}
-	st, err := e.store.createContainer(db, b)
+	dbr, err := e.store.getDatabase(db)
 	if err != nil {
 		e.fail(w, err)
 		return
 	}
-	shared, err := e.hasOffer("dbs/" + st.DBRID + "/")
+	shared, err := e.hasOffer("dbs/" + dbr.RID + "/")
 	if err != nil {
 		e.fail(w, err)
 		return
@@ -676,7 +681,17 @@ func (e *Emulator) createContainer(w http.ResponseWriter, r *http.Request, db st
 	if shared {
 		defaultRU = 0
 	}
-	if err := e.createOffer(r, "dbs/"+st.DBRID+"/colls/"+st.RID+"/", st.RID, defaultRU); err != nil {
+	offer, throughput, err := offerContent(r, defaultRU)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	st, err := e.store.createContainer(db, b, e.partitionsFor(throughput))
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
+	if err := e.createOffer(offer, "dbs/"+st.DBRID+"/colls/"+st.RID+"/", st.RID); err != nil {
 		e.fail(w, err)
 		return
 	}

@@ -190,10 +190,9 @@ func (c *collState) rangeForEPK(epk string) (rangeRecord, bool) {
 
 // store is the bbolt storage of one data directory.
 type store struct {
-	db         *bolt.DB
-	commits    *committer
-	now        func() time.Time
-	partitions int
+	db      *bolt.DB
+	commits *committer
+	now     func() time.Time
 	// logRetention is Options.LogRetention, for the error of a read from before it.
 	logRetention time.Duration
 	// readOnly is set when the data file was opened read-only (a full disk).
@@ -202,7 +201,7 @@ type store struct {
 
 // openReadOnlyStore is newStore for a data file opened read-only: it checks the format and
 // creates nothing; every write fails with bbolt's ErrDatabaseReadOnly.
-func openReadOnlyStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
+func openReadOnlyStore(db *bolt.DB, dir string, now func() time.Time) (*store, error) {
 	err := db.View(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketDBs, bucketColls, bucketData} {
 			if tx.Bucket(name) == nil {
@@ -217,10 +216,10 @@ func openReadOnlyStore(db *bolt.DB, dir string, now func() time.Time, partitions
 	if err != nil {
 		return nil, fmt.Errorf("open emulator data read-only: %w", err)
 	}
-	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, partitions: partitions, readOnly: true}, nil
+	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, readOnly: true}, nil
 }
 
-func newStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
+func newStore(db *bolt.DB, dir string, now func() time.Time) (*store, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketDBs, bucketColls, bucketData} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -238,7 +237,7 @@ func newStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*s
 	if err != nil {
 		return nil, fmt.Errorf("initialise emulator data: %w", err)
 	}
-	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, partitions: partitions}, nil
+	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now}, nil
 }
 
 func u32(n uint32) []byte {

@@ -106,8 +106,9 @@ type containerDef struct {
 	} `json:"partitionKey"`
 }
 
-// createContainer creates container props["id"] in db. props is the request body.
-func (s *store) createContainer(db string, body []byte) (*collState, error) {
+// createContainer creates container props["id"] in db with partitions physical partitions.
+// props is the request body.
+func (s *store) createContainer(db string, body []byte, partitions int) (*collState, error) {
 	var props map[string]json.RawMessage
 	if err := json.Unmarshal(body, &props); err != nil {
 		return nil, badRequest("container definition is not a JSON object: %v", err)
@@ -200,7 +201,7 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 		rec := collRecord{
 			DB: db, DBRID: dbr.RID, ID: def.ID, RID: encodeRID(ridB),
 			Etag: newEtag(), Ts: now, Props: propsJSON, Paths: pk.Paths,
-			NextRange: uint32(s.partitions), RangesGen: 1, Partitions: s.partitions,
+			NextRange: uint32(partitions), RangesGen: 1, Partitions: partitions,
 			DefaultTTL: defaultTTL, PKVersion: pk.Version,
 		}
 		v, err := json.Marshal(rec)
@@ -219,12 +220,12 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 				return err
 			}
 		}
-		bounds := initialBoundaries(s.partitions)
+		bounds := initialBoundaries(partitions)
 		if pk.Version == 1 {
-			bounds = initialBoundariesV1(s.partitions)
+			bounds = initialBoundariesV1(partitions)
 		}
 		st = &collState{collRecord: rec}
-		for i := 0; i < s.partitions; i++ {
+		for i := 0; i < partitions; i++ {
 			r := rangeRecord{ID: uint32(i), Min: bounds[i], Max: bounds[i+1], Parents: []string{}, Live: true, Ts: now}
 			if err := putRange(cb, r); err != nil {
 				return err
