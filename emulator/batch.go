@@ -280,6 +280,8 @@ func statusOfErr(err error) int {
 		return http.StatusPreconditionFailed
 	case errors.As(err, &bre):
 		return http.StatusBadRequest
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

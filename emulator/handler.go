@@ -496,6 +496,8 @@ func (e *Emulator) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusGone, "Gone", "The requested partition key range is gone (split or merged); refresh the partition key ranges.", 1002)
 	case errors.As(err, &bre):
 		writeError(w, http.StatusBadRequest, "BadRequest", bre.msg, bre.substatus)
+	case errors.Is(err, errTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "Request size is too large.", 0)
 	case errors.Is(err, berrors.ErrDatabaseReadOnly) || errors.Is(err, syscall.ENOSPC):
 		writeError(w, http.StatusForbidden, "Forbidden", errDiskFull(e.opts.Dir).Error(), 0)
 	case errors.Is(err, berrors.ErrDatabaseNotOpen):
@@ -526,7 +528,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, badRequest("read request body: %v", err)
 	}
 	if len(b) > maxBodyBytes {
-		return nil, badRequest("the request body is larger than %d bytes", maxBodyBytes)
+		return nil, errTooLarge
 	}
 	return b, nil
 }
@@ -967,8 +969,9 @@ func prepareWrite(st *collState, req itemOpRequest) (itemWrite, map[string]any, 
 			return itemWrite{}, nil, badRequest("the id in the body (%q) differs from the id in the URL (%q)", docID, req.ID)
 		}
 		if len(req.Body) > maxBodyBytes {
-			// The service's item limit, whichever way the item was made (a patch can grow one).
-			return itemWrite{}, nil, badRequest("the item is larger than %d bytes", maxBodyBytes)
+			// The service's item limit, whichever way the item was made (a patch can grow
+			// one): a 413, as the service answers.
+			return itemWrite{}, nil, errTooLarge
 		}
 		wr.Body, wr.ID, wr.Order = raw, docID, keyOrder(req.Body)
 	}

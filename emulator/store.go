@@ -89,6 +89,9 @@ type badRequestError struct {
 
 func (e *badRequestError) Error() string { return e.msg }
 
+// errTooLarge is the service's 413 for an item (or a request body) over its 2 MB limit.
+var errTooLarge = errors.New("request size is too large")
+
 func badRequest(format string, args ...any) error {
 	return &badRequestError{msg: fmt.Sprintf(format, args...)}
 }
