@@ -139,6 +139,7 @@ func (e *Emulator) executeBulk(w http.ResponseWriter, r *http.Request, db, coll 
 		e.fail(w, err)
 		return
 	}
+	headerComps, hasHeaderPK = st.noneKey(headerComps, hasHeaderPK, false)
 	ops, minimal, err := readBatchOps(r, "a bulk request")
 	if err != nil {
 		e.fail(w, err)

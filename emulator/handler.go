@@ -819,6 +819,10 @@ func (e *Emulator) readPKRanges(w http.ResponseWriter, r *http.Request, db, coll
 
 // --- items -----------------------------------------------------------------------------------
 
+// msgMissingPK is the service's 400 for a point operation without a partition key on a
+// partitioned container (RMResources.MissingPartitionKeyValue).
+const msgMissingPK = "PartitionKey value must be supplied for this operation."
+
 // keyedContainer resolves the container of a request that names one logical partition and
 // the partition key of its header; missing names the header in the 400 (a format with one %s).
 // On failure it has answered the request and reports false.
@@ -833,8 +837,12 @@ func (e *Emulator) keyedContainer(w http.ResponseWriter, r *http.Request, db, co
 		e.fail(w, err)
 		return nil, nil, false
 	}
+	comps, ok = st.noneKey(comps, ok, true)
 	if !ok {
-		e.fail(w, badRequest(missing, hdrPartitionKey))
+		if strings.Contains(missing, "%s") {
+			missing = fmt.Sprintf(missing, hdrPartitionKey)
+		}
+		e.fail(w, &badRequestError{msg: missing})
 		return nil, nil, false
 	}
 	return st, comps, true
@@ -879,6 +887,9 @@ func (e *Emulator) writeItem(w http.ResponseWriter, r *http.Request, db, coll, i
 		e.fail(w, err)
 		return
 	}
+	// A write with a body takes a legacy collection's key from the document when the header
+	// is absent; a delete addresses the none key.
+	hdrComps, hasHdr = st.noneKey(hdrComps, hasHdr, r.Method == http.MethodDelete)
 	op := opCreate
 	var body []byte
 	switch {
@@ -948,7 +959,7 @@ func prepareWrite(st *collState, req itemOpRequest) (itemWrite, map[string]any, 
 	var doc map[string]any
 	if req.Op == opDelete {
 		if !req.HasPK {
-			return itemWrite{}, nil, badRequest("the %s header is required", hdrPartitionKey)
+			return itemWrite{}, nil, badRequest(msgMissingPK)
 		}
 		wr.ID, comps = req.ID, req.PK
 		wr.PKObject = partitionKeyObject(st.Paths, req.PK)
@@ -993,7 +1004,7 @@ func writeOutcome(st *collState, op opKind, res writeResult, doc map[string]any)
 }
 
 func (e *Emulator) readItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
-	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
+	st, comps, ok := e.keyedContainer(w, r, db, coll, msgMissingPK)
 	if !ok {
 		return
 	}
@@ -1250,7 +1261,7 @@ func putBody(b []byte) {
 // background but hides the items at once; here they are gone when the answer comes), each a
 // delete on the change feed. The service answers 200 with no body.
 func (e *Emulator) deleteByPartitionKey(w http.ResponseWriter, r *http.Request, db, coll string) {
-	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
+	st, comps, ok := e.keyedContainer(w, r, db, coll, msgMissingPK)
 	if !ok {
 		return
 	}

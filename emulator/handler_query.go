@@ -236,12 +236,20 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 	if comps, ok, err := headerPK(r); err != nil {
 		e.fail(w, err)
 		return
-	} else if ok {
+	} else if comps, ok = st.noneKey(comps, ok, false); ok {
 		scope.PK = epk.Canonical(comps)
 		if len(comps) > 0 && len(comps) < len(st.Paths) {
 			// A prefix of a hierarchical key scopes the query to every logical partition
 			// under it: their EPKs start with the prefix's EPK (one hash per component).
 			scope.PK, scope.EPKPrefix = "", epk.HashV2(comps)
+		}
+	}
+	if scope.PK == "" && scope.EPKPrefix == "" && scope.RangeID == "" && st.Legacy {
+		// A legacy collection is one partition: a query of it needs neither a key nor a plan.
+		for _, rr := range st.Ranges {
+			if rr.Live {
+				scope.RangeID = strconv.FormatUint(uint64(rr.ID), 10)
+			}
 		}
 	}
 	if scope.PK == "" && scope.EPKPrefix == "" && scope.RangeID == "" {

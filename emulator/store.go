@@ -123,6 +123,20 @@ type collRecord struct {
 	// PKVersion is the partition key version: 1 routes by the V1 hash, anything else (2, or 0
 	// in containers stored before it was recorded) by the V2 hash.
 	PKVersion int `json:"pkVersion,omitempty"`
+	// Legacy marks a non-partitioned collection, created without a partition key: one
+	// partition for ever, keyed by the system key /_partitionKey, whose documents are written
+	// and read without a partition key (absent, [] or [{}]: the none key).
+	Legacy bool `json:"legacy,omitempty"`
+}
+
+// noneKey returns the partition key a request to this container addresses with the header's
+// components comps (ok: the header is there): a legacy collection's none key, undefined, for
+// a header of no component ([] as the SDKs send it) or, when absent is set, no header at all.
+func (c *collRecord) noneKey(comps []any, ok, absent bool) ([]any, bool) {
+	if c.Legacy && (ok && len(comps) == 0 || !ok && absent) {
+		return []any{epk.Undefined{}}, true
+	}
+	return comps, ok
 }
 
 // hashPK returns the effective partition key of a partition key's components.
