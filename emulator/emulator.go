@@ -205,6 +205,7 @@ type Emulator struct {
 	store  *store
 	log    *slog.Logger
 	faults faultInjector
+	mux    *http.ServeMux // the routing table (routes.go)
 	// timeouts are Serve's connection timeouts (tests shorten them).
 	timeouts serveTimeouts
 
@@ -242,6 +243,7 @@ func Open(opts Options) (*Emulator, error) {
 		return nil, err
 	}
 	e := &Emulator{opts: opts, key: key, db: db, store: st, log: opts.Logger, timeouts: defaultServeTimeouts}
+	e.mux = e.routes()
 	e.faults.init()
 	if err := e.writeHolder(); err != nil {
 		if !st.readOnly {

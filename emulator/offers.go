@@ -202,5 +202,5 @@ func (e *Emulator) serveOffers(w http.ResponseWriter, r *http.Request, segs []st
 // notSupported answers an operation the emulator does not serve: 400, never a 404 that SDKs and
 // applications would read as "does not exist".
 func (e *Emulator) notSupported(w http.ResponseWriter, r *http.Request, what string) {
-	writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("not supported by cfp emulator: %s (%s %s)", what, r.Method, r.URL.Path), 0)
+	writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("not supported by cfp emulator: %s (%s %s)", what, r.Method, clientPath(r)), 0)
 }
