@@ -2,7 +2,6 @@ package changefeed
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,30 +76,30 @@ type Config struct {
 	// lost, a batch handled, a checkpoint written, a split, an error. It is called
 	// synchronously from several goroutines, so it must be quick and safe for concurrent use.
 	OnEvent func(Event)
+	// Hooks observe the processor: each is called through the hook interfaces it implements
+	// (HookEvent, HookBatchStart, HookBatchEnd, HookCycleDone, HookRequestCharge). The
+	// package changefeed/prom is one.
+	Hooks []Hook
+	// CheckpointInterval, when set, writes a lease's checkpoint at most this often instead of
+	// after every batch: what waits is written when the lease is released or the host stops,
+	// and a crash may deliver it again.
+	CheckpointInterval time.Duration
 }
 
-// Mode is a change feed mode.
-type Mode int
+// Mode is a change feed mode: the engine's own type, so a Batch carries it as is.
+type Mode = feed.FeedMode
 
 const (
 	// LatestVersion delivers the latest version of each changed item (deletes are not seen):
-	// .NET's GetChangeFeedProcessorBuilder.
-	LatestVersion Mode = iota
+	// .NET's GetChangeFeedProcessorBuilder. Its String is "latest", as `cfp process --mode`
+	// spells it.
+	LatestVersion = feed.LatestVersion
 	// AllVersionsAndDeletes delivers every create, replace and delete as the service's
 	// {"current", "previous", "metadata"} object: .NET's
-	// GetChangeFeedProcessorBuilderWithAllVersionsAndDeletes. Its leases start from now.
-	AllVersionsAndDeletes
+	// GetChangeFeedProcessorBuilderWithAllVersionsAndDeletes. Its leases start from now. Its
+	// String is "all-versions".
+	AllVersionsAndDeletes = feed.AllVersionsAndDeletes
 )
-
-// String returns "latest" or "all-versions", as `cfp process --mode` spells them.
-func (m Mode) String() string { return m.feed().String() }
-
-func (m Mode) feed() feed.FeedMode {
-	if m == AllVersionsAndDeletes {
-		return feed.AllVersionsAndDeletes
-	}
-	return feed.LatestVersion
-}
 
 // StartFrom is where leases without a continuation start reading. The zero value is Now().
 type StartFrom struct {
@@ -120,43 +119,21 @@ func Time(t time.Time) StartFrom { return StartFrom{feed.StartFrom{Kind: feed.St
 func (s StartFrom) String() string { return feed.FormatStart(s.s) }
 
 // Range is a range of effective partition keys, [Min, Max), as hexadecimal strings: "" is the
-// start of the key space and "FF" its end.
-type Range struct {
-	Min string
-	Max string
-}
+// start of the key space and "FF" its end. It is the engine's type (String gives "Min-Max", the
+// form of a .NET lease token).
+type Range = feed.Range
 
-// String returns "[Min,Max)".
-func (r Range) String() string { return "[" + r.Min + "," + r.Max + ")" }
-
-func rangeOf(r feed.Range) Range { return Range{Min: r.Min, Max: r.Max} }
-
-// Batch is one page of changes of one lease.
-type Batch struct {
-	// Lease is the lease token: a partition id for leases made per partition ("0"), or the
-	// range of an EPK lease ("05C1C9CD673398-05C1D9CD673398").
-	Lease string
-	// Range is the lease's range of effective partition keys.
-	Range Range
-	// Items are the changes exactly as the change feed returned them, in order: in
-	// LatestVersion mode each changed item, in AllVersionsAndDeletes mode one
-	// {"current", "previous", "metadata"} object per create, replace or delete.
-	Items []json.RawMessage
-	// Mode is the processor's change feed mode.
-	Mode Mode
-	// Continuation is the position after this batch: what the lease stores once the handler
-	// returned nil.
-	Continuation string
-	// Checkpoint is the lease's continuation when the batch was delivered ("" when it has
-	// none): where the changes come again from if the handler fails.
-	Checkpoint string
-	// Attempt counts deliveries from the same position: 1 the first time, 2 after one failed
-	// attempt, and so on.
-	Attempt int
-	// LatestLSN is the partition's latest logical sequence number when the page was read (0
-	// when unknown).
-	LatestLSN int64
-}
+// Batch is one page of changes of one lease, as the engine delivers it: LeaseToken (a
+// partition id for leases made per partition, "0", or the range of an EPK lease,
+// "05C1C9CD673398-05C1D9CD673398"), Range, Owner (this host's Instance), Items (the changes
+// exactly as the change feed returned them, in order: in LatestVersion mode each changed item,
+// in AllVersionsAndDeletes mode one {"current", "previous", "metadata"} object per create,
+// replace or delete), Continuation (the position after this batch: what the lease stores once
+// the handler returned nil), Checkpoint (the lease's continuation when the batch was delivered,
+// "" when it has none: where the changes come again from if the handler fails), Attempt (1 the
+// first time, 2 after one failed attempt, ...), LatestLSN (the partition's latest logical
+// sequence number when the page was read, 0 when unknown) and Mode.
+type Batch = feed.Batch
 
 // Handler processes a batch. It is called from one goroutine per lease, so a handler shared by
 // leases must be safe for concurrent use. Return nil once every change of the batch was
@@ -288,14 +265,15 @@ func (e *engine) store(ctx context.Context) (*leases.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("changefeed: open the monitored container: %w", err)
 	}
-	docs := e.leaseAcct.LeaseDocuments(e.leaseDB, e.cfg.Leases.Name)
-	if _, err := docs.PartitionKeyPath(ctx); err != nil {
-		return nil, fmt.Errorf("changefeed: open the lease container %s/%s: %w", e.leaseDB, e.cfg.Leases.Name, err)
-	}
-	prefix := leases.ResolvePrefix(ctx, docs, e.monAcct.LeaseSetName(e.cfg.Processor, e.cfg.LeasePrefix, info))
-	return leases.NewStore(docs, prefix, leases.StoreOptions{
-		OnSkip: func(id string, err error) {
+	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
+		Monitored: e.monAcct, Info: info, Leases: e.leaseAcct, Database: e.leaseDB, Container: e.cfg.Leases.Name,
+		Processor: e.cfg.Processor, Explicit: e.cfg.LeasePrefix,
+		Store: leases.StoreOptions{Mode: e.cfg.Mode.LeaseMode(), OnSkip: func(id string, err error) {
 			e.log.Warn("not a lease document, ignored", "id", id, "err", err)
-		},
-	}), nil
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("changefeed: %w", err)
+	}
+	return store, nil
 }

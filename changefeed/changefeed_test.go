@@ -592,7 +592,7 @@ func TestStartFromAndMode_String(t *testing.T) {
 		got := []string{changefeed.Now().String(), changefeed.StartFrom{}.String(), changefeed.Beginning().String(),
 			changefeed.Time(at).String(), changefeed.LatestVersion.String(), changefeed.AllVersionsAndDeletes.String(),
 			changefeed.Range{Min: "", Max: "FF"}.String()}
-		want := []string{"now", "now", "beginning", "2026-12-01T09:30:00Z", "latest", "all-versions", "[,FF)"}
+		want := []string{"now", "now", "beginning", "2026-12-01T09:30:00Z", "latest", "all-versions", "-FF"}
 		sort.Strings(got)
 		sort.Strings(want)
 		if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -91,7 +91,7 @@ func (e *Estimator) Estimate(ctx context.Context) (Estimate, error) {
 	out := Estimate{TotalLag: sum.TotalLag, Leases: make([]LeaseEstimate, len(lags))}
 	for i, l := range lags {
 		out.Leases[i] = LeaseEstimate{
-			Lease: l.Token, Range: rangeOf(l.Range), Owner: l.Owner, State: LeaseState(l.State),
+			Lease: l.Token, Range: l.Range, Owner: l.Owner, State: LeaseState(l.State),
 			Lag: l.Lag, Estimated: l.Sentinel == "", TimeLag: l.TimeLag,
 			Continuation: l.Lease.Continuation, LastWrite: l.Lease.Timestamp,
 		}

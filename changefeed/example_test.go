@@ -95,7 +95,7 @@ func ExampleHandler() {
 	handle := func(ctx context.Context, b changefeed.Batch) error {
 		if b.Attempt > 5 {
 			// Stop the processor: Run returns a *StopError that unwraps to the cause.
-			return changefeed.Stop(fmt.Errorf("lease %s: %w", b.Lease, errPoison))
+			return changefeed.Stop(fmt.Errorf("lease %s: %w", b.LeaseToken, errPoison))
 		}
 		// ... process b.Items; an error here delivers the same batch again.
 		return nil

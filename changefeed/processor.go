@@ -14,9 +14,10 @@ import (
 
 // Processor is one change feed processor host. Create it with NewProcessor and call Run.
 type Processor struct {
-	e    *engine
-	h    Handler
-	opts feed.ProcessorOptions // without StartFrom, which Run anchors
+	e     *engine
+	h     Handler
+	hooks hooks
+	opts  feed.ProcessorOptions // without StartFrom, which Run anchors
 
 	mu      sync.Mutex
 	running bool
@@ -36,24 +37,24 @@ func NewProcessor(cfg Config, h Handler) (*Processor, error) {
 		return nil, errors.New("changefeed: an Instance name is required")
 	}
 	opts := feed.ProcessorOptions{
-		Instance:        cfg.Instance,
-		AcquireInterval: cfg.AcquireInterval,
-		RenewInterval:   cfg.RenewInterval,
-		Expiration:      cfg.Expiration,
-		PollInterval:    cfg.PollInterval,
-		MaxItems:        cfg.MaxItems,
-		StartFrom:       cfg.StartFrom.s,
-		Mode:            cfg.Mode.feed(),
-		Logger:          e.log,
-		ShutdownTimeout: cfg.ShutdownTimeout,
+		Instance:           cfg.Instance,
+		AcquireInterval:    cfg.AcquireInterval,
+		RenewInterval:      cfg.RenewInterval,
+		Expiration:         cfg.Expiration,
+		PollInterval:       cfg.PollInterval,
+		MaxItems:           cfg.MaxItems,
+		StartFrom:          cfg.StartFrom.s,
+		Mode:               cfg.Mode,
+		Logger:             e.log,
+		ShutdownTimeout:    cfg.ShutdownTimeout,
+		CheckpointInterval: cfg.CheckpointInterval,
 	}
-	if on := cfg.OnEvent; on != nil {
-		opts.Notify = func(ev feed.Event) { on(eventOf(ev)) }
-	}
+	hk := newHooks(cfg)
+	hk.options(&opts)
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("changefeed: %w", err)
 	}
-	return &Processor{e: e, h: h, opts: opts}, nil
+	return &Processor{e: e, h: h, hooks: hk, opts: opts}, nil
 }
 
 // Run runs the host until ctx ends or a handler returns Stop(err). It opens the lease
@@ -82,6 +83,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.mu.Unlock()
 	}()
 
+	ctx = p.hooks.context(ctx)
 	opts := p.opts
 	// "now" is this host's start, as in .NET and `cfp process` (see feed.AnchorNow).
 	opts.StartFrom = feed.AnchorNow(opts.StartFrom, opts.Mode, time.Now())
@@ -92,13 +94,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	mode := p.e.cfg.Mode
-	h := feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
-		return p.handle(ctx, Batch{
-			Lease: b.LeaseToken, Range: rangeOf(b.Range), Items: b.Items, Mode: mode,
-			Continuation: b.Continuation, Checkpoint: b.Checkpoint, Attempt: b.Attempt, LatestLSN: b.LatestLSN,
-		})
-	})
+	h := feed.HandlerFunc(func(ctx context.Context, b Batch) error { return p.hooks.handle(ctx, b, p.handle) })
 	proc, err := feed.NewProcessor(p.e.monitored, store, h, opts)
 	if err != nil {
 		return fmt.Errorf("changefeed: %w", err)
@@ -130,8 +126,8 @@ func (e *PanicError) Error() string {
 func (p *Processor) handle(ctx context.Context, b Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Lease: b.Lease, Value: v}
-			p.e.log.Error("handler panicked", "lease", b.Lease, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = &PanicError{Lease: b.LeaseToken, Value: v}
+			p.e.log.Error("handler panicked", "lease", b.LeaseToken, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
 	}()
 	return p.h(ctx, b)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cfp-dev/cfp/changefeed/prom"
 )
 
 // registeredMetrics returns the names of the metrics `cfp process` and `cfp estimate` register,
@@ -16,7 +18,7 @@ import (
 func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	var cs []prometheus.Collector
-	cs = append(cs, newProcessMetrics("p", "d", "c", "i", 1).collectors()...)
+	cs = append(cs, prom.NewMetrics(prom.Options{Processor: "p", Database: "d", Container: "c", Instance: "i", StuckAfter: 1}).Collectors()...)
 	cs = append(cs, newEstimateGauges(newMetricsRegistry(), "p", "d", "c").collectors()...)
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	labelsRe := regexp.MustCompile(`(?:constLabels|variableLabels): \{([^}]*)\}`)

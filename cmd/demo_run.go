@@ -61,17 +61,19 @@ func (r *demoRun) setup(ctx context.Context, acct *account.Account) error {
 	if err != nil {
 		return fmt.Errorf("create demo container: %w", err)
 	}
-	if _, err := acct.CreateContainerIfNotExists(ctx, demoDatabase, demoLeases, "/id", cosmos.LeaseContainerOptions()); err != nil {
-		return fmt.Errorf("create demo lease container: %w", err)
-	}
 	info, err := orders.Info(ctx)
 	if err != nil {
 		return err
 	}
 	r.orders = orders
 	r.upsert = orders.UpsertItem
-	docs := acct.LeaseDocuments(demoDatabase, demoLeases)
-	r.store = leases.NewStore(docs, leases.ResolvePrefix(ctx, docs, acct.LeaseSetName(demoProcessor, "", info)), leases.StoreOptions{Now: r.f.Now})
+	r.store, err = cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
+		Monitored: acct.Account, Info: info, Database: demoDatabase, Container: demoLeases,
+		Processor: demoProcessor, Create: true, Store: leases.StoreOptions{Now: r.f.Now},
+	})
+	if err != nil {
+		return fmt.Errorf("demo lease container: %w", err)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
@@ -32,7 +33,7 @@ type estimateGauges struct {
 }
 
 func newEstimateGauges(reg *prometheus.Registry, processor, database, container string) *estimateGauges {
-	labels := metricLabels(processor, database, container)
+	labels := prom.Labels(processor, database, container)
 	g := &estimateGauges{
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cfp_estimate_lease_lag", Help: "Estimated lag of a lease in LSNs (the .NET estimator's number, or Java's with --formula java).", ConstLabels: labels,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -15,12 +16,12 @@ import (
 func watchEstimate(ctx context.Context, opts *estimateOptions, p *render.Printer, e *estimator) error {
 	f := opts.f
 	var gauges *estimateGauges
-	var hl *health
+	var hl *prom.Health
 	if opts.MetricsAddr != "" {
 		reg := newMetricsRegistry()
 		gauges = newEstimateGauges(reg, f.Global.Processor, f.Global.Database, f.Global.Container)
 		// Wedged when no estimate ended for ten intervals plus two minutes of SDK retries.
-		hl = newHealth(f.Now, 10*opts.Watch+2*time.Minute)
+		hl = prom.NewHealth(f.Now, 10*opts.Watch+2*time.Minute)
 		addr, stop, err := serveMetrics(ctx, opts.MetricsAddr, reg, hl, f.Log)
 		if err != nil {
 			return err
@@ -34,7 +35,7 @@ func watchEstimate(ctx context.Context, opts *estimateOptions, p *render.Printer
 	// On a terminal the watch is a live view that owns the screen; in a pipe, JSON lines.
 	var live *estimateLive
 	if p.Format == render.FormatTable && p.Query == nil && f.IO.IsStdoutTTY {
-		live = startEstimateLive(f, opts)
+		live = startEstimateLive(ctx, f, opts, e)
 		defer live.stop(ctx, p)
 	}
 	ticker := time.NewTicker(opts.Watch)
@@ -56,10 +57,10 @@ func watchEstimate(ctx context.Context, opts *estimateOptions, p *render.Printer
 				live.failed(fmt.Sprintf("estimate %s: %v", f.Now().Local().Format("15:04:05"), err))
 			}
 			gauges.failed()
-			hl.round(errors.New(f.redact(err.Error())))
+			hl.Round(errors.New(f.redact(err.Error())))
 		default:
 			gauges.set(v)
-			hl.round(nil)
+			hl.Round(nil)
 			last = errors.Join(opts.checkMaxLag(v), opts.checkMaxStuck(v), opts.checkFailOn(v))
 			if live != nil {
 				live.update(v, last)

@@ -126,9 +126,10 @@ func (f *factory) openLeaseContainer(ctx context.Context) (*leaseTarget, error) 
 	return t, nil
 }
 
-// openLeaseTarget opens the lease container and resolves the lease prefix: --lease-id-prefix,
-// else leases.Prefix(processor, host, database rid, container rid) from the monitored container
-// and its account's host (never the lease account's).
+// openLeaseTarget opens the lease container and resolves the lease prefix with
+// cosmos.OpenLeaseSet, as cfp process does: --lease-id-prefix, else the processor's rid prefix
+// on the monitored container and its account's host (never the lease account's), or Java's
+// name-based set when only that one exists.
 func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*leaseTarget, error) {
 	if err := f.requireProcessor(); err != nil {
 		return nil, err
@@ -142,17 +143,27 @@ func (f *factory) openLeaseTarget(ctx context.Context, needContainer bool) (*lea
 	if err != nil {
 		return nil, err
 	}
-	if f.Global.LeaseIDPrefix != "" {
-		t.prefix = f.Global.LeaseIDPrefix
-		return t, nil
+	set := cosmos.LeaseSet{
+		Leases: t.acct.Account, Database: f.leaseDatabase(), Container: f.Global.LeaseContainer,
+		Processor: f.Global.Processor, Explicit: f.Global.LeaseIDPrefix,
+		Store: leases.StoreOptions{Now: t.now, OnSkip: t.skip},
+		// The lease commands report a missing container at their first read, and
+		// leases import --create makes it after showing its plan.
+		MayBeMissing: true,
 	}
-	info, err := t.monitored.Info(ctx)
+	if t.mon != nil {
+		set.Monitored = t.mon.Account
+	}
+	if f.Global.LeaseIDPrefix == "" {
+		if set.Info, err = t.monitored.Info(ctx); err != nil {
+			return nil, err
+		}
+	}
+	store, err := cosmos.OpenLeaseSet(ctx, set)
 	if err != nil {
 		return nil, err
 	}
-	// The rid prefix, or Java's PK-range (pkversion) set, named after the database and container
-	// names and the host as written, when only that one exists.
-	t.prefix = leases.ResolvePrefix(ctx, t.docs, t.mon.LeaseSetName(f.Global.Processor, "", info))
+	t.prefix = store.Prefix()
 	return t, nil
 }
 

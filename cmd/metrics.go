@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/connlimit"
 )
 
@@ -43,12 +44,12 @@ type serverLimits struct {
 // when addr ends in ":0"). The server stops when ctx ends or stop is called; stop waits for it
 // and may be called more than once. Serving errors after the start are logged to log.
 // Connections are bounded by metricsLimits.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, h *health, log *slog.Logger) (listening string, stop func(), err error) {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, h *prom.Health, log *slog.Logger) (listening string, stop func(), err error) {
 	return serveMetricsLimited(ctx, addr, reg, h, log, metricsLimits)
 }
 
 // serveMetricsLimited is serveMetrics with the connection limits lim.
-func serveMetricsLimited(ctx context.Context, addr string, reg *prometheus.Registry, h *health, log *slog.Logger, lim serverLimits) (listening string, stop func(), err error) {
+func serveMetricsLimited(ctx context.Context, addr string, reg *prometheus.Registry, h *prom.Health, log *slog.Logger, lim serverLimits) (listening string, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, withHint(fmt.Errorf("serve metrics on %s: %w", addr, err), "pick a free address with --metrics-addr, e.g. localhost:9464")
@@ -58,8 +59,8 @@ func serveMetricsLimited(ctx context.Context, addr string, reg *prometheus.Regis
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", h.serveLive)
-	mux.HandleFunc("/readyz", h.serveReady)
+	mux.HandleFunc("/healthz", h.ServeLive)
+	mux.HandleFunc("/readyz", h.ServeReady)
 	conns := connlimit.New(lim.maxConns)
 	srv := &http.Server{Handler: mux, ConnState: conns.Track}
 	lim.timeouts.Apply(srv)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
@@ -48,25 +47,6 @@ func TestEstimateGauges_MovesOfAGoneLeaseGo(t *testing.T) {
 	got := leaseSeries(t, reg, "cfp_estimate_lease_moves_total")
 	if got["0"] || !got["1"] || !got["2"] || !got["3"] {
 		t.Errorf("moves series for leases %v, want 1, 2 and 3 (0 was split away)", got)
-	}
-}
-
-// TestProcessMetrics_SeriesOfAReleasedLeaseGo: the per-lease series of a lease this host
-// released or lost are removed; those of the leases it still holds stay.
-func TestProcessMetrics_SeriesOfAReleasedLeaseGo(t *testing.T) {
-	t.Parallel()
-	m := newProcessMetrics("p", "d", "c", "host-a", 3)
-	for _, l := range []string{"0", "1"} {
-		m.observe(feed.Event{Type: feed.EventAcquired, Lease: l})
-		m.observe(feed.Event{Type: feed.EventBatch, Lease: l, Items: 2})
-		m.charged(leases.ChargeChangeFeed, l, 1)
-		m.batchDone(feed.Batch{LeaseToken: l, LatestLSN: 9, Continuation: `"5"`})
-	}
-	m.observe(feed.Event{Type: feed.EventReleased, Lease: "0"})
-	for _, name := range []string{"cfp_process_batches_total", "cfp_process_items_total", "cfp_process_lease_request_units_total", "cfp_process_lease_lag"} {
-		if got := leaseSeries(t, m.registry, name); got["0"] || !got["1"] {
-			t.Errorf("%s has series for leases %v, want only 1 (0 was released)", name, got)
-		}
 	}
 }
 

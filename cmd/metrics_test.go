@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/connlimit"
 )
 
@@ -92,7 +93,7 @@ func TestProcess_MetricsServerSurvivesIdleKeptAliveConnections(t *testing.T) {
 func TestServeMetrics_ClosesIdleConnections(t *testing.T) {
 	t.Parallel()
 	lim := serverLimits{timeouts: connlimit.Timeouts{ReadHeader: 200 * time.Millisecond, Read: time.Second, Idle: 200 * time.Millisecond}, maxConns: metricsMaxConns}
-	h := newHealth(time.Now, 0)
+	h := prom.NewHealth(time.Now, 0)
 	addr, stop, err := serveMetricsLimited(context.Background(), "127.0.0.1:0", newMetricsRegistry(), h, nil, lim)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestServeMetrics_ClosesIdleConnections(t *testing.T) {
 // connections than metricsMaxConns, the server closes the oldest and still answers a new one.
 func TestServeMetrics_CapsConnections(t *testing.T) {
 	t.Parallel()
-	addr, stop, err := serveMetrics(context.Background(), "127.0.0.1:0", newMetricsRegistry(), newHealth(time.Now, 0), nil)
+	addr, stop, err := serveMetrics(context.Background(), "127.0.0.1:0", newMetricsRegistry(), prom.NewHealth(time.Now, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -51,6 +52,7 @@ type processOptions struct {
 	leaseFormatSet bool
 
 	delegate delegateOptions
+	app      appOptions
 
 	Events               string
 	EventsFile           string
@@ -59,6 +61,8 @@ type processOptions struct {
 	StuckAfter           int
 	StuckThreshold       time.Duration
 	ShutdownTimeout      time.Duration
+	// NoView keeps the terminal's output as off a terminal: no live view (--no-view).
+	NoView bool
 
 	// started, when set, is called once the processor bootstrapped, before it runs (tests).
 	started func(*feed.Processor)
@@ -89,6 +93,9 @@ Delegates:
   --exec-lines CMD   one long-lived CMD per lease, speaking JSON lines on stdin/stdout:
                      initialize, batch, lease-lost, shutdown; it answers checkpoint, done or
                      error (docs/user-guide.md describes the protocol)
+  --app-protocol 1   the process that started cfp handles every lease over stdin/stdout
+                     (the Node.js and Python libraries; docs/scripting.md, "Application
+                     protocol, version 1"); a stop message or the end of stdin stops cfp
 
 The --exec and --exec-lines commands inherit cfp's environment except the account secrets
 COSMOS_KEY, COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, and the
@@ -132,6 +139,17 @@ lines that also include batch and checkpoint events and a final summary.
 runs) and /readyz (the first acquire cycle finished and the lease container answers) for
 probes; a held lease whose batch has not finished for --stuck-after acquire intervals is
 reported stuck (docs/scripting.md lists the metrics).
+
+On a terminal, cfp process shows a live view of the processor's leases instead: each lease's
+owner, lag, time lag and verdict (read as cfp estimate reads them, every poll interval,
+between 1s and 5s), the hosts, and this host's leases and the changes it processed. With
+stdout the terminal, what the delegate writes to stdout (the default delegate's documents, an
+--exec command's output) is counted, not printed; with stdout redirected and stderr the
+terminal, the view is drawn on stderr and the documents go to stdout as always. Events, logs
+and delegates' stderr are held meanwhile and written out after. Keys: ? lists them, / filters
+(by lease, owner or verdict), up/down select, enter opens a lease whole (as cfp leases show),
+Esc goes back, q shuts the host down as SIGINT does. --no-view, a stdin that is not a
+terminal, or no terminal: the output described above.
 
 SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
 --shutdown-timeout), are checkpointed, every lease is released so other hosts take over
@@ -188,7 +206,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs := c.Flags()
 	fs.StringVar(&opts.Instance, "instance", "", "this host's `NAME`, written as the owner of its leases; unique per host (default <hostname>-<pid>-<random>)")
 	positiveDurationVar(fs, &opts.AcquireInterval, "lease-acquire-interval", feed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
-	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
+	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew held leases")
 	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
 	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
 	fs.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "write a lease's checkpoint at most this often (0: after every batch); what waits is written on release and shutdown, a crash may deliver it again")
@@ -197,6 +215,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
 	enumFlag(fs, &opts.LeaseFormat, "lease-format", "", "dotnet", "new set's format", "dotnet", "java")
 	opts.delegate.addFlags(c, processDelegateUsage)
+	opts.app.addFlags(c)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr or --events-file (jsonl on stderr also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
 	fs.StringVar(&opts.EventsFile, "events-file", "", "append the notifications to `FILE` instead of stderr, apart from logs and the delegate's stderr (implies --events jsonl)")
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (on /id) if missing")
@@ -204,6 +223,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
 	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", feed.DefaultStuckThreshold, "record on the lease, and report as an error event, a batch still in the delegate after this long (and rewrite a lease's failure record at most this often)")
 	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	fs.BoolVar(&opts.NoView, "no-view", false, "print the changes, not the live view, on a terminal")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
 	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
@@ -220,6 +240,9 @@ func (o *processOptions) validate(c *cobra.Command) error {
 		return err
 	}
 	if err := o.f.requireProcessor(); err != nil {
+		return err
+	}
+	if err := o.app.validate(c, &o.delegate); err != nil {
 		return err
 	}
 	if err := o.delegate.validate(c); err != nil {
@@ -311,16 +334,23 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 func runProcess(ctx context.Context, o *processOptions) (err error) {
 	f := o.f
 	defer tuneProcessGC(f.Getenv)()
+	ctx, closeApp := o.app.start(ctx, f)
+	defer closeApp()
 	// "now" is this host's start, as in .NET (see feed.AnchorNow).
 	start := feed.AnchorNow(o.start, o.mode, f.Now())
 	eopts := o.engineOptions(start)
-	var metrics *processMetrics
-	var hl *health
+	// On a terminal, the live view (process_view.go); nil otherwise.
+	view := newProcessView(o)
+	defer view.end()
+	var metrics *prom.Metrics
 	if o.MetricsAddr != "" {
 		// Served from the start, so /readyz answers 503 until the first acquire cycle ended.
-		metrics = newProcessMetrics(f.Global.Processor, f.Global.Database, f.Global.Container, eopts.Instance, o.StuckAfter)
-		hl = newHealth(f.Now, processStallAfter(eopts.WithDefaults().AcquireInterval))
-		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.registry, hl, f.Log)
+		metrics = prom.NewMetrics(prom.Options{
+			Processor: f.Global.Processor, Database: f.Global.Database, Container: f.Global.Container,
+			Instance: eopts.Instance, StuckAfter: o.StuckAfter,
+			StallAfter: prom.StallAfter(eopts.WithDefaults().AcquireInterval), Now: f.Now,
+		})
+		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.Registry(), metrics.Health(), f.Log)
 		if err != nil {
 			return err
 		}
@@ -334,9 +364,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 			case err != nil:
 				err = errors.New(f.redact(err.Error()))
 			}
-			hl.round(err)
-			metrics.cycle(f.Now())
-			metrics.failing(rf)
+			metrics.OnCycleDone(err)
 		}
 	}
 	// Every request the host makes reports its charge to ru, by kind (the summary's RU).
@@ -366,16 +394,20 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		eventsOut = file
 	}
 	events := newProcessEvents(eventsOut, o.Events, f.redact, f.Now)
+	events.also = o.app.event
 	eopts.Logger = f.Log
 	eopts.Notify = func(e feed.Event) {
 		events.notify(e)
-		metrics.observe(e)
+		metrics.OnEvent(e)
 	}
 
 	o.delegate.attemptsReported = o.Events != eventsNone
+	o.delegate.appHandler = o.app.handler(o.delegate.Timeout)
+	restore := view.discardStdout(f)
 	h, closeHandler, err := o.delegate.handler(f, func(inner feed.Handler) feed.Handler {
-		return &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}}
+		return view.count(&observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}})
 	})
+	restore()
 	if err != nil {
 		return err
 	}
@@ -413,14 +445,23 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	if boot.Existed {
 		warnUncovered(ctx, f, store)
 	}
+	if err := o.app.hello(ctx, eopts.Instance, f.Global.Processor, store.Prefix()); err != nil {
+		if ctx.Err() != nil {
+			return &ExitError{Code: exitOK}
+		}
+		return fmt.Errorf("application channel: %w", err)
+	}
 	events.started(eopts.Instance, f.Global.Processor, store.Prefix(), boot)
 	if o.started != nil {
 		o.started(proc)
 	}
 
+	// q in the live view shuts the host down as SIGINT does.
+	ctx = view.start(ctx, mon, store)
 	runErr := proc.Run(ctx)
-	hl.stop()
+	metrics.Stop()
 	events.summary(eopts.Instance, runErr, ru)
+	o.app.stopped()
 	if runErr != nil {
 		var stop *feed.StopError
 		if errors.As(runErr, &stop) {
@@ -444,11 +485,4 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		return &ExitError{Code: exitOK}
 	}
 	return nil
-}
-
-// processStallAfter is how long /healthz of `cfp process` waits for an acquire cycle before it
-// calls the host wedged: five acquire intervals, plus two minutes for the SDK's retries of an
-// unreachable account (a cycle that fails still reports, so this is a hang, not an outage).
-func processStallAfter(acquire time.Duration) time.Duration {
-	return 5*acquire + 2*time.Minute
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/sink"
 )
@@ -15,7 +16,7 @@ import (
 type observedHandler struct {
 	h       feed.Handler
 	events  *processEvents
-	metrics *processMetrics
+	metrics *prom.Metrics
 
 	mu       sync.Mutex
 	attempts map[string]failures // by lease token
@@ -30,7 +31,7 @@ type failures struct {
 var _ feed.LeaseHandler = (*observedHandler)(nil)
 
 func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
-	o.metrics.batchStarted(b)
+	o.metrics.OnBatchStart(b)
 	err := o.h.Handle(ctx, b)
 	var stop *feed.StopError
 	switch {
@@ -38,7 +39,7 @@ func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
 		o.mu.Lock()
 		delete(o.attempts, b.LeaseToken)
 		o.mu.Unlock()
-		o.metrics.batchDone(b)
+		o.metrics.OnBatchEnd(b, err)
 	case ctx.Err() != nil || errors.As(err, &stop):
 	default:
 		o.mu.Lock()
@@ -52,7 +53,7 @@ func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
 		e := feed.Event{Type: feed.EventError, Lease: b.LeaseToken, Range: b.Range,
 			Owner: b.Owner, Err: err, Cause: feed.CauseUser, Items: len(b.Items), Continuation: b.Continuation}
 		o.events.attemptFailed(e, fl.n)
-		o.metrics.observe(e)
+		o.metrics.OnEvent(e)
 	}
 	return err
 }

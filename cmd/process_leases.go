@@ -62,7 +62,7 @@ func (o *processOptions) leaseFormatMismatch(lf *feed.LeaseFormatError) error {
 }
 
 // leaseStore opens (or creates) the lease container in the lease account and returns the store
-// of the processor's lease set on the monitored container of mon (leases.ResolvePrefix: the rid
+// of the processor's lease set on the monitored container of mon (cosmos.OpenLeaseSet: the rid
 // prefix, or Java's PK-range set named by the container's names when only that one exists).
 func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, info cosmos.ContainerInfo) (*leases.Store, error) {
 	f := o.f
@@ -70,33 +70,18 @@ func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, i
 	if err != nil {
 		return nil, err
 	}
-	db, name := f.leaseDatabase(), f.Global.LeaseContainer
-	if o.CreateLeaseContainer {
-		// The monitored database exists in the monitored account only.
-		if db != f.Global.Database || acct != mon {
-			if err := acct.CreateDatabaseIfNotExists(ctx, db); err != nil {
-				return nil, fmt.Errorf("create lease database: %w", err)
-			}
-		}
-		if _, err := acct.CreateContainerIfNotExists(ctx, db, name, "/id", cosmos.LeaseContainerOptions()); err != nil {
-			return nil, fmt.Errorf("create lease container: %w", err)
-		}
-	}
-	docs := acct.LeaseDocuments(db, name)
-	if _, err := docs.PartitionKeyPath(ctx); err != nil {
-		err = fmt.Errorf("open lease container %s/%s: %w", db, name, err)
-		if errors.Is(err, leases.ErrNotFound) {
-			return nil, withHint(err, "create it with --create-lease-container, or name another with --lease-container")
-		}
-		return nil, err
-	}
-	prefix := leases.ResolvePrefix(ctx, docs, mon.LeaseSetName(f.Global.Processor, f.Global.LeaseIDPrefix, info))
-	return leases.NewStore(docs, prefix, leases.StoreOptions{
-		Mode: o.mode.LeaseMode(),
-		OnSkip: func(id string, err error) {
+	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
+		Monitored: mon.Account, Info: info, Leases: acct.Account,
+		Database: f.leaseDatabase(), Container: f.Global.LeaseContainer,
+		Processor: f.Global.Processor, Explicit: f.Global.LeaseIDPrefix, Create: o.CreateLeaseContainer,
+		Store: leases.StoreOptions{Mode: o.mode.LeaseMode(), OnSkip: func(id string, err error) {
 			f.Log.Warn("not a lease document, ignored", "id", id, "err", err)
-		},
-	}), nil
+		}},
+	})
+	if errors.Is(err, leases.ErrNotFound) {
+		return nil, withHint(err, "create it with --create-lease-container, or name another with --lease-container")
+	}
+	return store, err
 }
 
 // noteExistingLeases tells the user that --from does not move leases that already have a

@@ -3,6 +3,7 @@ package cmd
 import (
 	"sync"
 
+	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
@@ -10,13 +11,13 @@ import (
 // (leases.ChargeKind): the summary's request_units and request_charge, and, with
 // --metrics-addr, the RU counters. It is safe for concurrent use.
 type requestUnits struct {
-	metrics *processMetrics // nil without --metrics-addr
+	metrics *prom.Metrics // nil without --metrics-addr
 
 	mu     sync.Mutex
 	byKind map[leases.ChargeKind]float64
 }
 
-func newRequestUnits(m *processMetrics) *requestUnits {
+func newRequestUnits(m *prom.Metrics) *requestUnits {
 	return &requestUnits{metrics: m, byKind: map[leases.ChargeKind]float64{}}
 }
 
@@ -25,7 +26,7 @@ func (r *requestUnits) record(kind leases.ChargeKind, lease string, ru float64) 
 	r.mu.Lock()
 	r.byKind[kind] += ru
 	r.mu.Unlock()
-	r.metrics.charged(kind, lease, ru)
+	r.metrics.OnRequestCharge(kind, lease, ru)
 }
 
 // totals returns the RU by kind, every kind present (0 when none was spent), and their sum.

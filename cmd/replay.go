@@ -333,14 +333,6 @@ func replayStore(ctx context.Context, f *factory, mon *account.Account, info cos
 	if err != nil {
 		return nil, "", err
 	}
-	docs := acct.LeaseDocuments(ldb, lname)
-	if _, err := docs.PartitionKeyPath(ctx); err != nil {
-		err = fmt.Errorf("open lease container %s/%s: %w", ldb, lname, err)
-		if errors.Is(err, leases.ErrNotFound) {
-			return nil, "", withHint(err, "the replay keeps its progress in the lease container: create it (cfp process --create-lease-container does) or name another with --lease-container")
-		}
-		return nil, "", err
-	}
 	base := f.Global.Processor
 	if base == "" {
 		base = "replay"
@@ -351,13 +343,19 @@ func replayStore(ctx context.Context, f *factory, mon *account.Account, info cos
 		name = feed.ReplayName(f.Global.LeaseIDPrefix, info.Database, info.Container, strings.TrimSpace(from), state, strings.TrimSpace(until))
 		explicit = name
 	}
-	prefix := leases.ResolvePrefix(ctx, docs, mon.LeaseSetName(name, explicit, info))
-	store := leases.NewStore(docs, prefix, leases.StoreOptions{
-		Now: f.Now,
-		OnSkip: func(id string, err error) {
+	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
+		Monitored: mon.Account, Info: info, Leases: acct.Account, Database: ldb, Container: lname,
+		Processor: name, Explicit: explicit,
+		Store: leases.StoreOptions{Now: f.Now, OnSkip: func(id string, err error) {
 			f.Log.Warn("not a lease document, ignored", "id", id, "err", err)
-		},
+		}},
 	})
+	if err != nil {
+		if errors.Is(err, leases.ErrNotFound) {
+			return nil, "", withHint(err, "the replay keeps its progress in the lease container: create it (cfp process --create-lease-container does) or name another with --lease-container")
+		}
+		return nil, "", err
+	}
 	return store, name, nil
 }
 

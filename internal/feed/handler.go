@@ -28,6 +28,8 @@ type Batch struct {
 	// Checkpoint is the lease's continuation as stored when the batch was delivered (empty when
 	// the lease has none): where processing resumes if this batch fails.
 	Checkpoint string
+	// Mode is the processor's change feed mode.
+	Mode FeedMode
 }
 
 // Handler processes batches. Handle is called by one goroutine per lease, so an implementation

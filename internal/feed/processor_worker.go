@@ -455,7 +455,7 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 		b := Batch{
 			LeaseToken: w.info.Token, Range: w.info.Range, Owner: p.opts.Instance,
 			Items: page.Items, Continuation: page.Continuation, LatestLSN: page.LatestLSN, Attempt: attempt,
-			Checkpoint: w.checkpointed,
+			Checkpoint: w.checkpointed, Mode: p.opts.Mode,
 		}
 		stopWatch := w.watchInFlight(ol.ctx, b, p.opts.Now())
 		herr := p.h.Handle(hctx, b)

@@ -1,26 +1,32 @@
-package cmd
+package prom
 
 import (
+	"errors"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
-// metricLabels are the labels every lag and processor metric of `cfp process` and `cfp
+// Labels are the labels every lag and processor metric of `cfp process` and `cfp
 // estimate` carries, with the same names in both: the processor name and the monitored
 // database and container, never resource ids (docs/scripting.md). Per-lease metrics add
 // "lease" (the lease token).
-func metricLabels(processor, database, container string) prometheus.Labels {
+func Labels(processor, database, container string) prometheus.Labels {
 	return prometheus.Labels{"processor": processor, "database": database, "container": container}
 }
 
-// processMetrics are the Prometheus metrics of `cfp process --metrics-addr`: their names and
-// labels are a public contract (docs/scripting.md). A nil *processMetrics records nothing.
-type processMetrics struct {
+// Metrics are the Prometheus metrics of a processor host, those of `cfp process
+// --metrics-addr`: their names and labels are a public contract (docs/scripting.md). It is a
+// changefeed.Hook (events, batches, acquire cycles, request charges) and keeps the host's
+// Health. A nil *Metrics records nothing.
+type Metrics struct {
 	registry *prometheus.Registry
 	batches  *prometheus.CounterVec
 	items    *prometheus.CounterVec
@@ -35,6 +41,8 @@ type processMetrics struct {
 
 	instance   string
 	stuckAfter int
+	now        func() time.Time
+	health     *Health
 
 	// mu guards progress, the stuck detection's view of the leases this host holds.
 	mu       sync.Mutex
@@ -49,11 +57,62 @@ type ownedProgress struct {
 	track        feed.LeaseTrack
 }
 
-func newProcessMetrics(processor, database, container, instance string, stuckAfter int) *processMetrics {
-	labels := metricLabels(processor, database, container)
+// Options say whose metrics a Metrics are. Zero fields take the defaults given.
+type Options struct {
+	// Processor, Database and Container are the labels of every metric: the processor name
+	// and the monitored database and container names. Instance is the "owner" label: the
+	// host's instance name.
+	Processor, Database, Container, Instance string
+	// StuckAfter is how many acquire cycles a held lease's batch may stay pending with the
+	// same checkpoint before cfp_process_lease_state calls it stuck (default 3, as
+	// `cfp process --stuck-after`).
+	StuckAfter int
+	// StallAfter is how long /healthz waits for an acquire cycle before it calls the host
+	// wedged (0: never; New uses StallAfter(AcquireInterval)).
+	StallAfter time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultStuckAfter is the default Options.StuckAfter.
+const DefaultStuckAfter = feed.DefaultStuckAfter
+
+// New returns the metrics of the processor cfg configures, to add to its hooks in one line:
+//
+//	m := prom.New(cfg)
+//	cfg.Hooks = append(cfg.Hooks, m)
+//	go http.ListenAndServe(":9464", m.Handler())
+func New(cfg changefeed.Config) *Metrics {
+	acquire := cfg.AcquireInterval
+	if acquire == 0 {
+		acquire = feed.DefaultAcquireInterval
+	}
+	return NewMetrics(Options{
+		Processor: cfg.Processor, Database: cfg.Monitored.Database, Container: cfg.Monitored.Name,
+		Instance: cfg.Instance, StallAfter: StallAfter(acquire),
+	})
+}
+
+// StallAfter is how long /healthz of a processor waits for an acquire cycle before it calls the
+// host wedged: five acquire intervals, plus two minutes for the SDK's retries of an unreachable
+// account (a cycle that fails still reports, so this is a hang, not an outage).
+func StallAfter(acquire time.Duration) time.Duration {
+	return 5*acquire + 2*time.Minute
+}
+
+// NewMetrics returns the metrics of one host, registered in their own registry (Registry).
+func NewMetrics(o Options) *Metrics {
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = DefaultStuckAfter
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	processor, database, container, instance, stuckAfter := o.Processor, o.Database, o.Container, o.Instance, o.StuckAfter
+	labels := Labels(processor, database, container)
 	labels["owner"] = instance
-	m := &processMetrics{
-		registry: newMetricsRegistry(),
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cfp_process_batches_total", Help: "Batches the delegate processed, by lease.", ConstLabels: labels,
 		}, []string{"lease"}),
@@ -94,9 +153,11 @@ func newProcessMetrics(processor, database, container, instance string, stuckAft
 		}, []string{"lease", "kind"}),
 		instance:   instance,
 		stuckAfter: stuckAfter,
+		now:        o.Now,
+		health:     NewHealth(o.Now, o.StallAfter),
 		progress:   map[string]*ownedProgress{},
 	}
-	m.registry.MustRegister(m.collectors()...)
+	m.registry.MustRegister(m.Collectors()...)
 	// Both causes and every move exist from the start, so rate() works before the first one.
 	m.errors.WithLabelValues(string(feed.CauseUser))
 	m.errors.WithLabelValues(string(feed.CauseInfra))
@@ -109,13 +170,36 @@ func newProcessMetrics(processor, database, container, instance string, stuckAft
 	return m
 }
 
-// collectors are the metrics registered.
-func (m *processMetrics) collectors() []prometheus.Collector {
+// Registry is the registry of the metrics (no Go runtime metrics: the endpoint shows what the
+// host measures).
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Health is the host's liveness and readiness, fed by OnCycleDone.
+func (m *Metrics) Health() *Health { return m.health }
+
+// Handler serves the metrics at /metrics and the probes at /healthz and /readyz.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
+	mux.HandleFunc("/healthz", m.health.ServeLive)
+	mux.HandleFunc("/readyz", m.health.ServeReady)
+	return mux
+}
+
+// Stop says the host stopped: the probes answer 503 from now on.
+func (m *Metrics) Stop() {
+	if m != nil {
+		m.health.Stop()
+	}
+}
+
+// Collectors are the metrics registered.
+func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.batches, m.items, m.errors, m.owned, m.failingG, m.moves, m.lag, m.state, m.ru, m.leaseRU}
 }
 
-// charged records the RU of one request, of kind, for lease ("" when it was for none).
-func (m *processMetrics) charged(kind leases.ChargeKind, lease string, ru float64) {
+// OnRequestCharge records the RU of one request, of kind, for lease ("" when it was for none).
+func (m *Metrics) OnRequestCharge(kind changefeed.ChargeKind, lease string, ru float64) {
 	if m == nil {
 		return
 	}
@@ -125,9 +209,22 @@ func (m *processMetrics) charged(kind leases.ChargeKind, lease string, ru float6
 	}
 }
 
+// OnCycleDone records the end of an acquire cycle: the health's round, the progress state of
+// every lease this host holds and the leases whose reads fail permanently. err must hold no
+// secret: /readyz shows it.
+func (m *Metrics) OnCycleDone(err error) {
+	if m == nil {
+		return
+	}
+	rf, _ := errors.AsType[*changefeed.ReadsFailingError](err)
+	m.health.Round(err)
+	m.cycle(m.now())
+	m.failing(rf)
+}
+
 // failing records, at the end of an acquire cycle, the leases whose reads fail permanently
 // (rf nil: none).
-func (m *processMetrics) failing(rf *feed.ReadsFailingError) {
+func (m *Metrics) failing(rf *feed.ReadsFailingError) {
 	if m == nil {
 		return
 	}
@@ -142,8 +239,8 @@ func (m *processMetrics) failing(rf *feed.ReadsFailingError) {
 // never waiting).
 var processStates = []string{feed.ProgressIdle, feed.ProgressActive, feed.ProgressStuck}
 
-// observe records one engine event.
-func (m *processMetrics) observe(e feed.Event) {
+// OnEvent records one lifecycle event.
+func (m *Metrics) OnEvent(e changefeed.Event) {
 	if m == nil {
 		return
 	}
@@ -179,9 +276,9 @@ func (m *processMetrics) observe(e feed.Event) {
 	}
 }
 
-// batchStarted records that a batch of b's lease is pending: its lease has changes to read
+// OnBatchStart records that a batch of b's lease is pending: its lease has changes to read
 // from b.Checkpoint on, at least the batch's.
-func (m *processMetrics) batchStarted(b feed.Batch) {
+func (m *Metrics) OnBatchStart(b changefeed.Batch) {
 	if m == nil {
 		return
 	}
@@ -196,8 +293,16 @@ func (m *processMetrics) batchStarted(b feed.Batch) {
 	}
 }
 
+// OnBatchEnd records the lag left behind a processed batch (err nil or ErrNoCheckpoint); a
+// failed batch changes nothing (its error event counts it).
+func (m *Metrics) OnBatchEnd(b changefeed.Batch, err error) {
+	if err == nil || errors.Is(err, changefeed.ErrNoCheckpoint) {
+		m.batchDone(b)
+	}
+}
+
 // batchDone records the lag left behind a processed batch.
-func (m *processMetrics) batchDone(b feed.Batch) {
+func (m *Metrics) batchDone(b changefeed.Batch) {
 	if m == nil || b.LatestLSN <= 0 {
 		return
 	}
@@ -217,7 +322,7 @@ func (m *processMetrics) batchDone(b feed.Batch) {
 // cycle updates the progress state of every lease this host holds (at the end of each
 // acquire cycle, the host's estimate interval): a lease whose batch has been pending with the
 // same checkpoint for stuckAfter cycles is stuck.
-func (m *processMetrics) cycle(now time.Time) {
+func (m *Metrics) cycle(now time.Time) {
 	if m == nil {
 		return
 	}
@@ -238,3 +343,11 @@ func (m *processMetrics) cycle(now time.Time) {
 		}
 	}
 }
+
+var (
+	_ changefeed.HookEvent         = (*Metrics)(nil)
+	_ changefeed.HookBatchStart    = (*Metrics)(nil)
+	_ changefeed.HookBatchEnd      = (*Metrics)(nil)
+	_ changefeed.HookCycleDone     = (*Metrics)(nil)
+	_ changefeed.HookRequestCharge = (*Metrics)(nil)
+)

@@ -1,4 +1,4 @@
-package cmd
+package prom
 
 import (
 	"errors"
@@ -6,22 +6,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/changefeed"
 )
 
-// health is what /healthz and /readyz answer for a long-running command (`cfp process`, `cfp
-// estimate --metrics-addr`); docs/scripting.md documents both.
+// Health is what /healthz and /readyz answer for a long-running loop: a processor's acquire
+// cycles (Metrics.OnCycleDone), or the rounds of `cfp estimate --watch --metrics-addr`;
+// docs/scripting.md documents both.
 //
 //   - /healthz (liveness) answers 200 while the command's loop runs: from the start until it
 //     stops, unless the loop has not reported a round (an acquire cycle, an estimate) for
 //     longer than stallAfter, which means it is wedged and the process should be restarted.
 //   - /readyz (readiness) answers 200 once the first round finished and while the last round
 //     reached the account; 503 with the reason before that, while the account is unreachable,
-//     while the reads of leases the host holds fail permanently (a *feed.ReadsFailingError:
+//     while the reads of leases the host holds fail permanently (a *changefeed.ReadsFailingError:
 //     a refused continuation, credentials refused), and once the command stops.
 //
-// Its methods are safe for concurrent use; the zero value is not: use newHealth.
-type health struct {
+// Its methods are safe for concurrent use; the zero value is not: use NewHealth.
+type Health struct {
 	now        func() time.Time
 	stallAfter time.Duration
 
@@ -33,18 +34,18 @@ type health struct {
 	stopping bool
 }
 
-// newHealth returns the health of a loop that starts now; a loop that reports no round for
-// stallAfter (0: never) is not live.
-func newHealth(now func() time.Time, stallAfter time.Duration) *health {
+// NewHealth returns the health of a loop that starts now; a loop that reports no round for
+// stallAfter (0: never) is not live. now is the clock (nil: time.Now).
+func NewHealth(now func() time.Time, stallAfter time.Duration) *Health {
 	if now == nil {
 		now = time.Now
 	}
-	return &health{now: now, stallAfter: stallAfter, lastAt: now()}
+	return &Health{now: now, stallAfter: stallAfter, lastAt: now()}
 }
 
-// round records the end of one round of the loop: err is nil when it reached the account. The
+// Round records the end of one round of the loop: err is nil when it reached the account. The
 // message of err must not contain secrets (it is served to anyone who can reach the port).
-func (h *health) round(err error) {
+func (h *Health) Round(err error) {
 	if h == nil {
 		return
 	}
@@ -53,14 +54,14 @@ func (h *health) round(err error) {
 	h.rounds++
 	h.lastAt = h.now()
 	h.lastErr = ""
-	_, h.failing = errors.AsType[*feed.ReadsFailingError](err)
+	_, h.failing = errors.AsType[*changefeed.ReadsFailingError](err)
 	if err != nil {
 		h.lastErr = err.Error()
 	}
 }
 
-// stop records that the loop ended: neither live nor ready from now on.
-func (h *health) stop() {
+// Stop records that the loop ended: neither live nor ready from now on.
+func (h *Health) Stop() {
 	if h == nil {
 		return
 	}
@@ -69,8 +70,8 @@ func (h *health) stop() {
 	h.mu.Unlock()
 }
 
-// live reports whether the loop runs, and why not.
-func (h *health) live() (bool, string) {
+// Live reports whether the loop runs, and why not.
+func (h *Health) Live() (bool, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -82,9 +83,9 @@ func (h *health) live() (bool, string) {
 	return true, "ok"
 }
 
-// ready reports whether the command serves its purpose, and why not.
-func (h *health) ready() (bool, string) {
-	if ok, why := h.live(); !ok {
+// Ready reports whether the command serves its purpose, and why not.
+func (h *Health) Ready() (bool, string) {
+	if ok, why := h.Live(); !ok {
 		return false, why
 	}
 	h.mu.Lock()
@@ -100,21 +101,25 @@ func (h *health) ready() (bool, string) {
 	return true, "ok"
 }
 
-func (h *health) serveLive(w http.ResponseWriter, _ *http.Request) {
+// ServeLive answers /healthz: 200 "ok" while the loop is live, 503 and why not. A nil *Health
+// is always live.
+func (h *Health) ServeLive(w http.ResponseWriter, _ *http.Request) {
 	if h == nil {
 		writeHealth(w, true, "ok")
 		return
 	}
-	ok, why := h.live()
+	ok, why := h.Live()
 	writeHealth(w, ok, why)
 }
 
-func (h *health) serveReady(w http.ResponseWriter, _ *http.Request) {
+// ServeReady answers /readyz: 200 "ok" while the loop is ready, 503 and why not. A nil *Health
+// is always ready.
+func (h *Health) ServeReady(w http.ResponseWriter, _ *http.Request) {
 	if h == nil {
 		writeHealth(w, true, "ok")
 		return
 	}
-	ok, why := h.ready()
+	ok, why := h.Ready()
 	writeHealth(w, ok, why)
 }
 
