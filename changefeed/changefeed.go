@@ -268,7 +268,7 @@ func (e *engine) store(ctx context.Context) (*leases.Store, error) {
 	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
 		Monitored: e.monAcct, Info: info, Leases: e.leaseAcct, Database: e.leaseDB, Container: e.cfg.Leases.Name,
 		Processor: e.cfg.Processor, Explicit: e.cfg.LeasePrefix,
-		Store: leases.StoreOptions{OnSkip: func(id string, err error) {
+		Store: leases.StoreOptions{Mode: e.cfg.Mode.LeaseMode(), OnSkip: func(id string, err error) {
 			e.log.Warn("not a lease document, ignored", "id", id, "err", err)
 		}},
 	})

@@ -46,6 +46,10 @@ type processOptions struct {
 	// Mode is the --mode text (latest or all-versions); mode is its parsed value.
 	Mode string
 	mode feed.FeedMode
+	// LeaseFormat is --lease-format (dotnet or java); leaseFormatSet says the user gave it,
+	// which makes an existing set in the other format an error.
+	LeaseFormat    string
+	leaseFormatSet bool
 
 	delegate delegateOptions
 	app      appOptions
@@ -115,6 +119,12 @@ refused, as .NET refuses to switch ChangeFeedMode: give the processor another -p
 name to change its mode. As in .NET, all-versions leases without a continuation start from
 now only (--from must be now), that is when each lease is first read.
 
+--lease-format says which SDK's hosts may join a lease set this host creates: .NET hosts read
+.NET's leases (the default), Java v4 hosts read only Java's EPK leases (--lease-format java).
+No lease document serves both, so a set is one or the other from its creation; cfp reads and
+keeps either. An existing set keeps its format, and an explicit --lease-format that its leases
+contradict is refused (another -p/--processor name starts a new set).
+
 --from applies only to leases that have no continuation yet; leases that already
 have one resume from it (use 'cfp leases reset' to move them). "now" means the moment this
 host started (less a second), as in .NET 3.59+: a lease that another host owned but never
@@ -175,6 +185,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.startSet = c.Flags().Changed("from")
+			opts.leaseFormatSet = c.Flags().Changed("lease-format")
 			if err := opts.validate(c); err != nil {
 				return err
 			}
@@ -195,13 +206,14 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs := c.Flags()
 	fs.StringVar(&opts.Instance, "instance", "", "this host's `NAME`, written as the owner of its leases; unique per host (default <hostname>-<pid>-<random>)")
 	positiveDurationVar(fs, &opts.AcquireInterval, "lease-acquire-interval", feed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
-	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew the leases this host holds")
+	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew held leases")
 	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
 	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
 	fs.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "write a lease's checkpoint at most this often (0: after every batch); what waits is written on release and shutdown, a crash may deliver it again")
 	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
 	fs.StringVar(&opts.StartFrom, "from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -<duration> (all-versions: now only)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
+	enumFlag(fs, &opts.LeaseFormat, "lease-format", "", "dotnet", "new set's format", "dotnet", "java")
 	opts.delegate.addFlags(c, processDelegateUsage)
 	opts.app.addFlags(c)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr or --events-file (jsonl on stderr also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
@@ -217,7 +229,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
 	renameFlag(f, c, "max-retries", "delegate-retries")
 	groupFlags(c.Flags(), "Delegate", "exec", "exec-lines", "exec-timeout", "delegate-retries", "on-error", "dead-letter")
-	groupFlags(c.Flags(), "Lease", "instance", "create-lease-container", "lease-acquire-interval", "lease-renew-interval", "lease-expiration", "checkpoint-interval")
+	groupFlags(c.Flags(), "Lease", "instance", "create-lease-container", "lease-acquire-interval", "lease-renew-interval", "lease-expiration", "checkpoint-interval", "lease-format")
 	groupFlags(c.Flags(), "Events and metrics", "events", "events-file", "metrics-addr", "stuck-after", "stuck-threshold")
 	return c
 }
@@ -306,6 +318,7 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 		MaxItems:           o.MaxItems,
 		StartFrom:          start,
 		Mode:               o.mode,
+		LeaseFormat:        o.leaseFormat(),
 		ShutdownTimeout:    o.ShutdownTimeout,
 		StuckThreshold:     o.StuckThreshold,
 		Redact:             o.f.redact,
@@ -417,6 +430,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		}
 		if mm, ok := errors.AsType[*feed.ModeMismatchError](err); ok {
 			return o.modeMismatch(mm)
+		}
+		if lf, ok := errors.AsType[*feed.LeaseFormatError](err); ok {
+			return o.leaseFormatMismatch(lf)
 		}
 		if _, ok := errors.AsType[*feed.DuplicateInstanceError](err); ok {
 			return withHint(err, duplicateInstanceHint)

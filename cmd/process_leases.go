@@ -41,6 +41,26 @@ func (o *processOptions) modeMismatch(mm *feed.ModeMismatchError) error {
 		o.f.Global.Processor, have, o.mode, mm, have)
 }
 
+// leaseFormat is the lease format the processor bootstraps in: --lease-format when given, else
+// the default (.NET's for a new set, an existing set's own).
+func (o *processOptions) leaseFormat() feed.LeaseFormat {
+	if !o.leaseFormatSet {
+		return feed.LeaseFormatDefault
+	}
+	return feed.LeaseFormat(o.LeaseFormat)
+}
+
+// leaseFormatMismatch explains, on one line, a lease set in the other format than
+// --lease-format.
+func (o *processOptions) leaseFormatMismatch(lf *feed.LeaseFormatError) error {
+	have, reader := "Java's", "only Java hosts"
+	if lf.Want == feed.LeaseFormatJava {
+		have, reader = ".NET's", ".NET hosts, not Java hosts,"
+	}
+	return fmt.Errorf("the leases of processor %s are in %s format (lease %s is %s), which %s can read; --lease-format %s cannot change it: leave --lease-format out, or use another -p/--processor",
+		o.f.Global.Processor, have, lf.Lease, lf.Family, reader, lf.Want)
+}
+
 // leaseStore opens (or creates) the lease container in the lease account and returns the store
 // of the processor's lease set on the monitored container of mon (cosmos.OpenLeaseSet: the rid
 // prefix, or Java's PK-range set named by the container's names when only that one exists).
@@ -54,7 +74,7 @@ func (o *processOptions) leaseStore(ctx context.Context, mon *account.Account, i
 		Monitored: mon.Account, Info: info, Leases: acct.Account,
 		Database: f.leaseDatabase(), Container: f.Global.LeaseContainer,
 		Processor: f.Global.Processor, Explicit: f.Global.LeaseIDPrefix, Create: o.CreateLeaseContainer,
-		Store: leases.StoreOptions{OnSkip: func(id string, err error) {
+		Store: leases.StoreOptions{Mode: o.mode.LeaseMode(), OnSkip: func(id string, err error) {
 			f.Log.Warn("not a lease document, ignored", "id", id, "err", err)
 		}},
 	})
