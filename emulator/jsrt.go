@@ -81,8 +81,7 @@ type jsRun struct {
 }
 
 func newJSRun(t *itemTx, st *collState, pk []any, name string) *jsRun {
-	j := &jsRun{vm: goja.New(), t: t, st: st, pk: pk, name: name, errs: map[*goja.Object]*scriptError{}}
-	j.vm.SetMaxCallStackSize(2000)
+	j := &jsRun{vm: newScriptVM(), t: t, st: st, pk: pk, name: name, errs: map[*goja.Object]*scriptError{}}
 	j.reqBody, j.respBody = goja.Undefined(), goja.Undefined()
 	j.install()
 	return j
@@ -611,6 +610,7 @@ func (j *jsRun) run(ctx context.Context, src string, timeout time.Duration, args
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, func() { j.vm.Interrupt(ctx.Err()) })
 	defer stop()
+	defer watchScriptMemory(j.vm)()
 	defer func() {
 		if p := recover(); p != nil {
 			if j.abort != nil {
@@ -664,6 +664,10 @@ func (j *jsRun) scriptErr(err error, timeout time.Duration) error {
 	case errors.As(err, &se):
 		return se
 	case errors.As(err, &ie):
+		if ie.Value() == errScriptMemory {
+			return &scriptError{status: http.StatusBadRequest, code: "BadRequest",
+				msg: scriptExceptionMessage(fmt.Sprintf("the script %s used more than %d MiB of memory and was stopped; none of its writes were committed", quoteID(j.name), scriptMemoryLimit>>20))}
+		}
 		if ie.Value() == errScriptTimeout {
 			return &scriptError{status: http.StatusRequestTimeout, code: "RequestTimeout",
 				msg: scriptExceptionMessage(fmt.Sprintf("the script %s ran longer than its allowed time (%s) and was stopped; none of its writes were committed", quoteID(j.name), timeout))}
