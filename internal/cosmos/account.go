@@ -122,8 +122,8 @@ type Account struct {
 	borrowed bool
 	// view: an account FromClient returned for the client of an account NewAccount built; it
 	// shares that account's abilities, and Close leaves the client to that account.
-	view bool
-	onClose  func() error
+	view    bool
+	onClose func() error
 
 	closeOnce sync.Once
 	closeErr  error
