@@ -281,7 +281,7 @@ func newEngine(cfg Config) (*engine, error) {
 func (e *engine) store(ctx context.Context) (*leases.Store, error) {
 	info, err := e.monitored.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("changefeed: open the monitored container: %w", err)
+		return nil, fmt.Errorf("open monitored container: %w", err)
 	}
 	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
 		Monitored: e.monAcct, Info: info, Leases: e.leaseAcct, Database: e.leaseDB, Container: e.cfg.Leases.Name,
@@ -291,7 +291,7 @@ func (e *engine) store(ctx context.Context) (*leases.Store, error) {
 		}},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("changefeed: %w", err)
+		return nil, err
 	}
 	return store, nil
 }

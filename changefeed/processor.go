@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -47,22 +48,7 @@ func NewProcessor(cfg Config, h Handler) (*Processor, error) {
 	if strings.TrimSpace(cfg.Instance) == "" {
 		return nil, errors.New("changefeed: an Instance name is required")
 	}
-	opts := feed.ProcessorOptions{
-		Instance:           cfg.Instance,
-		AcquireInterval:    cfg.AcquireInterval,
-		RenewInterval:      cfg.RenewInterval,
-		Expiration:         cfg.Expiration,
-		PollInterval:       cfg.PollInterval,
-		MaxItems:           cfg.MaxItems,
-		StartFrom:          cfg.StartFrom.s,
-		Mode:               cfg.Mode,
-		Logger:             e.log,
-		ShutdownTimeout:    cfg.ShutdownTimeout,
-		CheckpointInterval: cfg.CheckpointInterval,
-		StuckThreshold:     cfg.StuckThreshold,
-		Redact:             cfg.Redact,
-		ReuseItems:         cfg.ReuseItems,
-	}
+	opts := cfg.processorOptions(e.log)
 	hk := newHooks(cfg)
 	hk.options(&opts)
 	if err := opts.Validate(); err != nil {
@@ -88,11 +74,7 @@ func (p *Processor) Bootstrap(ctx context.Context) (BootstrapResult, error) {
 	if err != nil {
 		return BootstrapResult{}, err
 	}
-	res, err := r.proc.Bootstrap(ctx)
-	if err != nil {
-		return BootstrapResult{}, fmt.Errorf("changefeed: %w", err)
-	}
-	return res, nil
+	return r.proc.Bootstrap(ctx)
 }
 
 // prepare opens the lease set and builds the engine's processor of the next run, once; p.mu
@@ -122,6 +104,33 @@ func (p *Processor) prepare(ctx context.Context) (*engineRun, error) {
 	}
 	p.run = &engineRun{proc: proc, store: store, opts: opts}
 	return p.run, nil
+}
+
+// processorOptions are the engine's options of cfg (without its hooks).
+func (cfg Config) processorOptions(log *slog.Logger) feed.ProcessorOptions {
+	return feed.ProcessorOptions{
+		Instance:           cfg.Instance,
+		AcquireInterval:    cfg.AcquireInterval,
+		RenewInterval:      cfg.RenewInterval,
+		Expiration:         cfg.Expiration,
+		PollInterval:       cfg.PollInterval,
+		MaxItems:           cfg.MaxItems,
+		StartFrom:          cfg.StartFrom.s,
+		Mode:               cfg.Mode,
+		Logger:             log,
+		ShutdownTimeout:    cfg.ShutdownTimeout,
+		CheckpointInterval: cfg.CheckpointInterval,
+		StuckThreshold:     cfg.StuckThreshold,
+		Redact:             cfg.Redact,
+		ReuseItems:         cfg.ReuseItems,
+	}
+}
+
+// ValidateHost checks the settings of a processor host that need no account: Instance, the
+// timings, MaxItems, Mode and StartFrom (an AllVersionsAndDeletes processor starts from Now()
+// only). NewProcessor checks them too, with the containers.
+func (cfg Config) ValidateHost() error {
+	return cfg.processorOptions(nil).Validate()
 }
 
 // Run runs the host until ctx ends or a handler returns Stop(err). It opens the lease
@@ -159,14 +168,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	if err := r.proc.Run(ctx); err != nil {
-		var stop *feed.StopError
-		if errors.As(err, &stop) {
-			return err
-		}
-		return fmt.Errorf("changefeed: %w", err)
-	}
-	return nil
+	return r.proc.Run(ctx)
 }
 
 // Owned returns the tokens of the leases this host holds now (none before Run or after it
