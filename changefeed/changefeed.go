@@ -83,6 +83,9 @@ type Config struct {
 	// LeaseHandler, when set, is told when this host starts and stops delivering each lease's
 	// batches.
 	LeaseHandler LeaseHandler
+	// LeaseFormat is the format of the leases the processor creates (default
+	// LeaseFormatDefault: .NET's in a new set, an existing set's own).
+	LeaseFormat LeaseFormat
 	// CreateLeaseContainer creates the lease container (partitioned on /id, with time to live
 	// on, as .NET recommends for its .lock marker) and its database unless they exist.
 	CreateLeaseContainer bool
@@ -286,7 +289,7 @@ func (e *engine) store(ctx context.Context) (*leases.Store, error) {
 	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
 		Monitored: e.monAcct, Info: info, Leases: e.leaseAcct, Database: e.leaseDB, Container: e.cfg.Leases.Name,
 		Processor: e.cfg.Processor, Explicit: e.cfg.LeasePrefix, Create: e.cfg.CreateLeaseContainer,
-		Store: leases.StoreOptions{OnSkip: func(id string, err error) {
+		Store: leases.StoreOptions{Mode: e.cfg.Mode.LeaseMode(), OnSkip: func(id string, err error) {
 			e.log.Warn("not a lease document, ignored", "id", id, "err", err)
 		}},
 	})

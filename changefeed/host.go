@@ -93,3 +93,21 @@ func (h leaseHandler) OpenLease(ctx context.Context, l LeaseInfo) error {
 func (h leaseHandler) CloseLease(ctx context.Context, l LeaseInfo, reason CloseReason) error {
 	return h.lh.CloseLease(ctx, l, reason)
 }
+
+// LeaseFormat is the format of the leases a processor creates (Config.LeaseFormat).
+type LeaseFormat = feed.LeaseFormat
+
+// Lease formats.
+const (
+	// LeaseFormatDefault creates .NET leases in a new lease set and keeps an existing set's.
+	LeaseFormatDefault = feed.LeaseFormatDefault
+	// LeaseFormatDotNet creates .NET v0 (PK-range) leases and refuses a set holding Java leases.
+	LeaseFormatDotNet = feed.LeaseFormatDotNet
+	// LeaseFormatJava creates Java v4 EPK leases, a set a Java host can join, and refuses a
+	// set holding .NET leases.
+	LeaseFormatJava = feed.LeaseFormatJava
+)
+
+// LeaseFormatError is what Bootstrap and Run return when Config.LeaseFormat contradicts the
+// existing lease set: Lease is the first lease in the other format, Family its family.
+type LeaseFormatError = feed.LeaseFormatError

@@ -123,6 +123,7 @@ func (cfg Config) processorOptions(log *slog.Logger) feed.ProcessorOptions {
 		StuckThreshold:     cfg.StuckThreshold,
 		Redact:             cfg.Redact,
 		ReuseItems:         cfg.ReuseItems,
+		LeaseFormat:        cfg.LeaseFormat,
 	}
 }
 

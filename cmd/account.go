@@ -77,8 +77,12 @@ func (f *factory) monitoredInputs() accountInputs {
 // leaseInputs returns the lease account's settings.
 func (f *factory) leaseInputs() accountInputs {
 	g := f.Global
+	envKey := strings.TrimSpace(f.Getenv("CFP_LEASE_KEY"))
+	if g.ignoreEnvLeaseKey {
+		envKey = ""
+	}
 	return accountInputs{lease: true, ConnectionString: g.LeaseConnectionString, Endpoint: g.LeaseEndpoint,
-		KeyFile: g.LeaseKeyFile, EnvKey: strings.TrimSpace(f.Getenv("CFP_LEASE_KEY")), Auth: g.LeaseAuth}
+		KeyFile: g.LeaseKeyFile, Key: g.leaseKey, EnvKey: envKey, Auth: g.LeaseAuth}
 }
 
 // resolvedAccount is an account configuration as resolved once per run.
@@ -114,6 +118,9 @@ func (f *factory) accountConfig() (accountConfig, error) {
 func (f *factory) leaseAccountConfig() (cfg accountConfig, separate bool, err error) {
 	f.resolvedMu.Lock()
 	defer f.resolvedMu.Unlock()
+	if f.lease == nil && f.Global.leaseContextErr != nil {
+		f.lease = &resolvedAccount{separate: true, err: f.Global.leaseContextErr}
+	}
 	if f.lease == nil {
 		cfg, separate, err := f.resolveLeaseAccount()
 		f.lease = &resolvedAccount{cfg: cfg, separate: separate, err: err}

@@ -314,6 +314,8 @@ func newLeaseAccountView(f *factory, cfg accountConfig) (*leaseAccountView, stri
 	v.Account, v.Endpoint = "endpoint", cfg.Endpoint
 	if cfg.Key != "" {
 		switch {
+		case g.leaseKeySource != "":
+			v.KeySource = g.leaseKeySource
 		case g.LeaseKeyFile != "":
 			v.KeySource = "--lease-key-file " + g.LeaseKeyFile
 		case strings.TrimSpace(f.Getenv("CFP_LEASE_KEY")) != "":

@@ -51,6 +51,18 @@ type cfpContext struct {
 	Database  string `json:"database,omitempty"`
 	Container string `json:"container,omitempty"`
 	Processor string `json:"processor,omitempty"`
+
+	// The lease account, when the lease container lives in another account: its endpoint
+	// and its key by reference (an environment variable, a key file, or Entra ID).
+	LeaseEndpoint string `json:"lease_endpoint,omitempty"`
+	LeaseKeyEnv   string `json:"lease_key_env,omitempty"`
+	LeaseKeyFile  string `json:"lease_key_file,omitempty"`
+	// LeaseAuth is "entra" for Microsoft Entra ID, else "".
+	LeaseAuth string `json:"lease_auth,omitempty"`
+	// LeaseDatabase and LeaseContainer name the lease container (default: the database, and
+	// "leases").
+	LeaseDatabase  string `json:"lease_database,omitempty"`
+	LeaseContainer string `json:"lease_container,omitempty"`
 }
 
 // configFilePath returns the config file's path from XDG_CONFIG_HOME or HOME.
@@ -168,6 +180,11 @@ func (g *globalOptions) applyContext(getenv func(string) string, accountFromFlag
 	set("database", &g.Database, c.Database)
 	set("container", &g.Container, c.Container)
 	set("processor", &g.Processor, c.Processor)
+	set("lease-database", &g.LeaseDatabase, c.LeaseDatabase)
+	if c.LeaseContainer != "" && g.sources["lease-container"] == "" {
+		g.LeaseContainer, g.sources["lease-container"] = c.LeaseContainer, src // over the default
+	}
+	g.applyContextLease(getenv, c, src)
 	if accountFromFlag || accountFromEnv {
 		return nil
 	}
@@ -213,6 +230,44 @@ func (g *globalOptions) applyContext(getenv func(string) string, accountFromFlag
 	return nil
 }
 
+// applyContextLease takes the context's lease account unless a flag or a variable names one
+// (--lease-endpoint, --lease-connection-string[-file] or their variables): the account whole,
+// its key with it. --lease-key-file and --lease-auth on the command line or in the environment
+// still win over the context's key; CFP_LEASE_KEY, exported for another account, does not
+// replace it.
+func (g *globalOptions) applyContextLease(getenv func(string) string, c *cfpContext, src string) {
+	if c.LeaseEndpoint == "" {
+		return
+	}
+	for _, flag := range []string{"lease-endpoint", "lease-connection-string", "lease-connection-string-file"} {
+		if g.sources[flag] != "" {
+			return
+		}
+	}
+	g.LeaseEndpoint, g.sources["lease-endpoint"] = c.LeaseEndpoint, src
+	if g.sources["lease-auth"] == "" && c.LeaseAuth != "" {
+		g.LeaseAuth, g.sources["lease-auth"] = c.LeaseAuth, src
+	}
+	if g.sources["lease-key-file"] != "" {
+		return
+	}
+	switch {
+	case c.LeaseKeyFile != "":
+		g.LeaseKeyFile, g.sources["lease-key-file"] = c.LeaseKeyFile, src
+		g.leaseKeySource = src + ": key file " + c.LeaseKeyFile
+		g.ignoreEnvLeaseKey = true
+	case c.LeaseKeyEnv != "":
+		v := strings.TrimSpace(getenv(c.LeaseKeyEnv))
+		if v == "" {
+			g.leaseContextErr = briefUsageErrorf("context %s: %s (its lease account key) is not set", c.Name, c.LeaseKeyEnv)
+			return
+		}
+		g.leaseKey, g.leaseKeySource, g.ignoreEnvLeaseKey = v, src+": "+c.LeaseKeyEnv, true
+	case c.LeaseAuth == "entra":
+		g.ignoreEnvLeaseKey = true
+	}
+}
+
 // anyChanged reports whether one of the named flags was set on the command line.
 func anyChanged(fs *pflag.FlagSet, names ...string) bool {
 	for _, n := range names {
@@ -236,10 +291,27 @@ type contextView struct {
 	Database  string `json:"database,omitempty"`
 	Container string `json:"container,omitempty"`
 	Processor string `json:"processor,omitempty"`
+	// The lease account (absent: the monitored account) and the lease container's names.
+	LeaseEndpoint  string `json:"lease_endpoint,omitempty"`
+	LeaseAuth      string `json:"lease_auth,omitempty"`
+	LeaseKeySource string `json:"lease_key_source,omitempty"`
+	LeaseDatabase  string `json:"lease_database,omitempty"`
+	LeaseContainer string `json:"lease_container,omitempty"`
 }
 
 func newContextView(c cfpContext, current string) contextView {
-	v := contextView{Name: c.Name, Current: c.Name == current, Database: c.Database, Container: c.Container, Processor: c.Processor}
+	v := contextView{Name: c.Name, Current: c.Name == current, Database: c.Database, Container: c.Container, Processor: c.Processor,
+		LeaseEndpoint: c.LeaseEndpoint, LeaseDatabase: c.LeaseDatabase, LeaseContainer: c.LeaseContainer}
+	if c.LeaseEndpoint != "" {
+		switch {
+		case c.LeaseKeyFile != "":
+			v.LeaseAuth, v.LeaseKeySource = "key", c.LeaseKeyFile
+		case c.LeaseKeyEnv != "":
+			v.LeaseAuth, v.LeaseKeySource = "key", "$"+c.LeaseKeyEnv
+		case c.LeaseAuth == "entra":
+			v.LeaseAuth = "entra"
+		}
+	}
 	switch {
 	case c.Local != "":
 		v.Account, v.LocalDir = "local", c.Local
@@ -269,14 +341,17 @@ const configSubcommand = "cfp/context-command"
 
 func newContextCmds(f *factory) []*cobra.Command {
 	ann := map[string]string{configSubcommand: "true"}
-	var csEnv, keyEnv string
+	var csEnv, keyEnv, leaseKeyEnv string
 	var entra, keyInline bool
 	set := &cobra.Command{
 		Use:   "set-context NAME",
 		Short: "Save an account (and database, container, processor) as a named context",
 		Long: `Save a named context in the config file ($XDG_CONFIG_HOME/cfp/config.json, or
 ~/.config/cfp/config.json; mode 0600). A context names one account: --endpoint URL,
---local[=DIR] or --connection-string-env VAR, and optionally -d, -c and -p. Keys are stored
+--local[=DIR] or --connection-string-env VAR, and optionally -d, -c and -p. A lease container
+in another account is saved with --lease-endpoint URL and its key (--lease-key-env VAR,
+--lease-key-file FILE or --lease-auth entra), and its names with --lease-database and
+--lease-container. Keys are stored
 by reference only: --key-env VAR (read when a command runs), --key-file FILE, or --entra
 (Microsoft Entra ID); a loopback endpoint without one takes the emulator's key. --key-inline
 stores the key from COSMOS_KEY in the file itself (avoid it).
@@ -359,6 +434,9 @@ win over the context.`,
 			if fl.Changed("processor") {
 				ctx.Processor = g.Processor
 			}
+			if err := setContextLease(fl, g, &ctx, leaseKeyEnv); err != nil {
+				return err
+			}
 			path, err := configFilePath(f.Getenv)
 			if err != nil {
 				return briefUsageErrorf("%w", err)
@@ -386,6 +464,7 @@ win over the context.`,
 	set.Flags().StringVar(&csEnv, "connection-string-env", "", "read the connection string from environment variable `VAR` when a command runs")
 	set.Flags().StringVar(&keyEnv, "key-env", "", "read the account key from environment variable `VAR` when a command runs")
 	set.Flags().BoolVar(&entra, "entra", false, "authenticate with Microsoft Entra ID")
+	set.Flags().StringVar(&leaseKeyEnv, "lease-key-env", "", "read the lease account's key from environment variable `VAR` when a command runs")
 	set.Flags().BoolVar(&keyInline, "key-inline", false, "store the key in COSMOS_KEY in the config file itself (avoid: prefer --key-env or --key-file)")
 
 	use := &cobra.Command{
@@ -468,6 +547,49 @@ key_source says where the key comes from). CURRENT marks the default context.`,
 		},
 	}
 	return []*cobra.Command{set, use, get, del}
+}
+
+// setContextLease stores the lease account and the lease container's names of set-context:
+// --lease-endpoint with its key by reference (--lease-key-env VAR, --lease-key-file FILE or
+// --lease-auth entra), --lease-database, --lease-container. A lease connection string is
+// refused: it holds the key.
+func setContextLease(fl *pflag.FlagSet, g *globalOptions, ctx *cfpContext, keyEnv string) error {
+	if anyChanged(fl, "lease-connection-string", "lease-connection-string-file") {
+		return briefUsageErrorf("set-context stores keys by reference: give the lease account as --lease-endpoint URL with --lease-key-env VAR, --lease-key-file FILE or --lease-auth entra")
+	}
+	if fl.Changed("lease-endpoint") {
+		ctx.LeaseEndpoint = g.LeaseEndpoint
+	}
+	var keys []string
+	if keyEnv != "" {
+		ctx.LeaseKeyEnv, keys = keyEnv, append(keys, "--lease-key-env")
+	}
+	if fl.Changed("lease-key-file") {
+		abs, err := filepath.Abs(g.LeaseKeyFile)
+		if err != nil {
+			return err
+		}
+		ctx.LeaseKeyFile, keys = abs, append(keys, "--lease-key-file")
+	}
+	if fl.Changed("lease-auth") {
+		if g.LeaseAuth != "entra" {
+			return briefUsageErrorf("--lease-auth key: give the key by reference with --lease-key-env VAR or --lease-key-file FILE")
+		}
+		ctx.LeaseAuth, keys = "entra", append(keys, "--lease-auth entra")
+	}
+	if len(keys) > 1 {
+		return briefUsageErrorf("give one of %s", strings.Join(keys, ", "))
+	}
+	if len(keys) == 1 && ctx.LeaseEndpoint == "" {
+		return briefUsageErrorf("%s goes with --lease-endpoint", keys[0])
+	}
+	if fl.Changed("lease-database") {
+		ctx.LeaseDatabase = g.LeaseDatabase
+	}
+	if fl.Changed("lease-container") {
+		ctx.LeaseContainer = g.LeaseContainer
+	}
+	return nil
 }
 
 // editContexts loads the config file, lets fn change it, and saves it.

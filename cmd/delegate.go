@@ -31,6 +31,10 @@ type delegateOptions struct {
 	// attemptsReported says the command reports each failed attempt as an event, so the
 	// retry policy does not log it too (cfp process with --events text or jsonl).
 	attemptsReported bool
+	// app says --app-protocol replaces the delegate flags; appHandler is its delegate, once
+	// the channel is open.
+	app        bool
+	appHandler batchHandler
 }
 
 // delegateUsage is the help of the delegate flags on one command. The flags mean the same on
@@ -42,7 +46,7 @@ type delegateUsage struct {
 var (
 	// processDelegateUsage is terse: `cfp process --help` describes the delegates.
 	processDelegateUsage = delegateUsage{
-		exec:        "run `CMD` once per batch with the batch as a JSON array on stdin; its environment lacks the account keys",
+		exec:        "run `CMD` once per batch, the batch on its stdin; the batch is a JSON array, and its environment lacks the account keys",
 		execLines:   "keep one `CMD` per lease speaking the JSON lines protocol",
 		execTimeout: "stop an --exec command still running, or an --exec-lines child not answering, after `D`; the batch fails (0: no limit)",
 		maxRetries:  "retry a failed batch `N` times before --on-error applies",
@@ -92,7 +96,7 @@ func (d *delegateOptions) validate(c *cobra.Command) error {
 	if d.Timeout < 0 {
 		return usageErrorf("--exec-timeout must not be negative, got %s", d.Timeout)
 	}
-	if c.Flags().Changed("exec-timeout") && d.Exec == "" && d.ExecLines == "" {
+	if c.Flags().Changed("exec-timeout") && d.Exec == "" && d.ExecLines == "" && !d.app {
 		return usageErrorf("--exec-timeout needs --exec or --exec-lines")
 	}
 	if strings.TrimSpace(d.Exec) == "" && c.Flags().Changed("exec") || strings.TrimSpace(d.ExecLines) == "" && c.Flags().Changed("exec-lines") {
@@ -129,6 +133,8 @@ func (d *delegateOptions) handler(f *factory, observe func(batchHandler) batchHa
 		closers []func() error
 	)
 	switch {
+	case d.appHandler != nil:
+		inner = d.appHandler
 	case d.Exec != "":
 		inner = &sink.Exec{Command: d.Exec, Stdout: f.IO.Out, Stderr: f.IO.ErrOut, Logger: f.Log, Timeout: d.Timeout}
 	case d.ExecLines != "":

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -112,9 +113,11 @@ JSON is the older, coarser form of the verdict (active, waiting, stuck, idle, fa
 
 --watch [INTERVAL] repeats the estimate (every 5s by default): on a terminal it is a live
 view that owns the screen, with each lease's owner, state, lag, the trend of its lag over the
-last estimates, time lag and progress, redrawn at every estimate and resize; r, l, t and o
-sort by range, lag, time lag and owner, q quits (Ctrl-C interrupts, exit 130), and the last
-estimate stays on the screen. In a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
+last estimates, time lag and verdict, a line of verdicts and one of hosts, redrawn at every
+estimate and resize (cfp process shows the same view). ? lists the keys; / filters by lease,
+owner or verdict (Esc clears); up/down (j/k) select; enter opens the selected lease whole, as
+cfp leases show, and Esc goes back; r, l, t and o sort by range, lag, time lag and owner; q
+quits (Ctrl-C interrupts, exit 130), and the last estimate stays on the screen. In a pipe it writes one JSON object per interval. --max-lag N exits 3 when the
 total lag exceeds N (with --watch, when the last estimate did); --max-stuck D exits 3 when
 a lease has been stuck for longer than D; --fail-on VERDICT,... exits 3 when a lease has one
 of those verdicts (e.g. --fail-on stuck,failing,stalled). --metrics-addr serves the numbers for Prometheus
@@ -291,6 +294,8 @@ type estimator struct {
 	eopts   feed.EstimateOptions
 	tracker *feed.ProgressTracker
 
+	// t and store are set once by open; mu guards them for the live view's reads.
+	mu    sync.Mutex
 	t     *leaseTarget
 	store *leases.Store
 	// fatal is a processor with no leases: the watch cannot recover from it.
@@ -301,7 +306,7 @@ type estimator struct {
 // in every round until it succeeds, so an account that does not answer at start is one error
 // line per interval, not the end of the watch.
 func (e *estimator) open(ctx context.Context) error {
-	if e.t != nil {
+	if t, _ := e.target(); t != nil {
 		return nil
 	}
 	lt, err := e.f.openLeaseTarget(ctx, true)
@@ -319,8 +324,17 @@ func (e *estimator) open(ctx context.Context) error {
 			return e.fatal
 		}
 	}
+	e.mu.Lock()
 	e.t, e.store = lt, st
+	e.mu.Unlock()
 	return nil
+}
+
+// target returns the lease target and store once open succeeded (nil before).
+func (e *estimator) target() (*leaseTarget, *leases.Store) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.t, e.store
 }
 
 // estimate reads the leases and estimates their lag.

@@ -3,23 +3,23 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // estimateTrend is how many estimates the TREND column of the live view shows.
 const estimateTrend = 12
 
-// estimateLive is the live view of `cfp estimate --watch` on a terminal: every lease with its
-// owner, state, lag, the trend of its lag, time lag and progress, redrawn at each estimate and
-// at each resize, sortable by range, lag, time lag or owner.
+// estimateLive is the live view of `cfp estimate --watch` on a terminal (render.LeaseLive): every
+// lease with its owner, state, lag, the trend of its lag, time lag and verdict, redrawn at each
+// estimate and at each resize; the user selects, filters, sorts and opens leases.
 type estimateLive struct {
 	f    *factory
 	opts *estimateOptions
-	live *render.Live
+	live *render.LeaseLive
 
 	mu     sync.Mutex
 	last   *estimateView
@@ -30,12 +30,32 @@ type estimateLive struct {
 	once    sync.Once
 }
 
-// startEstimateLive takes over the terminal until stop; stderr is held meanwhile.
-func startEstimateLive(f *factory, opts *estimateOptions) *estimateLive {
-	e := &estimateLive{f: f, opts: opts, trends: map[string][]int64{}}
-	e.release = f.holdStderr()
-	e.live = render.StartLive(f.IO, e.frame, estimateSorts...)
-	return e
+// startEstimateLive takes over the terminal until stop; stderr is held meanwhile. e reads an
+// opened lease whole.
+func startEstimateLive(ctx context.Context, f *factory, opts *estimateOptions, e *estimator) *estimateLive {
+	el := &estimateLive{f: f, opts: opts, trends: map[string][]int64{}}
+	el.release = f.holdStderr()
+	el.live = render.StartLeaseLive(ctx, render.LeaseLiveOptions{
+		In: f.IO.In, Out: f.IO.Out, Width: f.IO.Width, Styles: f.IO.Styles(), Sorts: estimateSorts,
+		Detail: func(ctx context.Context, token string) (*render.LeaseShow, error) {
+			t, st := e.target()
+			if t == nil {
+				return nil, fmt.Errorf("the lease container has not answered yet")
+			}
+			all, err := st.List(ctx)
+			if err != nil {
+				return nil, err
+			}
+			v, err := showLease(ctx, f, t, st, all, token, opts.Expiration,
+				feed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold})
+			if err != nil {
+				return nil, err
+			}
+			return &v, nil
+		},
+	})
+	el.live.Set(el.data())
+	return el
 }
 
 // quit delivers how the user ended the view; a nil view never quits.
@@ -61,7 +81,7 @@ func (e *estimateLive) update(v estimateView, problem error) {
 		e.status = problem.Error()
 	}
 	e.mu.Unlock()
-	e.live.Refresh()
+	e.live.Set(e.data())
 }
 
 // failed shows that an estimate failed; the last good one stays on screen.
@@ -69,7 +89,7 @@ func (e *estimateLive) failed(msg string) {
 	e.mu.Lock()
 	e.status = msg
 	e.mu.Unlock()
-	e.live.Refresh()
+	e.live.Set(e.data())
 }
 
 // stop gives the terminal back, writes out the held stderr and then prints the last estimate
@@ -93,30 +113,28 @@ func (e *estimateLive) stop(ctx context.Context, p *render.Printer) {
 	})
 }
 
-// frame draws the view at width x height.
-func (e *estimateLive) frame(width, height int, sortBy string) string {
+// data is what the view shows now.
+func (e *estimateLive) data() render.LeaseViewData {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ios := *e.f.IO
-	ios.Width = width
-	st := ios.Styles()
 	g := e.f.Global
-	var b strings.Builder
 	when := "waiting for the first estimate"
 	if e.last != nil {
 		if t, err := time.Parse(time.RFC3339Nano, e.last.Time); err == nil {
 			when = t.Local().Format("15:04:05")
 		}
 	}
-	fmt.Fprintf(&b, "%s  %s/%s  processor %s  %s  every %s\n\n", st.Bold.Render("cfp estimate"),
-		g.Database, g.Container, g.Processor, when, e.opts.Watch)
-	if e.last != nil {
-		_ = render.EstimateTable(&ios, *e.last, render.EstimateTableOptions{Sort: sortBy, Trends: e.trends}).RenderTo(&b)
-		b.WriteString("\n")
-		_ = render.WriteEstimateSummary(&b, *e.last)
+	d := render.LeaseViewData{
+		Title:  fmt.Sprintf("cfp estimate  %s/%s  processor %s  %s  every %s", g.Database, g.Container, g.Processor, when, e.opts.Watch),
+		Trends: e.trends,
+		Status: e.status,
 	}
 	if e.status != "" {
-		b.WriteString(st.Warning.Render(render.Safe(oneLine(e.f.redact(e.status)))) + "\n")
+		d.Status = render.Safe(oneLine(e.f.redact(e.status)))
 	}
-	return b.String()
+	if e.last != nil {
+		v := *e.last
+		d.Estimate = &v
+	}
+	return d
 }

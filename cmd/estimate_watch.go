@@ -35,7 +35,7 @@ func watchEstimate(ctx context.Context, opts *estimateOptions, p *render.Printer
 	// On a terminal the watch is a live view that owns the screen; in a pipe, JSON lines.
 	var live *estimateLive
 	if p.Format == render.FormatTable && p.Query == nil && f.IO.IsStdoutTTY {
-		live = startEstimateLive(f, opts)
+		live = startEstimateLive(ctx, f, opts, e)
 		defer live.stop(ctx, p)
 	}
 	ticker := time.NewTicker(opts.Watch)

@@ -71,6 +71,15 @@ type globalOptions struct {
 	// the context's endpoint does not take COSMOS_KEY.
 	keySource    string
 	ignoreEnvKey bool
+	// leaseKey is the lease account's key from the context (its --lease-key-env variable);
+	// leaseKeySource says where the context's lease key comes from, ignoreEnvLeaseKey that the
+	// context's lease endpoint does not take CFP_LEASE_KEY.
+	leaseKey          string
+	leaseKeySource    string
+	ignoreEnvLeaseKey bool
+	// leaseContextErr is a context whose lease key variable is unset: the error of every
+	// command that needs the lease account.
+	leaseContextErr error
 	// flags is the set addFlags defined the global flags on: applyEnv sets a global through it
 	// when a command's deprecated spelling has the same name (process --max-retries).
 	flags *pflag.FlagSet

@@ -19,6 +19,8 @@ type leasesListOptions struct {
 	f          *factory
 	Check      bool
 	Expiration time.Duration
+	// Leases are the --lease tokens: list only those leases (all when empty).
+	Leases []string
 }
 
 // leaseView is one lease in `cfp leases list -o json`; a public contract (docs/scripting.md).
@@ -85,7 +87,11 @@ past expiry, timestamps in the future, a Mode .NET refuses to start on ("Increme
 "LatestVersion", ""), continuations cfp cannot decode, a missing .info marker, or a .lock
 older than its ttl (a lease container without time to live keeps it forever; the finding
 names the command that removes it). cfp exits 3 when it finds an error or a warning. A
-document under the prefix that is not a lease is skipped with a warning.`,
+document under the prefix that is not a lease is skipped with a warning.
+
+--lease TOKEN (repeatable) lists only those leases, the tokens as the table shows them with
+--wide (as cfp leases show and estimate --lease take them); --check still checks the whole
+lease set.`,
 		Example: `  # Every processor in the lease container "leases" of database shop
   cfp leases list -d shop
 
@@ -99,6 +105,7 @@ document under the prefix that is not a lease is skipped with a warning.`,
 			return runLeasesList(contextOf(c), opts)
 		},
 	}
+	c.Flags().StringArrayVar(&opts.Leases, "lease", nil, "list only the lease with this `TOKEN` (repeatable; default all)")
 	c.Flags().BoolVar(&opts.Check, "check", false, "report gaps, overlaps, duplicates, orphan parents, stale owners and locks, refused modes, undecodable continuations and future timestamps (exit 3 when found)")
 	positiveDurationVar(c.Flags(), &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	return c
@@ -107,6 +114,9 @@ document under the prefix that is not a lease is skipped with a warning.`,
 func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	f := opts.f
 	if f.Global.Processor == "" && f.Global.LeaseIDPrefix == "" {
+		if len(opts.Leases) > 0 {
+			return usageErrorf("--lease needs the processor: give -p NAME (or --lease-id-prefix)")
+		}
 		return runLeasesDiscover(ctx, opts)
 	}
 	p, t, err := f.openLeaseCommand(ctx)
@@ -127,9 +137,13 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	if len(set.Leases) == 0 {
 		return t.noLeases(ctx, f)
 	}
+	shown, err := selectLeases(set.Leases, opts.Leases)
+	if err != nil {
+		return err
+	}
 
-	views := make([]leaseView, 0, len(set.Leases))
-	for _, l := range set.Leases {
+	views := make([]leaseView, 0, len(shown))
+	for _, l := range shown {
 		views = append(views, newLeaseView(l, now, opts.Expiration))
 	}
 	err = p.Print(ctx, views, func(tb *render.Table) {
@@ -138,7 +152,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 		tb.Optional(len(render.LeaseColumns) + 2).Optional(len(render.LeaseColumns) + 1)
 		for i, v := range views {
 			cells := render.LeaseCells(v.Lease, v.Range, v.Owner, v.State, v.CheckpointLSN)
-			tb.Row(append(cells, f.IO.Timestamp(set.Leases[i].Timestamp, now), v.Family, modeCell(v))...)
+			tb.Row(append(cells, f.IO.Timestamp(shown[i].Timestamp, now), v.Family, modeCell(v))...)
 		}
 	})
 	if err != nil {
@@ -146,7 +160,7 @@ func runLeasesList(ctx context.Context, opts *leasesListOptions) error {
 	}
 	if p.Format == render.FormatTable && p.Query == nil && len(views) > 0 {
 		fmt.Fprintln(f.IO.Out)
-		if err := ownerSummary(f.IO, set.Leases, set.Hosts, now, opts.Expiration).Render(); err != nil {
+		if err := ownerSummary(f.IO, shown, set.Hosts, now, opts.Expiration).Render(); err != nil {
 			return err
 		}
 	}

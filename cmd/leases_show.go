@@ -3,8 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,51 +21,11 @@ type leasesShowOptions struct {
 	LagThreshold   time.Duration
 }
 
-// leaseShowView is `cfp leases show -o json`; a public contract (docs/scripting.md): fields are
-// added, never renamed.
-type leaseShowView struct {
-	Lease string        `json:"lease"`
-	ID    string        `json:"id"`
-	Range *leases.Range `json:"range"`
-	Owner *string       `json:"owner"`
-	// OwnerPresence is what the owner's presence record says: live, gone (not refreshed within
-	// the lease expiration), none (no record: a .NET or Java host, or an older cfp), null when
-	// the lease has no owner.
-	OwnerPresence *string `json:"owner_presence"`
-	State         string  `json:"state"`
-	Family        string  `json:"family"`
-	LastUpdate    *string `json:"last_update"`
-	// Verdict, Since, SinceSeconds and SinceBasis are the estimate's (see cfp estimate).
-	Verdict      string   `json:"verdict"`
-	Since        *string  `json:"since"`
-	SinceSeconds *float64 `json:"since_seconds"`
-	SinceBasis   *string  `json:"since_basis"`
-	Continuation *string  `json:"continuation"`
-	// CheckpointLSN is the checkpoint's LSN, CheckpointTime when the continuation last
-	// advanced to it (the cfpProgressAt stamp; null when the lease has none that matches).
-	CheckpointLSN  *int64   `json:"checkpoint_lsn"`
-	CheckpointTime *string  `json:"checkpoint_time"`
-	LatestLSN      *int64   `json:"latest_lsn"`
-	Lag            int64    `json:"lag"`
-	Sentinel       *string  `json:"sentinel"`
-	TimeLagSeconds *float64 `json:"time_lag_seconds"`
-	// FirstPending is the oldest change not yet processed, null when none.
-	FirstPending *pendingChangeView `json:"first_pending"`
-	// ReadFailure is the permanent read failure the owner reports; LastFailure the last
-	// failure of a batch the owner recorded, current or not (FailureCurrent: the
-	// continuation has not moved since).
-	ReadFailure    *string         `json:"read_failure"`
-	LastFailure    *leases.Failure `json:"last_failure"`
-	FailureCurrent bool            `json:"failure_current"`
-}
+// leaseShowView is `cfp leases show -o json` (render.LeaseShow, shared with the live view).
+type leaseShowView = render.LeaseShow
 
 // pendingChangeView is the first pending change of a lease.
-type pendingChangeView struct {
-	ID           *string         `json:"id"`
-	LSN          *int64          `json:"lsn"`
-	TS           *string         `json:"ts"`
-	PartitionKey json.RawMessage `json:"partition_key"`
-}
+type pendingChangeView = render.PendingChange
 
 func newLeasesShowCmd(f *factory) *cobra.Command {
 	opts := &leasesShowOptions{f: f}
@@ -130,17 +88,32 @@ func runLeasesShow(ctx context.Context, opts *leasesShowOptions) error {
 	if len(all) == 0 {
 		return t.noLeases(ctx, f)
 	}
-	ls, err := selectLeases(all, []string{opts.Token})
+	v, err := showLease(ctx, f, t, st, all, opts.Token, opts.Expiration, feed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold})
 	if err != nil {
 		return err
 	}
+	now := f.Now()
+	if p.Format == render.FormatTable && p.Query == nil {
+		return writeLeaseShow(f.IO, v, now)
+	}
+	return p.Print(ctx, v, nil)
+}
+
+// showLease reads one lease of all (chosen by token, as selectLeases matches it) whole: its
+// estimate, its owner's presence and its first pending change. leases show and the live view's
+// opened lease share it.
+func showLease(ctx context.Context, f *factory, t *leaseTarget, st *leases.Store, all []*leases.Lease, token string, expiration time.Duration, th feed.Thresholds) (leaseShowView, error) {
+	ls, err := selectLeases(all, []string{token})
+	if err != nil {
+		return leaseShowView{}, err
+	}
 	l := ls[0]
 	lags, _, err := feed.Estimate(ctx, t.monitored, ls, feed.EstimateOptions{
-		Expiration: opts.Expiration, Now: f.Now, Logger: f.Log,
-		Thresholds: feed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold},
+		Expiration: expiration, Now: f.Now, Logger: f.Log,
+		Thresholds: th,
 	})
 	if err != nil {
-		return err
+		return leaseShowView{}, err
 	}
 	now := f.Now()
 	ev := render.NewEstimateView(t.prefix, lags, feed.Summarize(lags), now).Leases[0]
@@ -156,15 +129,12 @@ func runLeasesShow(ctx context.Context, opts *leasesShowOptions) error {
 		v.CheckpointTime = new(pr.At.UTC().Format(time.RFC3339))
 	}
 	if l.Owner != "" {
-		v.OwnerPresence = new(ownerPresence(ctx, st, l.Owner, now, opts.Expiration))
+		v.OwnerPresence = new(ownerPresence(ctx, st, l.Owner, now, expiration))
 	}
 	if raw := lags[0].FirstPending; raw != nil {
 		v.FirstPending = pendingChange(ctx, t, raw)
 	}
-	if p.Format == render.FormatTable && p.Query == nil {
-		return writeLeaseShow(f.IO, v, now)
-	}
-	return p.Print(ctx, v, nil)
+	return v, nil
 }
 
 // ownerPresence says whether owner's presence record is fresh: live, gone or none.
@@ -231,68 +201,6 @@ func valueAt(doc json.RawMessage, path string) json.RawMessage {
 }
 
 // writeLeaseShow writes the lease as "FIELD  value" lines, for eyes.
-func writeLeaseShow(ios *render.IOStreams, v leaseShowView, now time.Time) error {
-	var b strings.Builder
-	row := func(k, val string) { fmt.Fprintf(&b, "%-15s %s\n", k, val) }
-	row("LEASE", v.Lease)
-	rng := render.Empty
-	if v.Range != nil {
-		rng = render.RangeText(v.Range.Min, v.Range.Max)
-	}
-	row("RANGE", rng)
-	owner := render.Empty
-	if v.Owner != nil {
-		owner = *v.Owner + " (presence: " + deref(v.OwnerPresence) + ")"
-	}
-	row("OWNER", owner)
-	row("STATE", v.State)
-	verdict := v.Verdict
-	if v.Since != nil {
-		verdict += " since " + *v.Since + " (" + render.Seconds(v.SinceSeconds) + ")"
-	}
-	row("VERDICT", verdict)
-	cp := render.LSN(v.CheckpointLSN)
-	if v.CheckpointTime != nil {
-		cp += " at " + *v.CheckpointTime
-	}
-	row("CHECKPOINT", cp)
-	row("LATEST", render.LSN(v.LatestLSN))
-	lag := strconv.FormatInt(v.Lag, 10)
-	if v.Sentinel != nil {
-		lag += " (sentinel: " + *v.Sentinel + ")"
-	}
-	row("LAG", lag)
-	row("TIME-LAG", render.Seconds(v.TimeLagSeconds))
-	pending := render.Empty
-	if fp := v.FirstPending; fp != nil {
-		pending = fmt.Sprintf("id %s, lsn %s, ts %s, partition key %s", deref(fp.ID), render.LSN(fp.LSN), deref(fp.TS), string(fp.PartitionKey))
-	}
-	row("FIRST PENDING", pending)
-	if v.ReadFailure != nil {
-		row("READS FAILING", *v.ReadFailure)
-	}
-	if fl := v.LastFailure; fl != nil {
-		when := "since " + fl.Since.UTC().Format(time.RFC3339)
-		if !v.FailureCurrent {
-			when += ", not current: the lease moved since"
-		}
-		row("LAST FAILURE", fl.Error)
-		if fl.ExitStatus != nil {
-			row("", fmt.Sprintf("exit status %d", *fl.ExitStatus))
-		}
-		if fl.Attempts > 0 {
-			when = fmt.Sprintf("%d failed attempt(s), %s", fl.Attempts, when)
-		}
-		row("", when+", recorded by "+fl.Owner)
-		if fl.InFlightSince != nil {
-			row("", "batch in flight since "+fl.InFlightSince.UTC().Format(time.RFC3339))
-		}
-		for _, s := range fl.Stderr {
-			row("", "stderr: "+s)
-		}
-	} else {
-		row("LAST FAILURE", render.Empty)
-	}
-	_, err := fmt.Fprint(ios.Out, b.String())
-	return err
+func writeLeaseShow(ios *render.IOStreams, v leaseShowView, _ time.Time) error {
+	return render.WriteLeaseShow(ios.Out, v)
 }

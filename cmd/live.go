@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 
 	"github.com/cfp-dev/cfp/internal/render"
@@ -16,16 +17,32 @@ var (
 )
 
 // heldStderr keeps what cfp writes to stderr while a live view owns the terminal (warnings,
-// logs), which would otherwise land in the middle of the frame; it is written out after.
+// logs, events, delegates' stderr), which would otherwise land in the middle of the frame; it
+// is written out after. It keeps the last heldStderrMax bytes, whole lines, and counts the
+// lines it let go: a view can run for days (cfp process).
 type heldStderr struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	dropped int
 }
+
+// heldStderrMax bounds what a live view holds of stderr.
+const heldStderrMax = 1 << 20
 
 func (h *heldStderr) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.buf.Write(p)
+	n, err := h.buf.Write(p)
+	if over := h.buf.Len() - heldStderrMax; over > 0 {
+		b := h.buf.Bytes()
+		cut := over
+		if i := bytes.IndexByte(b[over:], '\n'); i >= 0 {
+			cut = over + i + 1
+		}
+		h.dropped += bytes.Count(b[:cut], []byte("\n"))
+		h.buf.Next(cut)
+	}
+	return n, err
 }
 
 // holdStderr sends the factory's stderr and logger to a buffer until the returned function
@@ -41,6 +58,9 @@ func (f *factory) holdStderr() (release func()) {
 			f.IO.ErrOut, f.Log = orig, origLog
 			held.mu.Lock()
 			defer held.mu.Unlock()
+			if held.dropped > 0 {
+				_, _ = fmt.Fprintf(orig, "cfp: %d earlier line(s) of stderr from while the live view was shown were left out\n", held.dropped)
+			}
 			_, _ = orig.Write(held.buf.Bytes())
 		})
 	}

@@ -26,10 +26,13 @@ type ptyScreen struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	read chan struct{} // closed when all the output was read
-	err  error
+	// changed is signalled after each piece of output reached the screen.
+	changed chan struct{}
+	err     error
 
 	mu  sync.Mutex
 	emu *vt.Emulator
+	raw strings.Builder // every byte cfp wrote to the terminal
 }
 
 // startOnPty runs the cfp of this test binary with args on a width x height terminal, or
@@ -47,7 +50,7 @@ func startOnPty(t *testing.T, dir string, width, height int, args ...string) *pt
 	if err != nil {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
-	s := &ptyScreen{t: t, ptmx: ptmx, cmd: cmd, done: make(chan struct{}), read: make(chan struct{}), emu: vt.NewEmulator(width, height)}
+	s := &ptyScreen{t: t, ptmx: ptmx, cmd: cmd, done: make(chan struct{}), read: make(chan struct{}), changed: make(chan struct{}, 1), emu: vt.NewEmulator(width, height)}
 	go func() {
 		defer close(s.read)
 		buf := make([]byte, 32<<10)
@@ -56,7 +59,12 @@ func startOnPty(t *testing.T, dir string, width, height int, args ...string) *pt
 			if n > 0 {
 				s.mu.Lock()
 				_, _ = s.emu.Write(buf[:n])
+				s.raw.Write(buf[:n])
 				s.mu.Unlock()
+				select {
+				case s.changed <- struct{}{}:
+				default:
+				}
 			}
 			if err != nil {
 				return
@@ -85,20 +93,54 @@ func (s *ptyScreen) screen() []string {
 	return strings.Split(s.emu.String(), "\n")
 }
 
-// waitFor waits until ok holds for the screen, and fails the test after 30s.
+// waitFor waits until ok holds for the screen, looking again each time output arrives, and
+// fails the test after 30s.
 func (s *ptyScreen) waitFor(what string, ok func([]string) bool) []string {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
 	for {
 		lines := s.screen()
 		if ok(lines) {
 			return lines
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the screen never showed %s:\n%s", what, strings.Join(lines, "\n"))
+		select {
+		case <-s.changed:
+		case <-s.done:
+			// The process ended: what it wrote last may still be on its way.
+			select {
+			case <-s.read:
+			case <-deadline.C:
+			}
+			if lines := s.screen(); ok(lines) {
+				return lines
+			}
+			s.t.Fatalf("cfp exited (%v) before the screen showed %s:\n%s", s.err, what, strings.Join(s.screen(), "\n"))
+		case <-deadline.C:
+			s.t.Fatalf("the screen never showed %s:\n%s", what, strings.Join(s.screen(), "\n"))
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// keys types keys on the terminal: text as it is, or a named key (up, down, enter, esc).
+func (s *ptyScreen) keys(keys ...string) {
+	s.t.Helper()
+	named := map[string]string{"up": "\x1b[A", "down": "\x1b[B", "enter": "\r", "esc": "\x1b", "backspace": "\x7f"}
+	for _, k := range keys {
+		if seq, ok := named[k]; ok {
+			k = seq
+		}
+		if _, err := s.ptmx.WriteString(k); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// output returns every byte written to the terminal so far.
+func (s *ptyScreen) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.raw.String()
 }
 
 // resize changes the terminal's size, as a user dragging the window does.
@@ -151,15 +193,21 @@ func count(lines []string, sub string) int {
 // first line, one table header, the footer on the last line, nothing else of a frame.
 func oneLiveFrame(t *testing.T, lines []string, height int, title string) {
 	t.Helper()
+	oneFrame(t, lines, height, title, "sort: ")
+}
+
+// oneFrame is oneLiveFrame for a view whose footer starts with footer.
+func oneFrame(t *testing.T, lines []string, height int, title, footer string) {
+	t.Helper()
 	screen := strings.Join(lines, "\n")
 	switch {
 	case !strings.HasPrefix(lines[0], title):
 		t.Errorf("the first line is not the view's title %q:\n%s", title, screen)
 	case count(lines, "LEASE  ") != 1:
 		t.Errorf("%d table headers, want one frame:\n%s", count(lines, "LEASE  "), screen)
-	case len(lines) != height || !strings.HasPrefix(lines[height-1], "sort: "):
+	case len(lines) != height || !strings.HasPrefix(lines[height-1], footer):
 		t.Errorf("the footer is not on the last of %d lines:\n%s", height, screen)
-	case count(lines, "sort: ") != 1 || count(lines, title) != 1:
+	case count(lines, footer) != 1 || count(lines, title) != 1:
 		t.Errorf("debris of another frame:\n%s", screen)
 	}
 }
@@ -217,12 +265,10 @@ func TestLive_EstimateWatchOwnsTheScreen(t *testing.T) {
 			s := startOnPty(t, dir, sz.width, sz.height, "--local="+dir, "estimate", "-d", "shop", "-c", "orders", "-p", "proj", "--watch", "500ms")
 			title := "cfp estimate  shop/orders  processor proj"
 			lines := s.waitFor("two estimates", func(l []string) bool { return count(l, "LEASE  ") > 0 && count(l, "▁▁") > 0 })
-			oneLiveFrame(t, lines, sz.height, title)
+			oneFrame(t, lines, sz.height, title, liveFooter)
 			// l sorts by lag: the lease with the most pending changes comes first.
-			if _, err := s.ptmx.WriteString("l"); err != nil {
-				t.Fatal(err)
-			}
-			s.waitFor("the lag order", func(l []string) bool { return count(l, "*[l]lag") == 1 })
+			s.keys("l")
+			s.waitFor("the lag order", func(l []string) bool { return count(l, "s sort:lag") == 1 })
 			if _, err := s.ptmx.WriteString("q"); err != nil {
 				t.Fatal(err)
 			}
@@ -234,9 +280,12 @@ func TestLive_EstimateWatchOwnsTheScreen(t *testing.T) {
 			if count(lines, "LEASE  ") != 1 || count(lines, "Total lag 16") != 1 || count(lines, "  owned  ") != 8 {
 				t.Errorf("the final screen is not one estimate table:\n%s", screen)
 			}
-			if count(lines, "sort: ") != 0 || count(lines, title) != 0 {
+			if count(lines, liveFooter) != 0 || count(lines, title) != 0 {
 				t.Errorf("the live view left debris on the final screen:\n%s", screen)
 			}
 		})
 	}
 }
+
+// liveFooter starts the footer of the lease view of estimate --watch and process.
+const liveFooter = "? keys  / filter"

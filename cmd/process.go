@@ -45,8 +45,13 @@ type processOptions struct {
 	// Mode is the --mode text (latest or all-versions); mode is its parsed value.
 	Mode string
 	mode changefeed.Mode
+	// LeaseFormat is --lease-format (dotnet or java); leaseFormatSet says the user gave it,
+	// which makes an existing set in the other format an error.
+	LeaseFormat    string
+	leaseFormatSet bool
 
 	delegate delegateOptions
+	app      appOptions
 
 	Events               string
 	EventsFile           string
@@ -55,6 +60,8 @@ type processOptions struct {
 	StuckAfter           int
 	StuckThreshold       time.Duration
 	ShutdownTimeout      time.Duration
+	// NoView keeps the terminal's output as off a terminal: no live view (--no-view).
+	NoView bool
 
 	// started, when set, is called once the processor bootstrapped, before it runs (tests).
 	started func(*changefeed.Processor)
@@ -85,6 +92,9 @@ Delegates:
   --exec-lines CMD   one long-lived CMD per lease, speaking JSON lines on stdin/stdout:
                      initialize, batch, lease-lost, shutdown; it answers checkpoint, done or
                      error (docs/user-guide.md describes the protocol)
+  --app-protocol 1   the process that started cfp handles every lease over stdin/stdout
+                     (the Node.js and Python libraries; docs/scripting.md, "Application
+                     protocol, version 1"); a stop message or the end of stdin stops cfp
 
 The --exec and --exec-lines commands inherit cfp's environment except the account secrets
 COSMOS_KEY, COSMOS_CONNECTION_STRING, CFP_LEASE_KEY and CFP_LEASE_CONNECTION_STRING, and the
@@ -108,6 +118,12 @@ refused, as .NET refuses to switch ChangeFeedMode: give the processor another -p
 name to change its mode. As in .NET, all-versions leases without a continuation start from
 now only (--from must be now), that is when each lease is first read.
 
+--lease-format says which SDK's hosts may join a lease set this host creates: .NET hosts read
+.NET's leases (the default), Java v4 hosts read only Java's EPK leases (--lease-format java).
+No lease document serves both, so a set is one or the other from its creation; cfp reads and
+keeps either. An existing set keeps its format, and an explicit --lease-format that its leases
+contradict is refused (another -p/--processor name starts a new set).
+
 --from applies only to leases that have no continuation yet; leases that already
 have one resume from it (use 'cfp leases reset' to move them). "now" means the moment this
 host started (less a second), as in .NET 3.59+: a lease that another host owned but never
@@ -122,6 +138,17 @@ lines that also include batch and checkpoint events and a final summary.
 runs) and /readyz (the first acquire cycle finished and the lease container answers) for
 probes; a held lease whose batch has not finished for --stuck-after acquire intervals is
 reported stuck (docs/scripting.md lists the metrics).
+
+On a terminal, cfp process shows a live view of the processor's leases instead: each lease's
+owner, lag, time lag and verdict (read as cfp estimate reads them, every poll interval,
+between 1s and 5s), the hosts, and this host's leases and the changes it processed. With
+stdout the terminal, what the delegate writes to stdout (the default delegate's documents, an
+--exec command's output) is counted, not printed; with stdout redirected and stderr the
+terminal, the view is drawn on stderr and the documents go to stdout as always. Events, logs
+and delegates' stderr are held meanwhile and written out after. Keys: ? lists them, / filters
+(by lease, owner or verdict), up/down select, enter opens a lease whole (as cfp leases show),
+Esc goes back, q shuts the host down as SIGINT does. --no-view, a stdin that is not a
+terminal, or no terminal: the output described above.
 
 SIGINT or SIGTERM stops the host gracefully: the batches in flight finish (up to
 --shutdown-timeout), are checkpointed, every lease is released so other hosts take over
@@ -157,6 +184,7 @@ func newProcessCmd(f *factory) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.startSet = c.Flags().Changed("from")
+			opts.leaseFormatSet = c.Flags().Changed("lease-format")
 			if err := opts.validate(c); err != nil {
 				return err
 			}
@@ -184,20 +212,23 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
 	fs.StringVar(&opts.StartFrom, "from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -<duration> (all-versions: now only)")
 	enumFlag(fs, &opts.Mode, "mode", "", "latest", "change feed mode: each changed item's latest version, or every create, replace and delete", "latest", "all-versions")
+	enumFlag(fs, &opts.LeaseFormat, "lease-format", "", "dotnet", "new set's format", "dotnet", "java")
 	opts.delegate.addFlags(c, processDelegateUsage)
+	opts.app.addFlags(c)
 	enumFlag(fs, &opts.Events, "events", "", eventsText, "lifecycle notifications on stderr or --events-file (jsonl on stderr also makes logs JSON unless --log-format is given)", eventsText, eventsJSONL, eventsNone)
 	fs.StringVar(&opts.EventsFile, "events-file", "", "append the notifications to `FILE` instead of stderr, apart from logs and the delegate's stderr (implies --events jsonl)")
-	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (partitioned on /id) if it does not exist")
+	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (on /id) if missing")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
 	fs.IntVar(&opts.StuckAfter, "stuck-after", prom.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
 	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", changefeed.DefaultStuckThreshold, "record on the lease, and report as an error event, a batch still in the delegate after this long (and rewrite a lease's failure record at most this often)")
 	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", changefeed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	fs.BoolVar(&opts.NoView, "no-view", false, "print the changes, not the live view, on a terminal")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
 	// --max-retries is also the global retry count of 429/503 requests: one meaning per name.
 	renameFlag(f, c, "max-retries", "delegate-retries")
 	groupFlags(c.Flags(), "Delegate", "exec", "exec-lines", "exec-timeout", "delegate-retries", "on-error", "dead-letter")
-	groupFlags(c.Flags(), "Lease", "instance", "create-lease-container", "lease-acquire-interval", "lease-renew-interval", "lease-expiration", "checkpoint-interval")
+	groupFlags(c.Flags(), "Lease", "instance", "create-lease-container", "lease-acquire-interval", "lease-renew-interval", "lease-expiration", "checkpoint-interval", "lease-format")
 	groupFlags(c.Flags(), "Events and metrics", "events", "events-file", "metrics-addr", "stuck-after", "stuck-threshold")
 	return c
 }
@@ -208,6 +239,9 @@ func (o *processOptions) validate(c *cobra.Command) error {
 		return err
 	}
 	if err := o.f.requireProcessor(); err != nil {
+		return err
+	}
+	if err := o.app.validate(c, &o.delegate); err != nil {
 		return err
 	}
 	if err := o.delegate.validate(c); err != nil {
@@ -285,6 +319,7 @@ func (o *processOptions) config(start changefeed.StartFrom) changefeed.Config {
 		MaxItems:           o.MaxItems,
 		StartFrom:          start,
 		Mode:               o.mode,
+		LeaseFormat:        o.leaseFormat(),
 		ShutdownTimeout:    o.ShutdownTimeout,
 		StuckThreshold:     o.StuckThreshold,
 		Redact:             o.f.redact,
@@ -301,9 +336,14 @@ func (o *processOptions) config(start changefeed.StartFrom) changefeed.Config {
 func runProcess(ctx context.Context, o *processOptions) (err error) {
 	f := o.f
 	defer tuneProcessGC(f.Getenv)()
+	ctx, closeApp := o.app.start(ctx, f)
+	defer closeApp()
 	cfg := o.config(o.start)
 	// "now" is this host's start, as in .NET (see Config.Now).
 	cfg.Now, cfg.Logger = f.Now, f.Log
+	// On a terminal, the live view (process_view.go); nil otherwise.
+	view := newProcessView(o)
+	defer view.end()
 	var metrics *prom.Metrics
 	if o.MetricsAddr != "" {
 		// Served from the start, so /readyz answers 503 until the first acquire cycle ended.
@@ -356,15 +396,19 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		eventsOut = file
 	}
 	events := newProcessEvents(eventsOut, o.Events, f.redact, f.Now)
+	events.also = o.app.event
 	cfg.OnEvent = func(e changefeed.Event) {
 		events.notify(e)
 		metrics.OnEvent(e)
 	}
 
 	o.delegate.attemptsReported = o.Events != eventsNone
+	o.delegate.appHandler = o.app.handler(o.delegate.Timeout)
+	restore := view.discardStdout(f)
 	h, closeHandler, err := o.delegate.handler(f, func(inner batchHandler) batchHandler {
-		return &observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}}
+		return view.count(&observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}})
 	})
+	restore()
 	if err != nil {
 		return err
 	}
@@ -391,6 +435,9 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		if mm, ok := errors.AsType[*changefeed.ModeMismatchError](err); ok {
 			return o.modeMismatch(mm)
 		}
+		if lf, ok := errors.AsType[*changefeed.LeaseFormatError](err); ok {
+			return o.leaseFormatMismatch(lf)
+		}
 		if _, ok := errors.AsType[*changefeed.DuplicateInstanceError](err); ok {
 			return withHint(err, duplicateInstanceHint)
 		}
@@ -405,14 +452,26 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	if boot.Existed {
 		warnUncovered(ctx, f, proc)
 	}
+	if err := o.app.hello(ctx, cfg.Instance, f.Global.Processor, proc.Prefix()); err != nil {
+		if ctx.Err() != nil {
+			return &ExitError{Code: exitOK}
+		}
+		return fmt.Errorf("application channel: %w", err)
+	}
 	events.started(cfg.Instance, f.Global.Processor, proc.Prefix(), boot)
 	if o.started != nil {
 		o.started(proc)
 	}
 
+	// q in the live view shuts the host down as SIGINT does.
+	ctx, err = view.start(ctx, acct, proc.Prefix())
+	if err != nil {
+		return err
+	}
 	runErr := proc.Run(ctx)
 	metrics.Stop()
 	events.summary(cfg.Instance, runErr, ru)
+	o.app.stopped()
 	if runErr != nil {
 		var stop *changefeed.StopError
 		if errors.As(runErr, &stop) {

@@ -26,6 +26,8 @@ type processEvents struct {
 	printer render.EventPrinter
 	redact  func(string) string
 	now     func() time.Time
+	// also, when set, is given every event too (the --app-protocol channel), whatever --events.
+	also func(render.EventView)
 
 	mu      sync.Mutex
 	began   time.Time
@@ -95,6 +97,9 @@ func (p *processEvents) summary(instance string, runErr error, ru *requestUnits)
 
 // write prints v; p.mu is held.
 func (p *processEvents) write(v processEventView) {
+	if p.also != nil {
+		p.also(v)
+	}
 	if p.w == nil || p.printer == nil {
 		return
 	}

@@ -40,6 +40,26 @@ func (o *processOptions) modeMismatch(mm *changefeed.ModeMismatchError) error {
 		o.f.Global.Processor, have, o.mode, mm, have)
 }
 
+// leaseFormat is the lease format the processor bootstraps in: --lease-format when given, else
+// the default (.NET's for a new set, an existing set's own).
+func (o *processOptions) leaseFormat() changefeed.LeaseFormat {
+	if !o.leaseFormatSet {
+		return changefeed.LeaseFormatDefault
+	}
+	return changefeed.LeaseFormat(o.LeaseFormat)
+}
+
+// leaseFormatMismatch explains, on one line, a lease set in the other format than
+// --lease-format.
+func (o *processOptions) leaseFormatMismatch(lf *changefeed.LeaseFormatError) error {
+	have, reader := "Java's", "only Java hosts"
+	if lf.Want == changefeed.LeaseFormatJava {
+		have, reader = ".NET's", ".NET hosts, not Java hosts,"
+	}
+	return fmt.Errorf("the leases of processor %s are in %s format (lease %s is %s), which %s can read; --lease-format %s cannot change it: leave --lease-format out, or use another -p/--processor",
+		o.f.Global.Processor, have, lf.Lease, lf.Family, reader, lf.Want)
+}
+
 // openError adds to a failure to open the lease container how to create it.
 func (o *processOptions) openError(err error) error {
 	if _, ok := errors.AsType[*cosmos.LeaseContainerError](err); ok && errors.Is(err, leases.ErrNotFound) {

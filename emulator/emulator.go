@@ -91,6 +91,10 @@ type Options struct {
 	// feed; the sweeper compacts older records (see CompactLog), and an all-versions read from
 	// before them is refused. Negative keeps the log for ever. Default: DefaultLogRetention.
 	LogRetention time.Duration
+	// ScriptTimeout is how long a stored procedure or trigger may run; one that runs longer is
+	// interrupted, its writes rolled back, and its request answered 408. Default:
+	// DefaultScriptTimeout (the service's 5 seconds).
+	ScriptTimeout time.Duration
 
 	// simulateDiskFull makes Open meet a full disk (tests): the data file cannot be
 	// initialised and the holder file is created but not written.

@@ -178,7 +178,12 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	segs, byRID := e.namesOfRIDs(segs)
 	// An unauthenticated client gets its answer and loses its connection.
-	if err := e.verify(r, byRID); err != nil {
+	if err := e.verify(r, segs, byRID); err != nil {
+		var fe *forbiddenError
+		if errors.As(err, &fe) { // a resource token outside its permission
+			writeError(w, http.StatusForbidden, "Forbidden", fe.msg, 0)
+			return
+		}
 		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
@@ -213,8 +218,11 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // verify authenticates r: a master-key signature, or (with Options.AcceptEmulatorTokens) a
 // Microsoft Entra ID token of the kind the SDKs send to the official emulator.
-func (e *Emulator) verify(r *http.Request, byRID bool) error {
+func (e *Emulator) verify(r *http.Request, segs []string, byRID bool) error {
 	authz := strings.ToLower(r.Header.Get("Authorization"))
+	if isResourceToken(authz) {
+		return e.verifyResourceToken(r, segs)
+	}
 	if strings.HasPrefix(authz, "type%3daad") || strings.HasPrefix(authz, "type=aad") {
 		if !e.opts.AcceptEmulatorTokens {
 			return fmt.Errorf("%w: Microsoft Entra ID tokens are accepted only on loopback with the well-known key (cfp emulator --accept-emulator-tokens)", auth.ErrMalformed)
@@ -285,6 +293,9 @@ func splitPath(escaped string) ([]string, error) {
 }
 
 func (e *Emulator) route(w http.ResponseWriter, r *http.Request, s []string) {
+	if e.routeChildResources(w, r, s) { // users, permissions, sprocs, triggers, udfs
+		return
+	}
 	n := len(s)
 	switch {
 	case n == 0:
@@ -878,7 +889,12 @@ func (e *Emulator) writeItem(w http.ResponseWriter, r *http.Request, db, coll, i
 			return
 		}
 	}
-	status, res, charge, err := e.itemOp(st, db, coll, itemOpRequest{Op: op, ID: id, Body: body, PK: hdrComps, HasPK: hasHdr, IfMatch: r.Header.Get("If-Match")})
+	req := itemOpRequest{Op: op, ID: id, Body: body, PK: hdrComps, HasPK: hasHdr, IfMatch: r.Header.Get("If-Match")}
+	if hasTriggers(r) {
+		e.writeWithTriggers(w, r, st, req)
+		return
+	}
+	status, res, charge, err := e.itemOp(st, db, coll, req)
 	if err != nil {
 		e.fail(w, err)
 		return

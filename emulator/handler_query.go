@@ -228,6 +228,9 @@ func (e *Emulator) queryItems(w http.ResponseWriter, r *http.Request, db, coll s
 		return
 	}
 	st, err := e.store.getContainer(db, coll)
+	if err == nil {
+		params, err = e.bindUDFs(q, params, st)
+	}
 	if err != nil {
 		e.fail(w, err)
 		return

@@ -76,7 +76,7 @@ func TestContainerReplace_KeepsPartitionKey(t *testing.T) {
 func TestNotServed_Is400NotSupported(t *testing.T) {
 	t.Parallel()
 	e := openEmu(t, emulator.Options{})
-	for _, path := range []string{"/dbs/db/users", "/dbs/db/colls/c/operations/other"} {
+	for _, path := range []string{"/dbs/db/clientencryptionkeys", "/dbs/db/colls/c/operations/other", "/dbs/db/colls/c/sprocs/s/more"} {
 		resp, body := rawRequest(t, e, http.MethodPost, path, nil, "{}")
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "not supported by cfp emulator") {
 			t.Errorf("POST %s: %d %s, want 400 not supported by cfp emulator", path, resp.StatusCode, body)

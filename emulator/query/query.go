@@ -482,6 +482,9 @@ func (p *parser) query() (*Query, error) {
 	if t := p.peek(); t.kind != tokEOF {
 		return nil, fmt.Errorf("offset %d: unexpected %s", t.pos, t)
 	}
+	if err := q.checkUDFs(); err != nil {
+		return nil, err
+	}
 	return q, nil
 }
 
@@ -635,6 +638,8 @@ func (p *parser) operand() (node, error) {
 		return p.array()
 	case t.is("{"):
 		return p.object()
+	case t.kind == tokIdent && strings.EqualFold(t.text, "udf") && p.peek().is("."):
+		return p.udfCall(t)
 	case t.kind == tokIdent && p.peek().is("("):
 		return p.call(t)
 	case t.kind == tokIdent && !isKeyword(t):
@@ -847,6 +852,8 @@ func children(n node) []node {
 		return n.vals
 	case aggNode:
 		return []node{n.arg}
+	case udfNode:
+		return n.args
 	}
 	return nil
 }

@@ -67,19 +67,20 @@ func (p *Processor) foreign(h leases.Host, now time.Time) bool {
 // host: a *DuplicateInstanceError) or expires (a dead process of this name: the host starts).
 // A record that cannot be read does not stop the host (the cycles look again).
 func (p *Processor) claimName(ctx context.Context) error {
-	h, err := p.store.ReadHost(ctx, p.opts.Instance)
-	if err != nil || !p.foreign(h, p.opts.Now()) {
+	h, ok := p.namesake(ctx)
+	if !ok {
 		return nil
 	}
 	p.log.Warn("a live presence record names this instance: waiting to see whether another host runs under this name or a previous process of this host died",
-		"instance", p.opts.Instance, "refreshed", h.Timestamp.UTC().Format(time.RFC3339), "expires", h.Timestamp.Add(p.opts.Expiration).UTC().Format(time.RFC3339))
+		"instance", p.opts.Instance, "record", h.Instance, "refreshed", h.Timestamp.UTC().Format(time.RFC3339), "expires", h.Timestamp.Add(p.opts.Expiration).UTC().Format(time.RFC3339))
 	first := h
 	for {
 		wait := min(p.opts.AcquireInterval, max(time.Second, h.Timestamp.Add(p.opts.Expiration).Sub(p.opts.Now())))
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
 		}
-		h, err = p.store.ReadHost(ctx, p.opts.Instance)
+		var err error
+		h, err = p.store.ReadHost(ctx, first.Instance)
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
 			return nil // withdrawn: the other process stopped
@@ -92,6 +93,35 @@ func (p *Processor) claimName(ctx context.Context) error {
 			return &DuplicateInstanceError{Instance: p.opts.Instance, Since: h.Since, Refreshed: h.Timestamp}
 		}
 	}
+}
+
+// namesake returns a live presence record of this host's name written by another incarnation,
+// if there is one. Names match ignoring case, as owners do (a lease of "web" is a lease of
+// "Web" to cfp and to .NET), but a record's id keeps its case: when the record of the exact
+// name is missing, the records are listed. Without that, a host restarted after a crash under
+// its name spelt in another case missed its previous process's record, started at once, and
+// stopped at its first acquire cycle with a *DuplicateInstanceError (the running check saw a
+// live record of an earlier start) instead of waiting for the record to expire. A record
+// that cannot be read does not stop the host (the cycles look again).
+func (p *Processor) namesake(ctx context.Context) (leases.Host, bool) {
+	now := p.opts.Now()
+	h, err := p.store.ReadHost(ctx, p.opts.Instance)
+	if err == nil {
+		return h, p.foreign(h, now)
+	}
+	if !errors.Is(err, leases.ErrNotFound) {
+		return leases.Host{}, false
+	}
+	hosts, err := p.store.Hosts(ctx)
+	if err != nil {
+		return leases.Host{}, false
+	}
+	for _, h := range hosts {
+		if p.foreign(h, now) {
+			return h, true
+		}
+	}
+	return leases.Host{}, false
 }
 
 // checkName looks, in an acquire cycle's records, for a live record of this host's name that

@@ -71,6 +71,10 @@ type ProcessorOptions struct {
 	// and a processor refuses leases written in the other mode (a *ModeMismatchError), as .NET
 	// does.
 	Mode FeedMode
+	// LeaseFormat is the format of the leases a bootstrap creates (default: .NET's in a new
+	// lease set, an existing set's own otherwise); an explicit format that the existing leases
+	// contradict is refused with a *LeaseFormatError. See LeaseFormat.
+	LeaseFormat LeaseFormat
 	// Now is the clock for lease expiry (default time.Now).
 	Now func() time.Time
 	// Logger receives the processor's logs (default: discard). Repeated errors are
@@ -424,6 +428,9 @@ func (p *Processor) bootstrap(ctx context.Context) (BootstrapResult, error) {
 				return BootstrapResult{}, fmt.Errorf("bootstrap: %w", err)
 			}
 			p.reportUnreadable(ctx, existing)
+			if err := p.checkFormat(existing); err != nil {
+				return BootstrapResult{Existed: true}, err
+			}
 			return BootstrapResult{Existed: true}, p.checkMode(existing)
 		}
 		locked, holder, err := p.store.TryLock(ctx, leases.DefaultLockTTL, p.opts.Instance)
@@ -489,10 +496,14 @@ func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err
 		return res, fmt.Errorf("bootstrap: %w", err)
 	}
 	p.reportUnreadable(ctx, existing)
+	if err := p.checkFormat(existing); err != nil {
+		return res, err
+	}
 	if err := p.checkMode(existing); err != nil {
 		return res, err
 	}
 	res.Existed = len(existing) > 0
+	format := p.newLeaseFormat(existing)
 	parts, err := p.src.Partitions(ctx)
 	if err != nil {
 		return res, fmt.Errorf("bootstrap: list partitions: %w", err)
@@ -505,8 +516,7 @@ func (p *Processor) createMissing(ctx context.Context) (res BootstrapResult, err
 			continue
 		}
 		g.Go(func() error {
-			l := leases.NewDotNetV0(p.store.Prefix(), part.ID, part.Range, p.opts.Mode.leaseMode())
-			_, err := p.store.Create(gctx, l)
+			_, err := p.store.Create(gctx, p.newLease(format, part))
 			if errors.Is(err, leases.ErrConflict) {
 				return nil // another host created it
 			}
@@ -591,6 +601,9 @@ func (p *Processor) checkMode(ls []*leases.Lease) error {
 		}
 	}
 	for _, l := range ls {
+		if l.Family == leases.FamilyJavaEPK && l.JavaState() == nil {
+			continue // Java's bootstrapper writes no mode: a null continuation has none yet
+		}
 		if mode := leases.DotNetMode(l.Mode); mode != want {
 			return &ModeMismatchError{Lease: l.Token, LeaseMode: mode, ProcessorMode: want}
 		}

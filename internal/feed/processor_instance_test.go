@@ -158,3 +158,51 @@ func TestProcessor_ARestartAfterACrashIsNotADuplicate(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessor_ARestartUnderTheNameInAnotherCaseWaitsForTheCrashedRecord: names match
+// ignoring case (a lease of "web" is a lease of "Web"), but the start looked for its previous
+// process's presence record by the exact name only. Restarted as "Web" after "web" crashed,
+// the host started at once and its first acquire cycle found the live record of an earlier
+// start: it stopped with a *DuplicateInstanceError. It now finds the record at start, waits
+// for it to expire, and takes the leases back.
+func TestProcessor_ARestartUnderTheNameInAnotherCaseWaitsForTheCrashedRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		src := feedtest.NewMemSource(2)
+		docs := leases.NewMemDocuments("/id")
+		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		parts, err := src.Partitions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, part := range parts {
+			l := leases.NewDotNetV0(testPrefix, part.ID, part.Range, "")
+			l.Owner, l.Timestamp = "web", time.Now()
+			if _, err := store.Create(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := store.MarkInitialized(ctx); err != nil {
+			t.Fatal(err)
+		}
+		crashed := leases.Host{Instance: "web", Incarnation: "crashed", Since: time.Now().Add(-time.Hour)}
+		if _, err := store.AnnounceIncarnation(ctx, crashed, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		h := runNamed(t, src, docs, "Web")
+		time.Sleep(feed.DefaultExpiration + 2*feed.DefaultAcquireInterval)
+		synctest.Wait()
+		select {
+		case err := <-h.done:
+			t.Fatalf("the host restarted as \"Web\" stopped: %v", err)
+		default:
+		}
+		if len(h.p.Owned()) != 2 {
+			t.Fatalf("the restarted host owns %v, want both leases of \"web\" back", h.p.Owned())
+		}
+		h.stop()
+		if err := <-h.done; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	})
+}

@@ -132,6 +132,14 @@ func (w *worker) split() (CloseReason, error) {
 		}
 	}
 
+	if parent.HasRange() && parent.Family != leases.FamilyJavaPK {
+		all, err := p.store.List(ctx)
+		if err != nil {
+			return retry("split lease", err)
+		}
+		children = notYetCovered(parent, children, all)
+	}
+
 	wctx, cancel := p.fresh(ctx)
 	defer cancel()
 	var mine []*leases.Lease
@@ -248,4 +256,71 @@ func (w *worker) releaseChildren(ctx context.Context) {
 		}
 	}
 	w.splitHeld = nil
+}
+
+// notYetCovered drops from children the keys that other leases inside the parent's range
+// already cover: the children of an earlier attempt of this split, made for the partitions of
+// that moment. When a child's partition split or merged again before the attempt that
+// finishes, the new attempt's children differ from them, and creating both would leave two
+// leases over the same keys (found by the simulation, seed 861: a split retried after lost
+// answers made a lease over a partition that had meanwhile split, and the retry a lease over
+// one of its halves; a merge of the halves then made both permanent). The earlier child is a
+// lease of the parent's keys with the parent's position; it handles its own partition's split or
+// merge. A child left partly covered keeps the uncovered part, as an EPK lease of the parent's
+// family (the merge path's rule); a child with the same token is kept (the create's conflict
+// path takes it).
+func notYetCovered(parent *leases.Lease, children, all []*leases.Lease) []*leases.Lease {
+	var covered []leases.Range
+	tokens := map[string]bool{}
+	for _, c := range children {
+		tokens[c.Token] = true
+	}
+	for _, l := range all {
+		if l.Token == parent.Token || tokens[l.Token] || !l.HasRange() || !l.Range.Within(parent.Range) {
+			continue
+		}
+		covered = append(covered, l.Range)
+	}
+	if len(covered) == 0 {
+		return children
+	}
+	var out []*leases.Lease
+	for _, c := range children {
+		rest := uncovered(c.Range, covered)
+		switch {
+		case len(rest) == 1 && rest[0].Equal(c.Range):
+			out = append(out, c)
+		case parent.Family == leases.FamilyDotNetV0 || parent.Family == leases.FamilyDotNetV1:
+			for _, r := range rest {
+				out = append(out, parent.EPKChild(r))
+			}
+		case len(rest) > 0:
+			out = append(out, c) // a family without EPK children: as before
+		}
+	}
+	return out
+}
+
+// uncovered returns the parts of r that no range of by holds, in key order.
+func uncovered(r leases.Range, by []leases.Range) []leases.Range {
+	rest := []leases.Range{r.Normal()}
+	for _, b := range by {
+		b = b.Normal()
+		var next []leases.Range
+		for _, x := range rest {
+			common, ok := x.Intersect(b)
+			if !ok {
+				next = append(next, x)
+				continue
+			}
+			if leases.CompareEPK(x.Min, common.Min) < 0 {
+				next = append(next, leases.Range{Min: x.Min, Max: common.Min})
+			}
+			if leases.CompareEPK(common.Max, x.Max) < 0 {
+				next = append(next, leases.Range{Min: common.Max, Max: x.Max})
+			}
+		}
+		rest = next
+	}
+	return rest
 }

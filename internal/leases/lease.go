@@ -633,6 +633,18 @@ func NewDotNetV0(prefix, token string, rng Range, mode string) *Lease {
 	}
 }
 
+// NewJavaEPK builds the lease Java's EPK bootstrapper creates for a range
+// (epkversion/LeaseStoreManagerImpl.createLeaseIfNotExist): version 1, token "<min>-<max>",
+// feedRange, no owner and a null continuation, so that each processor starts it from its own
+// start position. Java writes no properties or mode; cfp writes none either.
+func NewJavaEPK(prefix string, rng Range) *Lease {
+	token := rng.String()
+	return &Lease{
+		ID: LeaseID(prefix, token), PK: LeaseID(prefix, token), Token: token, Range: rng,
+		Family: FamilyJavaEPK, Properties: map[string]string{},
+	}
+}
+
 // NewDotNetV1 builds a .NET EPK lease over rng (token "<min>-<max>"), as .NET creates after a
 // v0 merge or a v1 split, resuming after continuation.
 func NewDotNetV1(prefix string, rng Range, continuation, mode string) *Lease {

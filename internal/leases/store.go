@@ -54,6 +54,10 @@ type StoreOptions struct {
 	// OnSkip, when set, is told about every document under the prefix that List could not
 	// decode as a lease.
 	OnSkip func(id string, err error)
+	// Mode is the change feed mode of the processor writing (either SDK's name); it becomes
+	// the Mode of the state cfp writes into a Java EPK lease that has none yet (Java's
+	// bootstrapper creates leases with a null continuation). Default: incremental.
+	Mode string
 }
 
 // Store is the lease container of one lease prefix, with the .NET lease protocol on top of it:
@@ -257,6 +261,9 @@ func (s *Store) Update(ctx context.Context, l *Lease, mutate func(*Lease) error)
 		}
 		n.Timestamp = s.now()
 		stampProgress(cur, n, n.Timestamp)
+		if n.Family == FamilyJavaEPK && n.java == nil && n.Mode == "" {
+			n.Mode = s.opts.Mode
+		}
 		pk, err := s.pkOf(ctx, n)
 		if err != nil {
 			return nil, err

@@ -15,6 +15,8 @@ type Styles struct {
 	Success lipgloss.Style
 	Warning lipgloss.Style
 	Error   lipgloss.Style
+	// Selected marks the selected row of a live view (reverse video).
+	Selected lipgloss.Style
 }
 
 // Styles returns the styles for stdout, honouring ColorEnabled.
@@ -31,11 +33,12 @@ func newStyles(color bool) Styles {
 		r.SetColorProfile(termenv.Ascii)
 	}
 	return Styles{
-		Header:  r.NewStyle().Bold(true),
-		Bold:    r.NewStyle().Bold(true),
-		Muted:   r.NewStyle().Faint(true),
-		Success: r.NewStyle().Foreground(lipgloss.ANSIColor(2)),
-		Warning: r.NewStyle().Foreground(lipgloss.ANSIColor(3)),
-		Error:   r.NewStyle().Foreground(lipgloss.ANSIColor(1)),
+		Header:   r.NewStyle().Bold(true),
+		Bold:     r.NewStyle().Bold(true),
+		Muted:    r.NewStyle().Faint(true),
+		Success:  r.NewStyle().Foreground(lipgloss.ANSIColor(2)),
+		Warning:  r.NewStyle().Foreground(lipgloss.ANSIColor(3)),
+		Error:    r.NewStyle().Foreground(lipgloss.ANSIColor(1)),
+		Selected: r.NewStyle().Reverse(true),
 	}
 }

@@ -118,9 +118,13 @@ func (r *Retry) Handle(ctx context.Context, b feed.Batch) error {
 		backoff.Max = DefaultMaxBackoff
 	}
 	attempts := 0
+	first := max(b.Attempt, 1)
 	var err error
 	for {
 		attempts++
+		// Each try is a delivery: the handler sees its number (--exec-lines and the
+		// application protocol send it as "attempt").
+		b.Attempt = first + attempts - 1
 		err = r.Handler.Handle(ctx, b)
 		if passThrough(ctx, err) {
 			return err

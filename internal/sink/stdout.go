@@ -1,5 +1,6 @@
 // Package sink holds cfp's batch handlers: JSON lines on a writer (Stdout), one command per
-// batch (Exec), one long-lived child per lease speaking JSON lines (ExecLines), and the error
+// batch (Exec), one long-lived child per lease speaking JSON lines (ExecLines), the parent
+// process serving every lease over one channel (App, the application protocol), and the error
 // policy wrapper (Retry) with its dead-letter file. Every handler here implements feed.Handler.
 package sink
 

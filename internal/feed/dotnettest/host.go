@@ -72,6 +72,10 @@ type Options struct {
 	Now func() time.Time
 	// Trace, when set, receives the host's DefaultTrace lines.
 	Trace func(format string, args ...any)
+	// HandledGone, when set, is told of every gone lease the host handled: the gone lease's
+	// range and the ranges of the leases it created for it (none when they existed, or when
+	// an EPK lease was redirected). The simulation attributes .NET's own overlaps with it.
+	HandledGone func(token string, gone leases.Range, created []leases.Range)
 }
 
 func (o Options) withDefaults() Options {
@@ -1030,6 +1034,15 @@ func (h *Host) handleGone(l *lease, last *string) {
 	if err != nil {
 		h.notifyError(l.LeaseToken, err)
 		return
+	}
+	if h.opts.HandledGone != nil && del {
+		var created []leases.Range
+		for _, n := range added {
+			if n.FeedRange != nil {
+				created = append(created, *n.FeedRange)
+			}
+		}
+		h.opts.HandledGone(l.LeaseToken, *l.FeedRange, created)
 	}
 	var wg sync.WaitGroup
 	for _, n := range added {

@@ -67,7 +67,7 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 		StartFrom:       feed.StartFrom{Kind: feed.StartBeginning},
 		Now:             h.now,
 	}
-	store := leases.NewStore(&faultDocs{docs: w.docs, io: h.io}, Prefix, leases.StoreOptions{Now: h.now})
+	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io}, Prefix, leases.StoreOptions{Now: h.now})
 	p, err := feed.NewProcessor(&faultSource{src: w.src, io: h.io}, store, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
 		return w.handle(ctx, h, b.LeaseToken, b.Items)
 	}), opts)
@@ -102,7 +102,8 @@ func (w *World) startDotNet(name string, t Timing, skew time.Duration) (*host, e
 			return w.handle(ctx, h, b.Token, b.Items)
 		},
 	}
-	n := dotnettest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.docs, io: h.io}, o)
+	o.HandledGone = func(token string, gone leases.Range, created []leases.Range) { w.noteGone(name, token, gone, created) }
+	n := dotnettest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io}, o)
 	if err := n.Start(context.Background()); err != nil {
 		return nil, err
 	}

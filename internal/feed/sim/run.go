@@ -31,7 +31,7 @@ const (
 
 // FaultKinds lists the names Options.Faults selects from.
 func FaultKinds() []string {
-	out := []string{"timing", "skew", "burst", "join", "kill", "stop", "restart", "pause", "split", "merge"}
+	out := []string{"timing", "skew", "burst", "join", "kill", "stop", "restart", "pause", "split", "merge", "lease-delete"}
 	for f := faultKind(1); f < numFaults; f++ {
 		out = append(out, f.String())
 	}
@@ -68,6 +68,8 @@ type Result struct {
 
 	Written, Duplicates, Changes, Retries                        int
 	Hosts, Kills, Pauses, Restarts, Splits, Merges, FaultWindows int
+	// Deletions are the leases deleted under their owner (and restored later).
+	Deletions int
 	// SettleCycles is how many acquire cycles of Base the lease set took to settle after the
 	// faults stopped.
 	SettleCycles int
@@ -79,8 +81,8 @@ type Result struct {
 
 // Summary is one line of figures.
 func (r Result) Summary() string {
-	return fmt.Sprintf("seed %d: %d changes, %d hosts, %d kills, %d pauses, %d restarts, %d splits, %d merges, %d fault windows; settled in %d cycles; %d ownership changes, %d handler failures, %d duplicates; %d late batches (max %s)",
-		r.Seed, r.Written, r.Hosts, r.Kills, r.Pauses, r.Restarts, r.Splits, r.Merges, r.FaultWindows, r.SettleCycles,
+	return fmt.Sprintf("seed %d: %d changes, %d hosts, %d kills, %d pauses, %d restarts, %d splits, %d merges, %d lease deletions, %d fault windows; settled in %d cycles; %d ownership changes, %d handler failures, %d duplicates; %d late batches (max %s)",
+		r.Seed, r.Written, r.Hosts, r.Kills, r.Pauses, r.Restarts, r.Splits, r.Merges, r.Deletions, r.FaultWindows, r.SettleCycles,
 		r.Changes, r.Retries, r.Duplicates, r.LateBatches, r.MaxLate)
 }
 
@@ -168,6 +170,7 @@ func Run(seed uint64, o Options) Result {
 	}
 
 	var resumes, clears []timed
+	del := newDeleter(w, seed, allowed("lease-delete"))
 	end := time.Now().Add(o.Duration)
 	lastKill := time.Time{}
 	pick := func(names []string) *host {
@@ -191,6 +194,7 @@ func Run(seed uint64, o Options) Result {
 			w.setFault(clears[0].h, faultNone)
 			clears = clears[1:]
 		}
+		del.step(now)
 		writeN(rng.IntN(6))
 		live := w.live()
 		switch a := rng.IntN(40); {
@@ -234,9 +238,11 @@ func Run(seed uint64, o Options) Result {
 			ps := w.partitions()
 			if len(ps) < 12 {
 				p := ps[rng.IntN(len(ps))]
-				w.logf("split %s", p.ID)
-				if _, err := w.src.Split(p.ID); err != nil {
+				w.logf("split %s %s", p.ID, p.Range)
+				if ids, err := w.src.Split(p.ID); err != nil {
 					w.violate("split %s: %v", p.ID, err)
+				} else {
+					w.logf("  into %s", w.rangesOf(ids...))
 				}
 				r.Splits++
 			}
@@ -244,9 +250,11 @@ func Run(seed uint64, o Options) Result {
 			ps := w.partitions()
 			if len(ps) > 2 {
 				i := rng.IntN(len(ps) - 1)
-				w.logf("merge %s %s", ps[i].ID, ps[i+1].ID)
-				if _, err := w.src.Merge(ps[i].ID, ps[i+1].ID); err != nil {
+				w.logf("merge %s %s %s %s", ps[i].ID, ps[i].Range, ps[i+1].ID, ps[i+1].Range)
+				if id, err := w.src.Merge(ps[i].ID, ps[i+1].ID); err != nil {
 					w.violate("merge: %v", err)
+				} else {
+					w.logf("  into %s", w.rangesOf(id))
 				}
 				r.Merges++
 			}
@@ -273,6 +281,7 @@ func Run(seed uint64, o Options) Result {
 	for _, t := range clears {
 		w.setFault(t.h, faultNone)
 	}
+	r.Deletions = del.finish()
 	if len(w.live()) == 0 {
 		start(CFP, "")
 	}

@@ -116,10 +116,9 @@ func fullRun(t *testing.T, seed uint64, n int) (res fullResult) {
 		"java-1": r.startJava(processor, "java-1", "epk", "--max-items", batch),
 		"java-2": r.startJava(processor, "java-2", "epk", "--max-items", batch),
 	}
-	// The Java hosts create the lease set; the cfp hosts start as soon as it exists. A set cfp
-	// creates is in .NET's format, and a Java host fails on the first lease cfp checkpointed
-	// in it ("IllegalArgumentException: Illegal base64 character 22": it decodes the .NET
-	// continuation "\"131\"" as its Base64 state). cfp keeps the format of a Java set.
+	// The Java hosts create the lease set; the cfp hosts start as soon as it exists and keep
+	// its format. (A set cfp creates for Java hosts needs --lease-format java:
+	// TestJavaHostJoinsASetCFPBootstrapped.)
 	r.waitFor(120*time.Second, "the Java hosts' lease set",
 		func() bool { return len(r.leases(processor)) == 4 },
 		func() string { return fmt.Sprint(r.owners(processor)) }, hosts["java-1"], hosts["java-2"])

@@ -335,3 +335,61 @@ func TestSplitUnderMixedHosts(t *testing.T) {
 	j1.stop(t)
 	c1.stop(t)
 }
+
+// TestJavaHostJoinsASetCFPBootstrapped starts a cfp host first, on a lease set it creates with
+// --lease-format java, lets it checkpoint every lease, then starts a Java host: the Java host
+// reads the leases cfp created and checkpointed, takes its share and delivers the changes
+// written after it joined; nothing is lost. Before --lease-format, cfp created .NET v0 leases
+// and the Java host failed on the first checkpointed one ("Illegal base64 character 22": Java
+// Base64-decodes every lease's ContinuationToken as its state when it lists the leases).
+func TestJavaHostJoinsASetCFPBootstrapped(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	const processor, n = "cfpfirst", 200
+	r.write(0, n/2)
+	cfp := r.startCFP(processor, "cfp-1", "--lease-format", "java")
+	r.waitFor(90*time.Second, "4 leases owned by cfp-1 and the first changes delivered",
+		func() bool {
+			got, _, _ := coverage(cfp.delivered(t), n/2)
+			return r.owners(processor)["cfp-1"] == 4 && got == n/2
+		},
+		func() string { return fmt.Sprint(r.owners(processor)) }, cfp)
+	for _, l := range r.leases(processor) {
+		if l.Version == nil || *l.Version != 1 || l.Continuation == "" || strings.HasPrefix(l.Continuation, `"`) {
+			t.Errorf("lease %s: version %v, continuation %q; want a Java EPK lease (version 1, a Base64 state)", l.Token, deref32(l.Version), l.Continuation)
+		}
+	}
+	java := r.startJava(processor, "java-1", "epk")
+	r.waitFor(90*time.Second, "the leases balanced 2/2",
+		func() bool {
+			o := r.owners(processor)
+			return o["java-1"] == 2 && o["cfp-1"] == 2
+		},
+		func() string { return fmt.Sprint(r.owners(processor)) }, java, cfp)
+	r.write(n/2, n)
+	r.waitFor(90*time.Second, "every change delivered, the leases still balanced 2/2",
+		func() bool {
+			got, _, _ := coverage(union(t, java, cfp), n)
+			o := r.owners(processor)
+			return got == n && o["java-1"] == 2 && o["cfp-1"] == 2
+		},
+		func() string {
+			got, lost, dups := coverage(union(t, java, cfp), n)
+			return fmt.Sprintf("owners %v, %d delivered, %d not, %d duplicates", r.owners(processor), got, lost, dups)
+		}, java, cfp)
+	if len(java.delivered(t)) == 0 {
+		t.Errorf("the Java host delivered nothing")
+	}
+	got, lost, dups := coverage(union(t, java, cfp), n)
+	t.Logf("%d changes: %d delivered (java-1 %d, cfp-1 %d), %d lost, %d duplicates",
+		n, got, len(java.delivered(t)), len(cfp.delivered(t)), lost, dups)
+	java.stop(t)
+	cfp.stop(t)
+}
+
+func deref32(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -1,0 +1,183 @@
+package emulator
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/cfp-dev/cfp/internal/epk"
+)
+
+const (
+	hdrPreTrigger  = "x-ms-documentdb-pre-trigger-include"
+	hdrPostTrigger = "x-ms-documentdb-post-trigger-include"
+)
+
+// hasTriggers reports whether a document write names triggers to run.
+func hasTriggers(r *http.Request) bool {
+	return r.Header.Get(hdrPreTrigger) != "" || r.Header.Get(hdrPostTrigger) != ""
+}
+
+// trigger is a trigger to run on a write.
+type trigger struct {
+	id, body string
+}
+
+// opTypeName is a write's operation as triggers see it (getRequest().getOperationType()).
+func opTypeName(op opKind) string {
+	switch op {
+	case opCreate:
+		return "Create"
+	case opReplace:
+		return "Replace"
+	case opDelete:
+		return "Delete"
+	}
+	return "Upsert"
+}
+
+// triggerMatches reports whether a trigger of operation top runs on a write op.
+func triggerMatches(top string, op opKind) bool {
+	switch top {
+	case "All":
+		return true
+	case "Create":
+		return op == opCreate || op == opUpsert
+	case "Replace", "Update":
+		return op == opReplace || op == opUpsert
+	case "Delete":
+		return op == opDelete
+	case "Upsert":
+		return op == opUpsert
+	}
+	return false
+}
+
+// canonicalTriggerOp spells a trigger operation as triggerOperations does.
+func canonicalTriggerOp(v string) string {
+	for _, a := range triggerOperations {
+		if strings.EqualFold(v, a) {
+			return a
+		}
+	}
+	return v
+}
+
+// loadTriggers reads the triggers a header names (comma-separated ids), checking each is of
+// type typ and runs on op, as the service does (400 otherwise).
+func (e *Emulator) loadTriggers(st *collState, header, typ string, op opKind) ([]trigger, error) {
+	var out []trigger
+	for id := range strings.SplitSeq(header, ",") {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		rec, err := e.store.getRes("triggers", st.RID, id)
+		if errors.Is(err, errNotFound) {
+			return nil, badRequest("the trigger %q named in the request does not exist in the collection", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var def struct {
+			Body string `json:"body"`
+			Type string `json:"triggerType"`
+			Op   string `json:"triggerOperation"`
+		}
+		_ = json.Unmarshal(rec.Props, &def)
+		if !strings.EqualFold(def.Type, typ) {
+			return nil, badRequest("the trigger %q is a %s-trigger and cannot be run as a %s-trigger", id, strings.ToLower(def.Type), strings.ToLower(typ))
+		}
+		if !triggerMatches(canonicalTriggerOp(def.Op), op) {
+			return nil, badRequest("the trigger %q runs on %s operations and cannot be run on a %s operation", id, def.Op, opTypeName(op))
+		}
+		out = append(out, trigger{id: rec.ID, body: def.Body})
+	}
+	return out, nil
+}
+
+// writeWithTriggers serves a document write that names pre- or post-triggers: in one storage
+// transaction, the pre-triggers run in order (each may change the document with
+// getRequest().setBody()), the write is applied, and the post-triggers run (they see the written
+// document in getResponse().getBody()). Every trigger may read and write documents of the
+// write's logical partition. A trigger that throws, or a write that fails, rolls all of it back.
+func (e *Emulator) writeWithTriggers(w http.ResponseWriter, r *http.Request, st *collState, req itemOpRequest) {
+	pre, err := e.loadTriggers(st, r.Header.Get(hdrPreTrigger), "Pre", req.Op)
+	if err == nil {
+		var post []trigger
+		post, err = e.loadTriggers(st, r.Header.Get(hdrPostTrigger), "Post", req.Op)
+		if err == nil {
+			e.runTriggers(w, r, st, req, pre, post)
+			return
+		}
+	}
+	e.fail(w, err)
+}
+
+func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collState, req itemOpRequest, pre, post []trigger) {
+	var status int
+	var res writeResult
+	var charge float64
+	var body []byte
+	err := e.store.updateItems(st.DB, st.ID, func(t *itemTx) error {
+		body, charge = req.Body, 0
+		comps := req.PK
+		if !req.HasPK && req.Op != opDelete {
+			var doc map[string]any
+			if json.Unmarshal(req.Body, &doc) != nil {
+				return badRequest("the request body is not a JSON object")
+			}
+			comps = epk.FromDocument(doc, st.Paths)
+		}
+		for _, tr := range pre {
+			j := newJSRun(t, st, comps, tr.id)
+			j.opType = opTypeName(req.Op)
+			if body != nil {
+				j.reqBody = j.fromJSON(body)
+			}
+			if err := j.run(r.Context(), tr.body, e.scriptTimeout()); err != nil {
+				return err
+			}
+			charge += j.charge
+			if body != nil {
+				if body = j.toJSON(j.reqBody); body == nil {
+					return badRequest("the pre-trigger %q left the request without a body", tr.id)
+				}
+			}
+		}
+		op := req
+		op.Body = body
+		wr, doc, err := prepareWrite(st, op)
+		if err != nil {
+			return err
+		}
+		var opErr error
+		if res, opErr, err = t.write(wr); err != nil || opErr != nil {
+			return errors.Join(opErr, err)
+		}
+		var wc float64
+		status, wc = writeOutcome(st, req.Op, res, doc)
+		charge += wc
+		for _, tr := range post {
+			j := newJSRun(t, st, comps, tr.id)
+			j.opType = opTypeName(req.Op)
+			if body != nil {
+				j.reqBody = j.fromJSON(body)
+			}
+			if req.Op != opDelete {
+				j.respBody = j.fromJSON(withoutLSN(res.Item.Body))
+			}
+			if err := j.run(r.Context(), tr.body, e.scriptTimeout()); err != nil {
+				return err
+			}
+			charge += j.charge
+		}
+		return nil
+	})
+	if err != nil {
+		e.failScript(w, err)
+		return
+	}
+	e.writeItemResponse(w, r, st, status, res, charge)
+}
