@@ -44,7 +44,7 @@ func procSeed(t *testing.T, dir string, n int) {
 // procLeases lists processor proc's leases of shop/orders in dir.
 func procLeases(t *testing.T, dir, proc string) []*leases.Lease {
 	t.Helper()
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	defer acct.Close()
 	ls, err := processorStore(t, acct, acct.Container("shop", "orders"), proc).List(context.Background())
 	if err != nil {
@@ -467,7 +467,8 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 		"--events", "none"}, procFastLeases...)...)
 	procWaitFor(t, "16 documents", func() bool { return procLines(r.out.String()) >= 16 }, r)
 	var body string
-	procWaitFor(t, "metrics with 16 items", func() bool {
+	// A batch's event (the items) comes before its checkpoint is written: wait for both.
+	procWaitFor(t, "metrics with 16 items and a checkpoint", func() bool {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return false
@@ -475,7 +476,8 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		body = string(b)
-		return procMetricSum(body, "cfp_process_items_total") == 16
+		return procMetricSum(body, "cfp_process_items_total") == 16 &&
+			procMetricSum(body, `cfp_process_request_units_total{container="orders",database="shop",kind="checkpoint",owner="m1",processor="metp"}`) > 0
 	}, r)
 	if code := r.stop(t); code != exitOK {
 		t.Fatalf("exit code %d, want 0", code)
@@ -698,7 +700,7 @@ func TestProcess_JoinsJavasPKRangeLeaseSet(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 40)
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	c := acct.Container("shop", "orders")
 	parts, err := c.Partitions(ctx)
 	if err != nil {
@@ -740,7 +742,7 @@ func TestProcess_JoinsJavasPKRangeLeaseSet(t *testing.T) {
 		t.Errorf("cfp bootstrapped a second lease set of %d leases beside Java's", len(ls))
 	}
 
-	acct = openLocal(t, dir, 0)
+	acct = openLocal(t, dir, 4)
 	defer acct.Close()
 	ls, err := leases.NewStore(acct.LeaseDocuments("shop", "leases"), byName, leases.StoreOptions{}).List(ctx)
 	if err != nil {
