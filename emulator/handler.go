@@ -207,7 +207,7 @@ func (e *Emulator) authenticate(rw http.ResponseWriter, w http.ResponseWriter, r
 		return false
 	}
 	var de *auth.DateError
-	if err := auth.CheckDate(r.Header.Get("x-ms-date"), time.Now()); errors.As(err, &de) {
+	if err := checkDate(r); errors.As(err, &de) {
 		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		if de.Malformed {
