@@ -476,6 +476,7 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		body = string(b)
+		// A batch's checkpoint follows its items: wait for its charge too, which is asserted below.
 		return procMetricSum(body, "cfp_process_items_total") == 16 &&
 			procMetricSum(body, `cfp_process_request_units_total{container="orders",database="shop",kind="checkpoint",owner="m1",processor="metp"}`) > 0
 	}, r)
