@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -51,6 +52,7 @@ type processView struct {
 	eopts    feed.EstimateOptions
 	tracker  *feed.ProgressTracker
 	out      io.Writer // the terminal the view is drawn on
+	hold     func()
 	release  func()
 
 	live   *render.LeaseLive
@@ -75,13 +77,15 @@ func newProcessView(o *processOptions) *processView {
 		return nil
 	}
 	f := o.f
-	v := &processView{f: f, place: place, instance: o.instance(), trends: map[string][]int64{}, done: make(chan struct{}), release: func() {}}
+	v := &processView{f: f, place: place, instance: o.instance(), trends: map[string][]int64{}, done: make(chan struct{}), hold: func() {}, release: func() {}}
 	v.out = f.IO.Out
 	if place == viewStderr {
 		v.out = f.IO.ErrOut
 	}
 	if f.IO.IsStderrTTY {
-		v.release = f.holdStderr()
+		// From now on (the delegate and the events take stderr before the host starts), held
+		// from when the view shows.
+		v.hold, v.release = f.redirectStderr()
 	}
 	// An estimate every poll interval, between one and five seconds: one read per lease.
 	v.interval = min(max(o.PollInterval, time.Second), 5*time.Second)
@@ -115,15 +119,29 @@ func (v *processView) count(h feed.Handler) feed.Handler {
 	return &countedHandler{h: h, v: v}
 }
 
-// start shows the view once the host bootstrapped, and returns a context that ends when the
-// user quits it (q or Ctrl-C: a graceful shutdown, as SIGINT).
-func (v *processView) start(ctx context.Context, mon *cosmos.Container, store *leases.Store) context.Context {
+// start shows the view once the host bootstrapped the lease set of prefix, and returns a
+// context that ends when the user quits it (q or Ctrl-C: a graceful shutdown, as SIGINT). The
+// view reads the set on its own (cosmos.OpenLeaseSet, no I/O), as cfp estimate would.
+func (v *processView) start(ctx context.Context, acct *account.Account, prefix string) (context.Context, error) {
 	if v == nil {
-		return ctx
+		return ctx, nil
 	}
 	f := v.f
+	leaseAcct, err := f.leaseAccount(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
+		Leases: leaseAcct.Account, Database: f.leaseDatabase(), Container: f.Global.LeaseContainer,
+		Explicit: prefix, MayBeMissing: true, Store: leases.StoreOptions{Now: f.Now},
+	})
+	if err != nil {
+		return ctx, err
+	}
+	mon := acct.Container(f.Global.Database, f.Global.Container)
 	t := &leaseTarget{monitored: mon, prefix: store.Prefix()}
 	ios := f.IO
+	v.hold()
 	st := ios.Styles()
 	if v.place == viewStderr {
 		st = ios.StderrStyles()
@@ -160,7 +178,7 @@ func (v *processView) start(ctx context.Context, mon *cosmos.Container, store *l
 			}
 		}
 	}()
-	return ctx
+	return ctx, nil
 }
 
 // estimate reads the leases and their lag and shows them.
