@@ -91,6 +91,10 @@ type Options struct {
 	Trace func(format string, args ...any)
 	// Rand picks among expired leases (java.util.Random); default a fixed seed.
 	Rand *rand.Rand
+	// CheckpointEveryEmptyPage checkpoints every empty page, its continuation moved or not,
+	// as the repository's history did before 4.81.0's hasServerContinuationTokenChange (a
+	// write of each idle lease every poll delay).
+	CheckpointEveryEmptyPage bool
 }
 
 func (o Options) withDefaults() Options {
@@ -1108,7 +1112,7 @@ func (p *processor) run(ctx context.Context) {
 				p.fail(fmt.Errorf("ObserverException: %w", err))
 				return
 			}
-		} else if !changed && !more {
+		} else if !changed && !more && !h.opts.CheckpointEveryEmptyPage {
 			continue
 		}
 		if ctx.Err() != nil || h.isKilled() {
