@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -47,6 +48,9 @@ type scriptError struct {
 }
 
 func (e *scriptError) Error() string { return e.msg }
+
+// scriptRuns counts the script runs started (for tests).
+var scriptRuns atomic.Int64
 
 // errScriptTimeout interrupts a script that ran out of time.
 var errScriptTimeout = errors.New("script timeout")
@@ -602,6 +606,7 @@ func formatLog(args []goja.Value) string {
 // operations queued, until none is left. It answers a script error (*scriptError) or a storage
 // error. The script is interrupted after timeout, or when ctx ends.
 func (j *jsRun) run(ctx context.Context, src string, timeout time.Duration, args ...goja.Value) (err error) {
+	scriptRuns.Add(1)
 	timer := time.AfterFunc(timeout, func() { j.vm.Interrupt(errScriptTimeout) })
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, func() { j.vm.Interrupt(ctx.Err()) })

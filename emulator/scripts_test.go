@@ -228,7 +228,7 @@ func TestSproc_ResponseSizeBoundAndLogging(t *testing.T) {
 		t.Fatalf("logging: %d %s %q", resp.StatusCode, body, resp.Header.Get("x-ms-documentdb-script-log-results"))
 	}
 	resp, _ = rawRequest(t, e, http.MethodPost, "/dbs/db/colls/c/sprocs/log", map[string]string{"x-ms-documentdb-partitionkey": pk}, "[]")
-	if _, ok := resp.Header["x-ms-documentdb-script-log-results"]; ok {
+	if resp.Header.Get("x-ms-documentdb-script-log-results") != "" {
 		t.Fatal("log results without x-ms-documentdb-script-enable-logging")
 	}
 }

@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"github.com/cfp-dev/cfp/emulator/query"
 )
 
 const (
@@ -116,31 +119,58 @@ func (e *Emulator) executeSproc(w http.ResponseWriter, r *http.Request, st *coll
 		e.fail(w, err)
 		return
 	}
-	var resp []byte
-	var logs []string
-	var charge float64
-	err = e.store.updateItems(st.DB, st.ID, func(t *itemTx) error {
-		j := newJSRun(t, st, comps, rec.ID)
-		j.udfs = udfs
-		args := make([]goja.Value, len(params))
-		for i, p := range params {
-			args[i] = j.fromJSON(p)
-		}
-		err := j.run(r.Context(), def.Body, e.scriptTimeout(), args...)
-		resp, logs, charge = j.toJSON(j.respBody), j.logs, j.charge
-		return err
-	})
+	var out sprocOutput
+	err = e.store.updateItems(st.DB, st.ID, e.sprocTx(r.Context(), st, rec.ID, def.Body, comps, params, udfs, &out))
 	if err != nil {
 		e.failScript(w, err)
 		return
 	}
 	h := w.Header()
-	if strings.EqualFold(r.Header.Get(hdrScriptLogging), "true") && len(logs) > 0 {
-		h.Set(hdrScriptLogResults, url.PathEscape(strings.Join(logs, "\n")))
+	if strings.EqualFold(r.Header.Get(hdrScriptLogging), "true") && len(out.logs) > 0 {
+		h.Set(hdrScriptLogResults, url.PathEscape(strings.Join(out.logs, "\n")))
 	}
 	h.Set(hdrContentPath, st.RID)
 	if rg, ok := st.rangeForEPK(st.hashPK(comps)); ok {
 		h.Set(hdrRangeID, rg.idString())
 	}
-	writeJSON(w, http.StatusOK, chargeMeta+charge, resp)
+	writeJSON(w, http.StatusOK, chargeMeta+out.charge, out.body)
+}
+
+// sprocOutput is what an execution of a stored procedure answers.
+type sprocOutput struct {
+	body   []byte
+	logs   []string
+	charge float64
+}
+
+// sprocTx returns the storage-transaction function that runs a stored procedure and fills out.
+// The group committer runs it again, alone, when the transaction it shared with other writers
+// failed; a run that timed out is not repeated (it would hold every writer for the time bound
+// once more, to time out again): the function answers the timeout at once.
+func (e *Emulator) sprocTx(ctx context.Context, st *collState, id, body string, comps []any, params []json.RawMessage, udfs query.UDFs, out *sprocOutput) func(*itemTx) error {
+	var timedOut error
+	return func(t *itemTx) error {
+		*out = sprocOutput{}
+		if timedOut != nil {
+			return timedOut
+		}
+		j := newJSRun(t, st, comps, id)
+		j.udfs = udfs
+		args := make([]goja.Value, len(params))
+		for i, p := range params {
+			args[i] = j.fromJSON(p)
+		}
+		err := j.run(ctx, body, e.scriptTimeout(), args...)
+		if isScriptTimeout(err) {
+			timedOut = err
+		}
+		*out = sprocOutput{body: j.toJSON(j.respBody), logs: j.logs, charge: j.charge}
+		return err
+	}
+}
+
+// isScriptTimeout reports whether err is a script's 408.
+func isScriptTimeout(err error) bool {
+	var se *scriptError
+	return errors.As(err, &se) && se.status == http.StatusRequestTimeout
 }

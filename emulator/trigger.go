@@ -120,7 +120,16 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 	var res writeResult
 	var charge float64
 	var body []byte
-	err := e.store.updateItems(st.DB, st.ID, func(t *itemTx) error {
+	var timedOut error // a trigger that timed out is not run again (see sprocTx)
+	err := e.store.updateItems(st.DB, st.ID, func(t *itemTx) (err error) {
+		if timedOut != nil {
+			return timedOut
+		}
+		defer func() {
+			if isScriptTimeout(err) {
+				timedOut = err
+			}
+		}()
 		body, charge = req.Body, 0
 		comps := req.PK
 		if !req.HasPK && req.Op != opDelete {

@@ -16,6 +16,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/cfp-dev/cfp/emulator/auth"
 	"github.com/cfp-dev/cfp/internal/epk"
 )
 
@@ -112,6 +113,16 @@ func (e *Emulator) tokenMAC(payload string) string {
 	m := hmac.New(sha256.New, e.key)
 	m.Write([]byte("cfp-resource-token\n" + payload))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// checkDate checks a request's x-ms-date (auth.CheckDate). A request signed with a resource
+// token may have none, as the JavaScript SDK sends it: the token carries its own expiry.
+func checkDate(r *http.Request) error {
+	date := r.Header.Get("x-ms-date")
+	if date == "" && isResourceToken(r.Header.Get("Authorization")) {
+		return nil
+	}
+	return auth.CheckDate(date, time.Now())
 }
 
 // isResourceToken reports whether an Authorization header carries a resource token.

@@ -17,44 +17,19 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/cfp-dev/cfp/changefeed"
+	"github.com/cfp-dev/cfp/changefeed/changefeedtest"
 	"github.com/cfp-dev/cfp/changefeed/prom"
-	"github.com/cfp-dev/cfp/emulator"
-	"github.com/cfp-dev/cfp/emulator/auth"
 )
 
-// account starts cfp's emulator in process with two partitions and returns a client over it
-// with the database "shop", the monitored container "orders" (on /pk) and the lease container
-// "leases" (on /id).
-func account(t *testing.T) (*emulator.Emulator, *azcosmos.Client) {
+// account starts cfp's emulator in process with the test kit (changefeedtest), two partitions
+// per container, and returns it with its client, with the database "shop", the monitored
+// container "orders" (on /pk) and the lease container "leases" (on /id).
+func account(t *testing.T) (*changefeedtest.Server, *azcosmos.Client) {
 	t.Helper()
-	emu, err := emulator.Open(emulator.Options{Dir: t.TempDir(), Key: auth.WellKnownKey, Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	opts := changefeed.ClientOptions(&azcosmos.ClientOptions{})
-	opts.Transport = &emulator.Transport{Handler: emu.Handler()}
-	cred, err := azcosmos.NewKeyCredential(auth.WellKnownKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := azcosmos.NewClientWithKey("http://localhost:18977/", cred, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	ctx := context.Background()
-	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "shop"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	db, _ := client.NewDatabase("shop")
-	for name, pk := range map[string]string{"orders": "/pk", "leases": "/id"} {
-		props := azcosmos.ContainerProperties{ID: name, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{pk}, Version: 2}}
-		if _, err := db.CreateContainer(ctx, props, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return emu, client
+	srv := changefeedtest.New(t, &changefeedtest.Options{Partitions: 2})
+	srv.Container(t, "shop", "orders", "/pk")
+	srv.Container(t, "shop", "leases", "/id")
+	return srv, srv.Client
 }
 
 func write(t *testing.T, c *azcosmos.ContainerClient, from, n int) {
@@ -207,10 +182,7 @@ func TestProcessorWithPrometheus(t *testing.T) {
 
 	write(t, orders, 0, 60)
 	s.await(t, 60)
-	children, err := emu.Split("shop", "orders", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	children := emu.Split(t, "shop", "orders", "0")
 	write(t, orders, 60, 60)
 	s.await(t, 120)
 

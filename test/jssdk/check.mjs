@@ -401,6 +401,68 @@ async function featureChecks(database) {
     return `${codes}; then ${fcodes}`;
   });
 
+  await check("stored procedure: its writes commit together or not at all", async () => {
+    await feat.scripts.storedProcedures.create({
+      id: "two",
+      body: `function (a, b, fail) {
+        var c = getContext().getCollection();
+        c.createDocument(c.getSelfLink(), { id: a, pk: "s" });
+        c.createDocument(c.getSelfLink(), { id: b, pk: "s" }, function (err) {
+          if (err) throw err;
+          if (fail) throw new Error("asked to fail");
+          getContext().getResponse().setBody(a + "+" + b);
+        });
+      }`,
+    });
+    const ok = await feat.scripts.storedProcedure("two").execute("s", ["s1", "s2", false]);
+    assert(ok.resource === "s1+s2", `execute answered ${JSON.stringify(ok.resource)}`);
+    const code = await statusOf(() => feat.scripts.storedProcedure("two").execute("s", ["s3", "s4", true]));
+    assert(code === 400, `a procedure that throws answered ${code}, want 400`);
+    for (const id of ["s3", "s4"]) {
+      const r = await feat.item(id, "s").read();
+      assert(r.statusCode === 404, `${id} of the failed procedure: ${r.statusCode}, want 404 (rolled back)`);
+    }
+    const { resources } = await feat.scripts.storedProcedures.readAll().fetchAll();
+    assert(resources.some((p) => p.id === "two"), "readAll lists no procedure 'two'");
+    return `${ok.resource}; then ${code}, nothing written`;
+  });
+
+  await check("pre-trigger and user-defined function", async () => {
+    await feat.scripts.triggers.create({
+      id: "stamp",
+      triggerType: "Pre",
+      triggerOperation: "All",
+      body: `function () { var d = getContext().getRequest().getBody(); d.sq = d.v * 10; getContext().getRequest().setBody(d); }`,
+    });
+    await feat.scripts.userDefinedFunctions.create({ id: "sq", body: "function (x) { return x * x; }" });
+    for (let v = 1; v <= 3; v++) await feat.items.create({ id: `u${v}`, pk: "u", v }, { preTriggerInclude: ["stamp"] });
+    const { resources } = await feat.items
+      .query({ query: "SELECT VALUE [c.sq, udf.sq(c.v)] FROM c WHERE c.pk = 'u'" }, { partitionKey: "u" })
+      .fetchAll();
+    const got = JSON.stringify(resources.sort());
+    assert(got === "[[10,1],[20,4],[30,9]]", `query answered ${got}`);
+    return got;
+  });
+
+  await check("resource token: a Read permission reads its container and writes nothing", async () => {
+    await feat.items.upsert({ id: "r1", pk: "r" });
+    const { user } = await database.users.upsert({ id: "reader" });
+    const { resource: perm } = await user.permissions.upsert({
+      id: "read-features",
+      permissionMode: "Read",
+      resource: feat.url,
+    });
+    assert(perm._token, "the permission has no _token");
+    const restricted = new CosmosClient({ endpoint, resourceTokens: { [feat.url]: perm._token } });
+    const c = restricted.database(database.id).container(feat.id);
+    const { resource } = await c.item("r1", "r").read();
+    assert(resource?.id === "r1", `read with the token: ${JSON.stringify(resource)}`);
+    const code = await statusOf(() => c.items.create({ id: "r2", pk: "r" }));
+    assert(code === 403, `a create with a Read token answered ${code}, want 403`);
+    restricted.dispose();
+    return `read 200, create ${code}`;
+  });
+
   await check("items.bulk over several partition keys: create, upsert, replace, read, delete, a 409", async () => {
     const { container: c } = await database.containers.createIfNotExists({ id: "bulk", partitionKey: "/pk" });
     const ops = [];
