@@ -95,6 +95,9 @@ type Options struct {
 	// as the repository's history did before 4.81.0's hasServerContinuationTokenChange (a
 	// write of each idle lease every poll delay).
 	CheckpointEveryEmptyPage bool
+	// HandledGone, when set, is told of every split the host handled: the gone lease's token
+	// and range and the child leases it created.
+	HandledGone func(token string, gone leases.Range, created []leases.Range)
 }
 
 func (o Options) withDefaults() Options {
@@ -882,6 +885,7 @@ func (h *Host) handleFeedRangeGone(l *lease, last *string, w *worker) {
 			lo = parts[i].Range.Max
 		}
 		ranges = append(ranges, leases.Range{Min: lo, Max: hi})
+		var created []leases.Range
 		for _, r := range ranges {
 			cont := childContinuation(l.Continuation, r)
 			n, err := h.createLease(ctx, r, cont)
@@ -892,12 +896,16 @@ func (h *Host) handleFeedRangeGone(l *lease, last *string, w *worker) {
 			if n == nil {
 				continue
 			}
+			created = append(created, r)
 			n.Properties = l.Properties
 			if err := h.addOrUpdateLease(ctx, n); err != nil {
 				h.opts.Trace("lease %s: child %s not acquired: %v", l.Token, n.Token, err)
 			}
 		}
 		h.opts.Trace("Lease with token %s split into %d", l.Token, len(ranges))
+		if h.opts.HandledGone != nil {
+			h.opts.HandledGone(l.Token, *l.FeedRange, created)
+		}
 		if err := h.delete(ctx, l); err != nil {
 			h.notifyError(l.Token, err)
 		}
