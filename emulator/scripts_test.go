@@ -3,6 +3,7 @@ package emulator_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -326,4 +327,66 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// A script pages a query with pageSize and continuation, deleting what it read: the continuation
+// goes on after the last document, so nothing is skipped, and other partitions are untouched.
+func TestSproc_PagesAQueryWhileDeleting(t *testing.T) {
+	e := openEmu(t, emulator.Options{})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	for i := range 25 {
+		upsert(t, cc, doc{ID: fmt.Sprintf("d%02d", i), PK: "p", V: i})
+	}
+	upsert(t, cc, doc{ID: "other", PK: "q"})
+	createScript(t, e, "sprocs", "db", "c", map[string]any{"id": "purge", "body": `function () {
+		var coll = getContext().getCollection(), link = coll.getSelfLink(), out = {deleted: 0, pages: 0};
+		next();
+		function next(cont) {
+			coll.queryDocuments(link, "SELECT * FROM c", {pageSize: 4, continuation: cont}, function (err, docs, opts) {
+				if (err) throw err;
+				out.pages++;
+				del(docs, opts.continuation);
+			});
+		}
+		function del(docs, cont) {
+			if (docs.length === 0) {
+				if (cont) next(cont); else getContext().getResponse().setBody(out);
+				return;
+			}
+			coll.deleteDocument(docs[0]._self, {}, function (err, opts) {
+				if (err) throw err;
+				if (typeof opts !== "object") throw new Error("deleteDocument's callback got no options");
+				out.deleted++;
+				del(docs.slice(1), cont);
+			});
+		}
+	}`})
+	resp, body := execSproc(t, e, "db", "c", "purge", "p")
+	if resp.StatusCode != 200 || string(body) != `{"deleted":25,"pages":7}` {
+		t.Fatalf("purge: %d %s, want 25 deleted in 7 pages of 4", resp.StatusCode, body)
+	}
+	if got := itemStatus(t, cc, "q", "other"); got != 200 {
+		t.Fatalf("the other partition's document: %d", got)
+	}
+}
+
+// createDocument gives a document without an id a new GUID, unless told not to.
+func TestSproc_CreateGeneratesAnID(t *testing.T) {
+	e := openEmu(t, emulator.Options{})
+	setupContainer(t, newClient(t, e, ""), "db", "c")
+	createScript(t, e, "sprocs", "db", "c", map[string]any{"id": "mk", "body": `function (disable) {
+		var coll = getContext().getCollection();
+		coll.createDocument(coll.getSelfLink(), {pk: "p"}, {disableAutomaticIdGeneration: disable}, function (err, d) {
+			if (err) throw err;
+			getContext().getResponse().setBody(d.id);
+		});
+	}`})
+	resp, body := execSproc(t, e, "db", "c", "mk", "p", false)
+	var id string
+	if resp.StatusCode != 200 || json.Unmarshal(body, &id) != nil || len(id) != 36 {
+		t.Fatalf("create without an id: %d %s, want a GUID", resp.StatusCode, body)
+	}
+	if resp, body := execSproc(t, e, "db", "c", "mk", "p", true); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("create without an id, generation disabled: %d %s, want 400", resp.StatusCode, body)
+	}
 }
