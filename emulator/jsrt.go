@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -713,6 +714,7 @@ func (j *jsRun) run(ctx context.Context, src string, timeout time.Duration, args
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, func() { j.vm.Interrupt(ctx.Err()) })
 	defer stop()
+	defer j.watchMemory()()
 	defer func() {
 		if p := recover(); p != nil {
 			if j.abort != nil {
@@ -727,6 +729,40 @@ func (j *jsRun) run(ctx context.Context, src string, timeout time.Duration, args
 		return j.abort
 	}
 	return j.scriptErr(err, timeout)
+}
+
+// maxScriptMemory bounds what a script may allocate: goja has no memory limit, and a script that
+// doubles a string in a loop would take the emulator's process down before its time bound.
+const maxScriptMemory = 256 << 20
+
+// errScriptMemory interrupts a script that allocated more than maxScriptMemory.
+var errScriptMemory = errors.New("script memory")
+
+// watchMemory interrupts the script when the process's heap grows by more than maxScriptMemory
+// while it runs (the heap is the process's, so what other requests allocate at the same time
+// counts too: the bound is generous). It returns the function that stops watching.
+func (j *jsRun) watchMemory() func() {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				metrics.Read(sample)
+				if sample[0].Value.Uint64() > base+maxScriptMemory {
+					j.vm.Interrupt(errScriptMemory)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 func (j *jsRun) exec(src string, args []goja.Value) error {
@@ -766,6 +802,10 @@ func (j *jsRun) scriptErr(err error, timeout time.Duration) error {
 	case errors.As(err, &se):
 		return se
 	case errors.As(err, &ie):
+		if ie.Value() == errScriptMemory {
+			return &scriptError{status: http.StatusBadRequest, code: "BadRequest",
+				msg: scriptExceptionMessage(fmt.Sprintf("not supported by cfp emulator: the script %s allocated more than %d MiB and was stopped; none of its writes were committed", quoteID(j.name), maxScriptMemory>>20))}
+		}
 		if ie.Value() == errScriptTimeout {
 			return &scriptError{status: http.StatusRequestTimeout, code: "RequestTimeout",
 				msg: scriptExceptionMessage(fmt.Sprintf("the script %s ran longer than its allowed time (%s) and was stopped; none of its writes were committed", quoteID(j.name), timeout))}

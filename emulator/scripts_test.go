@@ -390,3 +390,21 @@ func TestSproc_CreateGeneratesAnID(t *testing.T) {
 		t.Fatalf("create without an id, generation disabled: %d %s, want 400", resp.StatusCode, body)
 	}
 }
+
+// A script that allocates without bound is stopped before it takes the process down.
+func TestSproc_MemoryBound(t *testing.T) {
+	e := openEmu(t, emulator.Options{ScriptTimeout: time.Minute})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	createScript(t, e, "sprocs", "db", "c", map[string]any{"id": "grow", "body": `function () {
+		var coll = getContext().getCollection();
+		coll.createDocument(coll.getSelfLink(), {id: "before", pk: "p"});
+		var s = "x"; while (true) s += s;
+	}`})
+	resp, body := execSproc(t, e, "db", "c", "grow", "p")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "allocated more than") {
+		t.Fatalf("a script that allocates without bound: %d %s, want 400 naming the memory bound", resp.StatusCode, body)
+	}
+	if got := itemStatus(t, cc, "p", "before"); got != http.StatusNotFound {
+		t.Fatalf("the stopped script's write: %d, want 404", got)
+	}
+}
