@@ -289,7 +289,7 @@ func TestAdversarial_ProcessorWithoutLeases(t *testing.T) {
 func TestAdversarial_TailPartitionKey(t *testing.T) {
 	t.Parallel()
 	seeded := func(t *testing.T, dir string) []string {
-		acct := openLocal(t, dir, 0)
+		acct := openLocal(t, dir, 4)
 		defer acct.Close()
 		seed(t, acct, 0, 12)
 		if err := acct.Container("db", "c").UpsertItem(context.Background(), "", []byte(`{"id":"empty-key","pk":""}`)); err != nil {

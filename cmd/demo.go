@@ -20,7 +20,7 @@ const (
 	demoContainer      = "orders"
 	demoLeases         = "leases"
 	demoProcessor      = "demo"
-	demoPartitions     = 4
+	demoPartitions     = 4 // the orders container asks for them with its throughput
 	demoAcquire        = time.Second
 	demoRenew          = 1500 * time.Millisecond
 	demoExpiration     = 5 * time.Second
@@ -128,7 +128,7 @@ func runDemo(ctx context.Context, o *demoOptions) (err error) {
 			defer os.RemoveAll(dir)
 		}
 	}
-	acct, err := account.Open(ctx, account.Config{LocalDir: dir, LocalPartitions: demoPartitions, Logger: f.Log})
+	acct, err := account.Open(ctx, account.Config{LocalDir: dir, Logger: f.Log})
 	if err != nil {
 		return withHint(fmt.Errorf("open the demo's emulator: %w", err), "pass another --data directory, or stop the cfp that holds it")
 	}

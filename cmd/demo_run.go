@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -57,7 +58,10 @@ func (r *demoRun) setup(ctx context.Context, acct *account.Account) error {
 	if err := acct.CreateDatabaseIfNotExists(ctx, demoDatabase); err != nil {
 		return fmt.Errorf("create demo database: %w", err)
 	}
-	orders, err := acct.CreateContainerIfNotExists(ctx, demoDatabase, demoContainer, "/customer", nil)
+	// The throughput the service gives demoPartitions physical partitions, so the emulator
+	// gives the orders container as many (the lease container, at the default, has one).
+	tp := &cosmos.ContainerOptions{Throughput: demoPartitions * emulator.ThroughputPerPartition}
+	orders, err := acct.CreateContainerIfNotExists(ctx, demoDatabase, demoContainer, "/customer", tp)
 	if err != nil {
 		return fmt.Errorf("create demo container: %w", err)
 	}

@@ -131,8 +131,8 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 		Example: emulatorExample,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if opts.Partitions < 1 || opts.Partitions > 256 {
-				return usageErrorf("--partitions must be between 1 and 256, got %d", opts.Partitions)
+			if opts.Partitions < 0 || opts.Partitions > 256 {
+				return usageErrorf("--partitions must be between 1 and 256 (0: per throughput), got %d", opts.Partitions)
 			}
 			if opts.Retention < 0 {
 				return usageErrorf("--retention must not be negative, got %s", opts.Retention)
@@ -155,7 +155,7 @@ func newEmulatorCmd(f *factory) *cobra.Command {
 	fs := c.Flags()
 	fs.StringVar(&opts.Data, "data", defaultLocalDir, "data `DIR` to serve (created if missing)")
 	fs.StringVar(&opts.Addr, "addr", defaultEmulatorAddr, "`HOST:PORT` to listen on (port 0: any free port)")
-	fs.IntVar(&opts.Partitions, "partitions", emulator.DefaultPartitions, "physical partitions of every new container (`N`, 1-256)")
+	fs.IntVar(&opts.Partitions, "partitions", 0, "force `N` physical partitions (1-256) on every new container; 0: the service's count, one per 10,000 RU/s of the container's throughput (one for a small container)")
 	fs.DurationVar(&opts.Retention, "retention", emulator.DefaultLogRetention, "how long the operation log keeps every operation for the all-versions feed (`DURATION`; 0: for ever); older ones are compacted away")
 	fs.IntVar(&opts.MaxOrderBy, "max-order-by", emulator.DefaultMaxOrderByItems, "most results an ORDER BY query keeps in memory for one page (its offset plus its size, `N`), and matches of a DISTINCT query, groups of a GROUP BY, results of an OFFSET's first page; beyond, a 400")
 	fs.BoolVar(&opts.AllowWellKnownKey, "allow-well-known-key", false, "serve a non-loopback --addr with the well-known emulator key (anyone who reaches it can read and write the data)")
@@ -355,7 +355,11 @@ func fillEmulatorTable(t *render.Table, ios *render.IOStreams, v emulatorView, o
 		t.Row("key", "as given with --key")
 	}
 	t.Row("data directory", v.DataDir)
-	t.Row("partitions", strconv.Itoa(v.Partitions))
+	if v.Partitions == 0 {
+		t.Row("partitions", "one per 10,000 RU/s of a new container's throughput")
+	} else {
+		t.Row("partitions", strconv.Itoa(v.Partitions))
+	}
 	t.Row("data size", humanBytes(v.DataBytes))
 	t.Row("all-versions retention", v.Retention)
 }

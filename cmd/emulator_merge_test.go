@@ -29,13 +29,13 @@ func TestEmulatorMerge_LeasesListAndEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := runCLI(t, ctx, string(orders), "--local="+dir, "import", "-d", "shop", "-c", "orders", "--create", "--partition-key-path", "/customerId")
+	code, _, errOut := runCLI(t, ctx, string(orders), "--local="+dir, "import", "-d", "shop", "-c", "orders", "--create", "--throughput", "40000", "--partition-key-path", "/customerId")
 	if code != 0 {
 		t.Fatalf("import: exit %d\n%s", code, errOut)
 	}
 	want := strings.Count(string(orders), "\n")
 
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	defer acct.Close()
 	c := acct.Container("shop", "orders")
 	createContainer(t, acct, "shop", "leases", "/id")

@@ -23,7 +23,7 @@ const (
 // one as "x-speedup" (goal: at least 10). Run with: go test ./cmd -run '^$' -bench Estimate -benchtime 1x
 func BenchmarkEstimate(b *testing.B) {
 	ctx := context.Background()
-	acct := openLocal(b, b.TempDir(), 0)
+	acct := openLocal(b, b.TempDir(), 4)
 	b.Cleanup(func() { _ = acct.Close() })
 	c := createContainer(b, acct, "shop", "orders", "/id")
 	writeOrders(b, c, 40)

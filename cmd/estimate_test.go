@@ -21,7 +21,7 @@ import (
 func seedEstimate(t *testing.T, dir, prefix string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	defer acct.Close()
 	c := createContainer(t, acct, "shop", "orders", "/id")
 	createContainer(t, acct, "shop", "leases", "/id")

@@ -508,7 +508,7 @@ func buildExampleFixture(dir string) error {
 	// The processors stop after their first batch: the leases exist, released, some with a
 	// continuation.
 	script := `set -e
-cfp import -d shop -c orders --create --partition-key-path /customerId orders.jsonl
+cfp import -d shop -c orders --create --throughput 40000 --partition-key-path /customerId orders.jsonl
 for p in orders-proj a billing; do
     cfp process -d shop -c orders -p $p --create-lease-container --start-from beginning \
         --lease-acquire-interval 200ms --exec 'cat > /dev/null; if mkdir stop-'$p' 2> /dev/null; then kill -INT $PPID; fi' > /dev/null 2>&1

@@ -111,7 +111,7 @@ func runCLI(t *testing.T, ctx context.Context, stdin string, args ...string) (co
 func countItems(t *testing.T, dir, db, coll string) map[string]map[string]any {
 	t.Helper()
 	ctx := context.Background()
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	defer acct.Close()
 	docs := map[string]map[string]any{}
 	err := acct.Container(db, coll).Query(ctx, "SELECT * FROM c", nil, func(raw []byte) error {

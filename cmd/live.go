@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/cfp-dev/cfp/internal/render"
@@ -19,9 +20,12 @@ var (
 // heldStderr keeps what cfp writes to stderr while a live view owns the terminal (warnings,
 // logs, events, delegates' stderr), which would otherwise land in the middle of the frame; it
 // is written out after. It keeps the last heldStderrMax bytes, whole lines, and counts the
-// lines it let go: a view can run for days (cfp process).
+// lines it let go: a view can run for days (cfp process). Before and after the view it
+// passes what it gets straight to stderr.
 type heldStderr struct {
 	mu      sync.Mutex
+	orig    io.Writer
+	holding bool
 	buf     bytes.Buffer
 	dropped int
 }
@@ -32,6 +36,9 @@ const heldStderrMax = 1 << 20
 func (h *heldStderr) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.holding {
+		return h.orig.Write(p)
+	}
 	n, err := h.buf.Write(p)
 	if over := h.buf.Len() - heldStderrMax; over > 0 {
 		b := h.buf.Bytes()
@@ -48,12 +55,27 @@ func (h *heldStderr) Write(p []byte) (int, error) {
 // holdStderr sends the factory's stderr and logger to a buffer until the returned function
 // is called, which restores them and writes out what was held.
 func (f *factory) holdStderr() (release func()) {
+	hold, release := f.redirectStderr()
+	hold()
+	return release
+}
+
+// redirectStderr routes the factory's stderr and logger through a heldStderr that passes
+// writes on until hold, and holds them from then until release, which writes out what was
+// held and passes on again (writers taken from f.IO.ErrOut meanwhile, like a delegate's
+// stderr, keep working after).
+func (f *factory) redirectStderr() (hold, release func()) {
 	orig, origLog := f.IO.ErrOut, f.Log
-	held := &heldStderr{}
+	held := &heldStderr{orig: orig}
 	f.IO.ErrOut = held
 	f.Log = f.newLogger()
 	var once sync.Once
-	return func() {
+	hold = func() {
+		held.mu.Lock()
+		held.holding = true
+		held.mu.Unlock()
+	}
+	release = func() {
 		once.Do(func() {
 			f.IO.ErrOut, f.Log = orig, origLog
 			held.mu.Lock()
@@ -62,6 +84,9 @@ func (f *factory) holdStderr() (release func()) {
 				_, _ = fmt.Fprintf(orig, "cfp: %d earlier line(s) of stderr from while the live view was shown were left out\n", held.dropped)
 			}
 			_, _ = orig.Write(held.buf.Bytes())
+			held.buf.Reset()
+			held.holding = false
 		})
 	}
+	return hold, release
 }

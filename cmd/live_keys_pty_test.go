@@ -3,6 +3,8 @@
 package cmd
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -123,5 +125,35 @@ func TestLive_ProcessKeys(t *testing.T) {
 	screen := strings.Join(s.screen(), "\n")
 	if !strings.Contains(screen, "released") || strings.Contains(screen, liveFooter) || strings.Contains(screen, `{"id"`) {
 		t.Errorf("after q: no graceful shutdown on the screen, or debris of the view:\n%s", screen)
+	}
+}
+
+// TestLive_ProcessViewOnStderrKeepsStdout: with stdout redirected to a file and stderr the
+// terminal, cfp process draws the view on stderr and writes every document to stdout as off a
+// terminal; q still shuts the host down gracefully.
+func TestLive_ProcessViewOnStderrKeepsStdout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	acct := openLocal(t, dir, 2)
+	c := createContainer(t, acct, "shop", "orders", "/id")
+	writeOrders(t, c, 6)
+	acct.Close()
+	s := startProgramOnPty(t, dir, 80, 24, "sh", "-c", `exec cfp --local="$1" process -d shop -c orders -p proj --create-lease-container --from beginning --instance web-1 --poll-interval 500ms --lease-acquire-interval 1s --lease-renew-interval 1s --lease-expiration 5s > out.jsonl`, "sh", dir)
+	s.waitFor("the view with every change processed", func(l []string) bool {
+		return strings.HasPrefix(l[0], "cfp process  shop/orders") && count(l, "this host web-1: 2 lease(s) held; 6 change(s) in") == 1
+	})
+	if strings.Contains(s.output(), `{"id":"o`) {
+		t.Errorf("documents written to the terminal:\n%s", strings.Join(s.screen(), "\n"))
+	}
+	s.keys("q")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d after q:\n%s", code, strings.Join(s.screen(), "\n"))
+	}
+	out, err := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), `{"id":"o`); n != 6 {
+		t.Errorf("stdout has %d documents, want 6:\n%s", n, out)
 	}
 }

@@ -39,7 +39,13 @@ type ptyScreen struct {
 // skips the test where no pseudo-terminal can be had.
 func startOnPty(t *testing.T, dir string, width, height int, args ...string) *ptyScreen {
 	t.Helper()
-	self, err := exec.LookPath("cfp") // testscript.Main (TestMain) put this binary on PATH as cfp
+	return startProgramOnPty(t, dir, width, height, "cfp", args...) // testscript.Main (TestMain) put this binary on PATH as cfp
+}
+
+// startProgramOnPty is startOnPty for another program on PATH (sh, to redirect cfp's stdout).
+func startProgramOnPty(t *testing.T, dir string, width, height int, program string, args ...string) *ptyScreen {
+	t.Helper()
+	self, err := exec.LookPath(program)
 	if err != nil {
 		t.Fatal(err)
 	}

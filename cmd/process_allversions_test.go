@@ -22,7 +22,7 @@ func TestProcess_AllVersionsDeliversEveryOperation(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 10) // written before the processor: "now" skips them
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ios, _, _, _ := render.Test()

@@ -43,7 +43,7 @@ func procSeed(t *testing.T, dir string, n int) {
 // procLeases lists processor proc's leases of shop/orders in dir.
 func procLeases(t *testing.T, dir, proc string) []*leases.Lease {
 	t.Helper()
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	defer acct.Close()
 	ls, err := processorStore(t, acct, acct.Container("shop", "orders"), proc).List(context.Background())
 	if err != nil {
@@ -697,7 +697,7 @@ func TestProcess_JoinsJavasPKRangeLeaseSet(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	procSeed(t, dir, 40)
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	c := acct.Container("shop", "orders")
 	parts, err := c.Partitions(ctx)
 	if err != nil {
@@ -739,7 +739,7 @@ func TestProcess_JoinsJavasPKRangeLeaseSet(t *testing.T) {
 		t.Errorf("cfp bootstrapped a second lease set of %d leases beside Java's", len(ls))
 	}
 
-	acct = openLocal(t, dir, 0)
+	acct = openLocal(t, dir, 4)
 	defer acct.Close()
 	ls, err := leases.NewStore(acct.LeaseDocuments("shop", "leases"), byName, leases.StoreOptions{}).List(ctx)
 	if err != nil {

@@ -51,6 +51,7 @@ type processView struct {
 	eopts    feed.EstimateOptions
 	tracker  *feed.ProgressTracker
 	out      io.Writer // the terminal the view is drawn on
+	hold     func()
 	release  func()
 
 	live   *render.LeaseLive
@@ -75,13 +76,15 @@ func newProcessView(o *processOptions) *processView {
 		return nil
 	}
 	f := o.f
-	v := &processView{f: f, place: place, instance: o.instance(), trends: map[string][]int64{}, done: make(chan struct{}), release: func() {}}
+	v := &processView{f: f, place: place, instance: o.instance(), trends: map[string][]int64{}, done: make(chan struct{}), hold: func() {}, release: func() {}}
 	v.out = f.IO.Out
 	if place == viewStderr {
 		v.out = f.IO.ErrOut
 	}
 	if f.IO.IsStderrTTY {
-		v.release = f.holdStderr()
+		// From now on (the delegate and the events take stderr before the host starts), held
+		// from when the view shows.
+		v.hold, v.release = f.redirectStderr()
 	}
 	// An estimate every poll interval, between one and five seconds: one read per lease.
 	v.interval = min(max(o.PollInterval, time.Second), 5*time.Second)
@@ -124,6 +127,7 @@ func (v *processView) start(ctx context.Context, mon *cosmos.Container, store *l
 	f := v.f
 	t := &leaseTarget{monitored: mon, prefix: store.Prefix()}
 	ios := f.IO
+	v.hold()
 	st := ios.Styles()
 	if v.place == viewStderr {
 		st = ios.StderrStyles()

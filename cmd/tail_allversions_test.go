@@ -41,7 +41,7 @@ func TestTail_AllVersionsShowsEveryOperationAndDeletes(t *testing.T) {
 		t.Fatalf("state file %s, %v: want the mode recorded", b, err)
 	}
 
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	ctx := context.Background()
 	c := acct.Container("db", "c")
 	for _, w := range []struct{ pk, body string }{

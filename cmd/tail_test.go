@@ -23,7 +23,7 @@ import (
 // the documents d<from>..d<from+n-1> and closes the directory again, so that cfp can open it.
 func seedDir(t *testing.T, dir string, from, n int) {
 	t.Helper()
-	acct := openLocal(t, dir, 0)
+	acct := openLocal(t, dir, 4)
 	seed(t, acct, from, n)
 	if err := acct.Close(); err != nil {
 		t.Fatal(err)

@@ -139,6 +139,7 @@ func (e *Emulator) executeBulk(w http.ResponseWriter, r *http.Request, db, coll 
 		e.fail(w, err)
 		return
 	}
+	headerComps, hasHeaderPK = st.noneKey(headerComps, hasHeaderPK, false)
 	ops, minimal, err := readBatchOps(r, "a bulk request")
 	if err != nil {
 		e.fail(w, err)
@@ -280,6 +281,8 @@ func statusOfErr(err error) int {
 		return http.StatusPreconditionFailed
 	case errors.As(err, &bre):
 		return http.StatusBadRequest
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

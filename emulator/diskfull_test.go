@@ -48,7 +48,7 @@ func TestOpen_FullDiskServesReadOnly(t *testing.T) {
 	if _, err := e.store.createDatabase("db"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`)); err != nil {
+	if _, err := e.store.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`), e.opts.Partitions); err != nil {
 		t.Fatal(err)
 	}
 	comps := []any{"p"}

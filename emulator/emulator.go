@@ -36,9 +36,11 @@ const (
 	holderFileName = "cfp-emulator.holder"
 )
 
-// DefaultPartitions is the number of physical partitions of a new container when
-// Options.Partitions is zero.
-const DefaultPartitions = 4
+// ThroughputPerPartition is the provisioned throughput (RU/s) one physical partition serves:
+// a new container gets one physical partition per ThroughputPerPartition of its throughput (its
+// manual throughput, or its autoscale maximum), at least one, as the service gives it, unless
+// Options.Partitions forces a count.
+const ThroughputPerPartition = 10000
 
 // maxPartitions bounds Options.Partitions.
 const maxPartitions = 256
@@ -53,8 +55,10 @@ type Options struct {
 	// Key is the base64 account key that request signatures are checked against.
 	// Default: the well-known emulator key.
 	Key string
-	// Partitions is the number of physical partitions of every new container (1..256).
-	// Default: DefaultPartitions.
+	// Partitions, when set (1..256), forces the number of physical partitions of every new
+	// container. Default (0): each new container gets the partitions the service would give
+	// it, one per ThroughputPerPartition RU/s of its provisioned throughput (a container created
+	// with 400 RU/s, or in a database with shared throughput, has one; with 40,000 RU/s, four).
 	Partitions int
 	// Logger receives request and storage logs. Default: a logger that discards everything.
 	Logger *slog.Logger
@@ -119,9 +123,6 @@ const DefaultMaxOrderByItems = 100000
 func (o Options) withDefaults() Options {
 	if o.Key == "" {
 		o.Key = auth.WellKnownKey
-	}
-	if o.Partitions == 0 {
-		o.Partitions = DefaultPartitions
 	}
 	if o.DefaultConsistency == "" {
 		o.DefaultConsistency = "Session"
@@ -204,6 +205,7 @@ type Emulator struct {
 	store  *store
 	log    *slog.Logger
 	faults faultInjector
+	mux    *http.ServeMux // the routing table (routes.go)
 	// timeouts are Serve's connection timeouts (tests shorten them).
 	timeouts serveTimeouts
 
@@ -241,6 +243,7 @@ func Open(opts Options) (*Emulator, error) {
 		return nil, err
 	}
 	e := &Emulator{opts: opts, key: key, db: db, store: st, log: opts.Logger, timeouts: defaultServeTimeouts}
+	e.mux = e.routes()
 	e.faults.init()
 	if err := e.writeHolder(); err != nil {
 		if !st.readOnly {
@@ -296,7 +299,7 @@ func openStore(opts Options, path string) (db *bolt.DB, st *store, err error) {
 	if opts.simulateDiskFull {
 		err = fmt.Errorf("initialise emulator data: %w", syscall.ENOSPC)
 	} else {
-		st, err = newStore(db, opts.Dir, opts.Now, opts.Partitions)
+		st, err = newStore(db, opts.Dir, opts.Now)
 	}
 	if errors.Is(err, syscall.ENOSPC) {
 		// A full disk: serve what is there, read-only.
@@ -306,7 +309,7 @@ func openStore(opts Options, path string) (db *bolt.DB, st *store, err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("open emulator data %s read-only: %w", opts.Dir, err)
 		}
-		st, err = openReadOnlyStore(db, opts.Dir, opts.Now, opts.Partitions)
+		st, err = openReadOnlyStore(db, opts.Dir, opts.Now)
 	}
 	if st != nil {
 		st.logRetention = opts.LogRetention

@@ -739,7 +739,7 @@ func TestOpen_SecondOpenGetsLockedError(t *testing.T) {
 
 func TestFaults_ThrottleUnavailableAndAdmin(t *testing.T) {
 	t.Parallel()
-	e := openEmu(t, emulator.Options{})
+	e := openEmu(t, emulator.Options{Partitions: 4})
 	c := newClient(t, e, "")
 	cc := setupContainer(t, c, "db", "faults")
 	ctx := context.Background()

@@ -32,7 +32,7 @@ func BenchmarkChangeFeed_HTTP(b *testing.B) {
 	if _, err := s.createDatabase("db"); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`)); err != nil {
+	if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`), e.opts.Partitions); err != nil {
 		b.Fatal(err)
 	}
 	payload := json.RawMessage(strconv.Quote(strings.Repeat("x", 140)))

@@ -22,7 +22,7 @@ func TestChangeFeed_RenderedBody(t *testing.T) {
 	if _, err := s.createDatabase("db"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`)); err != nil {
+	if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`), e.opts.Partitions); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {

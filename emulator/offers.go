@@ -30,27 +30,46 @@ const (
 // database without any, as the service gives it.
 const defaultContainerThroughput = 400
 
-// createOffer records the offer a create request asks for; when it asks for none, a manual
-// offer of defaultRU (none when defaultRU is 0). resourceSelf is the resource's _self link, rid
-// its resource id.
-func (e *Emulator) createOffer(r *http.Request, resourceSelf, rid string, defaultRU int) error {
-	content := map[string]any{}
+// offerContent reads the offer a create request asks for: its content (nil when it asks for
+// none and defaultRU is 0: a manual offer of defaultRU otherwise) and the throughput it
+// provisions (the manual throughput, or the autoscale maximum; 0 without an offer).
+func offerContent(r *http.Request, defaultRU int) (map[string]any, int, error) {
 	switch {
 	case r.Header.Get(hdrOfferThroughput) != "":
 		n, err := strconv.Atoi(r.Header.Get(hdrOfferThroughput))
 		if err != nil || n < 400 {
-			return badRequest("invalid %s %q: at least 400 RU/s", hdrOfferThroughput, r.Header.Get(hdrOfferThroughput))
+			return nil, 0, badRequest("invalid %s %q: at least 400 RU/s", hdrOfferThroughput, r.Header.Get(hdrOfferThroughput))
 		}
-		content["offerThroughput"] = n
+		return map[string]any{"offerThroughput": n}, n, nil
 	case r.Header.Get(hdrOfferAutoscale) != "":
 		var as map[string]any
 		if err := json.Unmarshal([]byte(r.Header.Get(hdrOfferAutoscale)), &as); err != nil {
-			return badRequest("invalid %s: %v", hdrOfferAutoscale, err)
+			return nil, 0, badRequest("invalid %s: %v", hdrOfferAutoscale, err)
 		}
-		content["offerAutopilotSettings"] = as
+		maxRU, _ := as["maxThroughput"].(float64)
+		return map[string]any{"offerAutopilotSettings": as}, int(maxRU), nil
 	case defaultRU > 0:
-		content["offerThroughput"] = defaultRU
-	default:
+		return map[string]any{"offerThroughput": defaultRU}, defaultRU, nil
+	}
+	return nil, 0, nil
+}
+
+// partitionsFor is the number of physical partitions of a new container provisioned with
+// throughput RU/s: Options.Partitions when set, otherwise one per ThroughputPerPartition RU/s,
+// at least one (a container without its own throughput, in a database that shares its
+// throughput, has one).
+func (e *Emulator) partitionsFor(throughput int) int {
+	if e.opts.Partitions > 0 {
+		return e.opts.Partitions
+	}
+	n := (throughput + ThroughputPerPartition - 1) / ThroughputPerPartition
+	return min(max(n, 1), maxPartitions)
+}
+
+// createOffer records the offer content (see offerContent; nothing when it is nil) of the
+// resource whose _self link is resourceSelf and resource id rid.
+func (e *Emulator) createOffer(content map[string]any, resourceSelf, rid string) error {
+	if content == nil {
 		return nil
 	}
 	// Offer ids are lower case: SDKs sign rid-based links in lower case.
@@ -183,5 +202,5 @@ func (e *Emulator) serveOffers(w http.ResponseWriter, r *http.Request, segs []st
 // notSupported answers an operation the emulator does not serve: 400, never a 404 that SDKs and
 // applications would read as "does not exist".
 func (e *Emulator) notSupported(w http.ResponseWriter, r *http.Request, what string) {
-	writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("not supported by cfp emulator: %s (%s %s)", what, r.Method, r.URL.Path), 0)
+	writeError(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("not supported by cfp emulator: %s (%s %s)", what, r.Method, clientPath(r)), 0)
 }

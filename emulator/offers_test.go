@@ -2,6 +2,7 @@ package emulator_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -135,5 +136,73 @@ func TestOffers_ContainerWithoutThroughputGetsTheDefault(t *testing.T) {
 	sc, _ := db.NewContainer("c")
 	if _, err := sc.ReadThroughput(ctx, nil); statusOf(err) != http.StatusNotFound {
 		t.Errorf("a container sharing its database's throughput: read answered %v, want 404", err)
+	}
+}
+
+// TestPartitions_PerThroughput: without a forced count a new container gets the physical
+// partitions the service gives it, one per 10,000 RU/s of its throughput (manual, or the
+// autoscale maximum), at least one; Options.Partitions forces a count whatever the throughput.
+func TestPartitions_PerThroughput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ranges := func(t *testing.T, db *azcosmos.DatabaseClient, id string, tp *azcosmos.ThroughputProperties) int {
+		t.Helper()
+		var o *azcosmos.CreateContainerOptions
+		if tp != nil {
+			o = &azcosmos.CreateContainerOptions{ThroughputProperties: tp}
+		}
+		if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: id, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/pk"}}}, o); err != nil {
+			t.Fatalf("create %s: %v", id, err)
+		}
+		cc, _ := db.NewContainer(id)
+		frs, err := cc.ReadFeedRanges(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(frs)
+	}
+	manual := func(n int32) *azcosmos.ThroughputProperties {
+		p := azcosmos.NewManualThroughputProperties(n)
+		return &p
+	}
+	auto := func(n int32) *azcosmos.ThroughputProperties {
+		p := azcosmos.NewAutoscaleThroughputProperties(n)
+		return &p
+	}
+
+	c := newClient(t, openEmu(t, emulator.Options{}), "")
+	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "db"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := c.NewDatabase("db")
+	for _, tc := range []struct {
+		id   string
+		tp   *azcosmos.ThroughputProperties
+		want int
+	}{
+		{"default", nil, 1}, {"m400", manual(400), 1}, {"m10000", manual(10000), 1}, {"m10100", manual(10100), 2},
+		{"m40000", manual(40000), 4}, {"a4000", auto(4000), 1}, {"a30000", auto(30000), 3},
+	} {
+		if got := ranges(t, db, tc.id, tc.tp); got != tc.want {
+			t.Errorf("container %s: %d partition key ranges, want %d", tc.id, got, tc.want)
+		}
+	}
+	if _, err := c.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "shared"}, &azcosmos.CreateDatabaseOptions{ThroughputProperties: manual(50000)}); err != nil {
+		t.Fatal(err)
+	}
+	shared, _ := c.NewDatabase("shared")
+	if got := ranges(t, shared, "s", nil); got != 1 {
+		t.Errorf("a container sharing its database's throughput: %d ranges, want 1", got)
+	}
+
+	forced := newClient(t, openEmu(t, emulator.Options{Partitions: 3}), "")
+	if _, err := forced.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "db"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fdb, _ := forced.NewDatabase("db")
+	for i, tp := range []*azcosmos.ThroughputProperties{nil, manual(400), manual(90000)} {
+		if got := ranges(t, fdb, fmt.Sprintf("c%d", i), tp); got != 3 {
+			t.Errorf("Partitions 3, container %d: %d ranges, want 3", i, got)
+		}
 	}
 }

@@ -124,7 +124,8 @@ func TestPages_BoundedByTheResponseLimit(t *testing.T) {
 }
 
 // TestItems_PatchCannotGrowAnItemBeyondTheLimit patches a 1.5 MB item with 1 MB more: the item
-// would be over the service's 2 MB item limit, so the patch is refused and the item unchanged.
+// would be over the service's 2 MB item limit, so the patch is refused with the service's 413 and
+// the item unchanged; so is a new item over the limit (a 400 before, where the service says 413).
 func TestItems_PatchCannotGrowAnItemBeyondTheLimit(t *testing.T) {
 	t.Parallel()
 	e := openEmu(t, emulator.Options{Partitions: 1})
@@ -133,8 +134,12 @@ func TestItems_PatchCannotGrowAnItemBeyondTheLimit(t *testing.T) {
 	ops := azcosmos.PatchOperations{}
 	ops.AppendAdd("/more", strings.Repeat("y", 1<<20))
 	_, err := cc.PatchItem(context.Background(), azcosmos.NewPartitionKeyString("p"), "big0", ops, nil)
-	if statusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "larger than") {
-		t.Errorf("patch to 2.5 MB: %v, want 400 naming the limit", err)
+	if statusOf(err) != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "RequestEntityTooLarge") {
+		t.Errorf("patch to 2.5 MB: %v, want 413 RequestEntityTooLarge", err)
+	}
+	huge := []byte(`{"id":"huge","pk":"p","s":"` + strings.Repeat("z", 2<<20) + `"}`)
+	if _, err := cc.CreateItem(context.Background(), azcosmos.NewPartitionKeyString("p"), huge, nil); statusOf(err) != http.StatusRequestEntityTooLarge {
+		t.Errorf("create of a 2 MB item: %v, want 413", err)
 	}
 	resp, err := cc.ReadItem(context.Background(), azcosmos.NewPartitionKeyString("p"), "big0", nil)
 	if err != nil {

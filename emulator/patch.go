@@ -39,7 +39,7 @@ type patchRequest struct {
 // patchItem serves PATCH on an item: read, apply the operations and write back, in one storage
 // transaction (so concurrent patches apply one after the other, as on the service).
 func (e *Emulator) patchItem(w http.ResponseWriter, r *http.Request, db, coll, id string) {
-	st, comps, ok := e.keyedContainer(w, r, db, coll, "the %s header is required")
+	st, comps, ok := e.keyedContainer(w, r, db, coll, msgMissingPK)
 	if !ok {
 		return
 	}

@@ -4,9 +4,11 @@ package emulator
 // as the Java SDK reads a container's partition key ranges) into the names the routes take; it
 // reports whether it did. A segment is a resource id only when no database (or container) has
 // it as a name and one has it as its rid, so a name that happens to look like a rid still
-// addresses by name. Documents are never addressed by rid (a path of more than 5 segments).
+// addresses by name. A document addressed by its _self link (dbs/<rid>/colls/<rid>/docs/<rid>,
+// under a container addressed by rid) gets its id; a rid no document has is left as it is, and
+// the request finds nothing (404).
 func (e *Emulator) namesOfRIDs(segs []string) ([]string, bool) {
-	if len(segs) < 2 || len(segs) > 5 || segs[0] != "dbs" {
+	if len(segs) < 2 || len(segs) > 6 || segs[0] != "dbs" {
 		return segs, false
 	}
 	if _, err := e.store.getDatabase(segs[1]); err == nil {
@@ -41,6 +43,11 @@ func (e *Emulator) namesOfRIDs(segs []string) ([]string, bool) {
 		}
 		if !found {
 			return segs, false
+		}
+	}
+	if len(segs) == 6 && segs[4] == "docs" {
+		if id, ok := e.store.itemIDByRID(out[1], out[3], segs[5]); ok {
+			out[5] = id
 		}
 	}
 	return out, true

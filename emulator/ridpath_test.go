@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
 	"github.com/cfp-dev/cfp/emulator"
 	"github.com/cfp-dev/cfp/emulator/auth"
 )
@@ -19,14 +21,24 @@ import (
 // link is link (the addressed resource's rid, lower-cased), not the path.
 func ridRequest(t *testing.T, e *emulator.Emulator, path, typ, link string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://raw.test"+path, nil)
+	return ridDo(t, e, http.MethodGet, path, typ, link, nil, "")
+}
+
+// ridDo sends method path with the headers hdr and body, signed as the SDKs sign a request
+// addressed by resource ids: over link (the addressed resource's rid, lower-cased).
+func ridDo(t *testing.T, e *emulator.Emulator, method, path, typ, link string, hdr map[string]string, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://raw.test"+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	key, _ := base64.StdEncoding.DecodeString(auth.WellKnownKey)
 	date := time.Now().UTC().Format(http.TimeFormat)
 	req.Header.Set("x-ms-date", date)
-	req.Header.Set("Authorization", url.QueryEscape("type=master&ver=1.0&sig="+auth.Sign(key, "GET", typ, link, date)))
+	req.Header.Set("Authorization", url.QueryEscape("type=master&ver=1.0&sig="+auth.Sign(key, method, typ, link, date)))
 	resp, err := emulator.Transport{Handler: e.Handler()}.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -105,5 +117,81 @@ func TestContainerRead_NamesItsOwnerPath(t *testing.T) {
 	}
 	if got := resp.Header.Get("x-ms-alt-content-path"); got != "dbs/shop" {
 		t.Errorf("x-ms-alt-content-path = %q, want %q", got, "dbs/shop")
+	}
+}
+
+// Documents addressed by their _self links (dbs/<rid>/colls/<rid>/docs/<rid>), signed over the
+// document's rid in lower case, as the Python SDK addresses a document it was given as a dict:
+// every operation the name path serves. Before, the path was not rewritten and the signature
+// was checked over the path: 401 for each of them (the Python suite's test_document_crud).
+func TestRIDAddressed_Documents(t *testing.T) {
+	t.Parallel()
+	e := openEmu(t, emulator.Options{Partitions: 4})
+	c := newClient(t, e, "")
+	cc := setupContainer(t, c, "shop", "orders")
+	ctx := context.Background()
+	cresp, err := cc.Read(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := c.NewDatabase("shop")
+	dresp, err := d.Read(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbRID, collRID := dresp.DatabaseProperties.ResourceID, cresp.ContainerProperties.ResourceID
+	coll := "/dbs/" + dbRID + "/colls/" + collRID
+	pkA := map[string]string{"x-ms-documentdb-partitionkey": `["a"]`, "content-type": "application/json"}
+
+	// Create under the container addressed by rids, signed over the container's rid.
+	status, body := ridDo(t, e, http.MethodPost, coll+"/docs", "docs", strings.ToLower(collRID), pkA, `{"id":"d1","pk":"a","v":1}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create by rids: %d %s", status, body)
+	}
+	var doc struct {
+		ID   string `json:"id"`
+		V    int    `json:"v"`
+		RID  string `json:"_rid"`
+		Self string `json:"_self"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Self != "dbs/"+dbRID+"/colls/"+collRID+"/docs/"+doc.RID+"/" {
+		t.Fatalf("_self %q does not name the rids", doc.Self)
+	}
+	self := "/" + strings.TrimSuffix(doc.Self, "/")
+	link := strings.ToLower(doc.RID)
+
+	if status, body := ridDo(t, e, http.MethodGet, self, "docs", link, pkA, ""); status != http.StatusOK || !strings.Contains(string(body), `"id":"d1"`) {
+		t.Fatalf("read by _self: %d %s, want 200 and d1", status, body)
+	}
+	if status, body := ridDo(t, e, http.MethodPut, self, "docs", link, pkA, `{"id":"d1","pk":"a","v":2}`); status != http.StatusOK {
+		t.Fatalf("replace by _self: %d %s", status, body)
+	}
+	patch := `{"operations":[{"op":"set","path":"/v","value":3}]}`
+	if status, body := ridDo(t, e, http.MethodPatch, self, "docs", link, pkA, patch); status != http.StatusOK || !strings.Contains(string(body), `"v":3`) {
+		t.Fatalf("patch by _self: %d %s", status, body)
+	}
+	// The name path sees what the rid path wrote.
+	got, err := cc.ReadItem(ctx, azcosmos.NewPartitionKeyString("a"), "d1", nil)
+	if err != nil || !strings.Contains(string(got.Value), `"v":3`) {
+		t.Fatalf("read by name after the rid-addressed writes: %v %s", err, got.Value)
+	}
+	// A query and a read feed under the container by rids.
+	q := map[string]string{"content-type": "application/query+json", "x-ms-documentdb-isquery": "true", "x-ms-documentdb-query-enablecrosspartition": "true"}
+	if status, body := ridDo(t, e, http.MethodPost, coll+"/docs", "docs", strings.ToLower(collRID), q, `{"query":"SELECT * FROM c"}`); status != http.StatusOK || !strings.Contains(string(body), `"id":"d1"`) {
+		t.Fatalf("query by rids: %d %s", status, body)
+	}
+	// Signed over the path instead of the rid: refused, as in the service.
+	if status, _ := ridDo(t, e, http.MethodGet, self, "docs", strings.TrimPrefix(self, "/"), pkA, ""); status != http.StatusUnauthorized {
+		t.Errorf("read by _self signed over the path: %d, want 401", status)
+	}
+	if status, body := ridDo(t, e, http.MethodDelete, self, "docs", link, pkA, ""); status != http.StatusNoContent {
+		t.Fatalf("delete by _self: %d %s", status, body)
+	}
+	// Gone: the rid names no document any more.
+	if status, _ := ridDo(t, e, http.MethodGet, self, "docs", link, pkA, ""); status != http.StatusNotFound {
+		t.Errorf("read of a deleted document by _self: %d, want 404", status)
 	}
 }

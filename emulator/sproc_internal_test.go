@@ -20,7 +20,7 @@ func TestSprocTx_TimeoutIsNotRunAgain(t *testing.T) {
 	if _, err := e.store.createDatabase("db"); err != nil {
 		t.Fatal(err)
 	}
-	st, err := e.store.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash","version":2}}`))
+	st, err := e.store.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash","version":2}}`), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,6 +89,9 @@ type badRequestError struct {
 
 func (e *badRequestError) Error() string { return e.msg }
 
+// errTooLarge is the service's 413 for an item (or a request body) over its 2 MB limit.
+var errTooLarge = errors.New("request size is too large")
+
 func badRequest(format string, args ...any) error {
 	return &badRequestError{msg: fmt.Sprintf(format, args...)}
 }
@@ -120,6 +123,20 @@ type collRecord struct {
 	// PKVersion is the partition key version: 1 routes by the V1 hash, anything else (2, or 0
 	// in containers stored before it was recorded) by the V2 hash.
 	PKVersion int `json:"pkVersion,omitempty"`
+	// Legacy marks a non-partitioned collection, created without a partition key: one
+	// partition for ever, keyed by the system key /_partitionKey, whose documents are written
+	// and read without a partition key (absent, [] or [{}]: the none key).
+	Legacy bool `json:"legacy,omitempty"`
+}
+
+// noneKey returns the partition key a request to this container addresses with the header's
+// components comps (ok: the header is there): a legacy collection's none key, undefined, for
+// a header of no component ([] as the SDKs send it) or, when absent is set, no header at all.
+func (c *collRecord) noneKey(comps []any, ok, absent bool) ([]any, bool) {
+	if c.Legacy && (ok && len(comps) == 0 || !ok && absent) {
+		return []any{epk.Undefined{}}, true
+	}
+	return comps, ok
 }
 
 // hashPK returns the effective partition key of a partition key's components.
@@ -190,10 +207,9 @@ func (c *collState) rangeForEPK(epk string) (rangeRecord, bool) {
 
 // store is the bbolt storage of one data directory.
 type store struct {
-	db         *bolt.DB
-	commits    *committer
-	now        func() time.Time
-	partitions int
+	db      *bolt.DB
+	commits *committer
+	now     func() time.Time
 	// logRetention is Options.LogRetention, for the error of a read from before it.
 	logRetention time.Duration
 	// readOnly is set when the data file was opened read-only (a full disk).
@@ -202,7 +218,7 @@ type store struct {
 
 // openReadOnlyStore is newStore for a data file opened read-only: it checks the format and
 // creates nothing; every write fails with bbolt's ErrDatabaseReadOnly.
-func openReadOnlyStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
+func openReadOnlyStore(db *bolt.DB, dir string, now func() time.Time) (*store, error) {
 	err := db.View(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketDBs, bucketColls, bucketData} {
 			if tx.Bucket(name) == nil {
@@ -217,10 +233,10 @@ func openReadOnlyStore(db *bolt.DB, dir string, now func() time.Time, partitions
 	if err != nil {
 		return nil, fmt.Errorf("open emulator data read-only: %w", err)
 	}
-	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, partitions: partitions, readOnly: true}, nil
+	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, readOnly: true}, nil
 }
 
-func newStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*store, error) {
+func newStore(db *bolt.DB, dir string, now func() time.Time) (*store, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketDBs, bucketColls, bucketData} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -238,7 +254,7 @@ func newStore(db *bolt.DB, dir string, now func() time.Time, partitions int) (*s
 	if err != nil {
 		return nil, fmt.Errorf("initialise emulator data: %w", err)
 	}
-	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now, partitions: partitions}, nil
+	return &store{db: db, commits: &committer{db: db, dir: dir}, now: now}, nil
 }
 
 func u32(n uint32) []byte {

@@ -27,7 +27,7 @@ func BenchmarkStore_ChangeFeed(b *testing.B) {
 	if _, err := s.createDatabase("db"); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`)); err != nil {
+	if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`), e.opts.Partitions); err != nil {
 		b.Fatal(err)
 	}
 	s.db.NoSync = true // setup only: durability is not what is measured here
@@ -89,7 +89,7 @@ func BenchmarkLogRetention_DiskBytes(b *testing.B) {
 				if _, err := s.createDatabase("db"); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`)); err != nil {
+				if _, err := s.createContainer("db", []byte(`{"id":"c","partitionKey":{"paths":["/pk"]}}`), e.opts.Partitions); err != nil {
 					b.Fatal(err)
 				}
 				for i := range updates {

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -98,16 +99,20 @@ func (s *store) deleteDatabase(id string) error {
 
 // containerDef is the part of a container definition the store interprets.
 type containerDef struct {
-	ID           string `json:"id"`
-	PartitionKey *struct {
-		Paths   []string `json:"paths"`
-		Kind    string   `json:"kind,omitempty"`
-		Version int      `json:"version,omitempty"`
-	} `json:"partitionKey"`
+	ID           string           `json:"id"`
+	PartitionKey *partitionKeyDef `json:"partitionKey"`
 }
 
-// createContainer creates container props["id"] in db. props is the request body.
-func (s *store) createContainer(db string, body []byte) (*collState, error) {
+type partitionKeyDef struct {
+	Paths     []string `json:"paths"`
+	Kind      string   `json:"kind,omitempty"`
+	Version   int      `json:"version,omitempty"`
+	SystemKey bool     `json:"systemKey,omitempty"`
+}
+
+// createContainer creates container props["id"] in db with partitions physical partitions.
+// props is the request body.
+func (s *store) createContainer(db string, body []byte, partitions int) (*collState, error) {
 	var props map[string]json.RawMessage
 	if err := json.Unmarshal(body, &props); err != nil {
 		return nil, badRequest("container definition is not a JSON object: %v", err)
@@ -119,12 +124,12 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 	if err := validID(def.ID); err != nil {
 		return nil, err
 	}
-	if def.PartitionKey == nil || len(def.PartitionKey.Paths) == 0 {
-		def.PartitionKey = &struct {
-			Paths   []string `json:"paths"`
-			Kind    string   `json:"kind,omitempty"`
-			Version int      `json:"version,omitempty"`
-		}{Paths: []string{"/_partitionKey"}}
+	legacy := def.PartitionKey == nil || len(def.PartitionKey.Paths) == 0
+	if legacy {
+		// A non-partitioned collection, as the service keeps one: the system key, one
+		// partition whatever the throughput, never split.
+		def.PartitionKey = &partitionKeyDef{Paths: []string{"/_partitionKey"}, Kind: "Hash", SystemKey: true}
+		partitions = 1
 	}
 	pk := def.PartitionKey
 	if pk.Kind == "" {
@@ -133,10 +138,10 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 			pk.Kind = "MultiHash"
 		}
 	}
-	if pk.Version == 0 {
+	if pk.Version == 0 && !legacy {
 		pk.Version = 2
 	}
-	if pk.Version != 1 && pk.Version != 2 {
+	if pk.Version != 1 && pk.Version != 2 && !legacy {
 		return nil, badRequest("partition key version %d is not 1 or 2", pk.Version)
 	}
 	if pk.Version == 1 && (pk.Kind == "MultiHash" || len(pk.Paths) > 1) {
@@ -200,8 +205,8 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 		rec := collRecord{
 			DB: db, DBRID: dbr.RID, ID: def.ID, RID: encodeRID(ridB),
 			Etag: newEtag(), Ts: now, Props: propsJSON, Paths: pk.Paths,
-			NextRange: uint32(s.partitions), RangesGen: 1, Partitions: s.partitions,
-			DefaultTTL: defaultTTL, PKVersion: pk.Version,
+			NextRange: uint32(partitions), RangesGen: 1, Partitions: partitions,
+			DefaultTTL: defaultTTL, PKVersion: cmp.Or(pk.Version, 1), Legacy: legacy,
 		}
 		v, err := json.Marshal(rec)
 		if err != nil {
@@ -219,12 +224,12 @@ func (s *store) createContainer(db string, body []byte) (*collState, error) {
 				return err
 			}
 		}
-		bounds := initialBoundaries(s.partitions)
+		bounds := initialBoundaries(partitions)
 		if pk.Version == 1 {
-			bounds = initialBoundariesV1(s.partitions)
+			bounds = initialBoundariesV1(partitions)
 		}
 		st = &collState{collRecord: rec}
-		for i := 0; i < s.partitions; i++ {
+		for i := 0; i < partitions; i++ {
 			r := rangeRecord{ID: uint32(i), Min: bounds[i], Max: bounds[i+1], Parents: []string{}, Live: true, Ts: now}
 			if err := putRange(cb, r); err != nil {
 				return err

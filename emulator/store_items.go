@@ -485,6 +485,27 @@ func (s *store) deletePartition(db, coll, canonicalPK string) (int, error) {
 	return n, opErr
 }
 
+// itemIDByRID returns the id of the live item of container db/coll whose resource id is rid
+// (its _self link's last segment). It scans the container: documents addressed by their self
+// links are the older SDKs' way, in test suites over small containers.
+func (s *store) itemIDByRID(db, coll, rid string) (string, bool) {
+	var id string
+	_, err := s.scanItems(db, coll, scanScope{}, nil, func(_ []byte, it item) (bool, error) {
+		if it.RID != rid {
+			return true, nil
+		}
+		var doc struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(it.Body, &doc); err != nil {
+			return false, err
+		}
+		id = doc.ID
+		return false, nil
+	})
+	return id, err == nil && id != ""
+}
+
 // --- queries ---------------------------------------------------------------------------------
 
 // scanScope restricts a scan of a container's items.

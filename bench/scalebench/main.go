@@ -43,6 +43,9 @@ type config struct {
 	engines       []engine
 	json          bool
 	rss           bool
+	// virtual counts the cycles to balance in virtual time (virtual.go); otherwise on the wall
+	// clock, as the rest of the bench runs.
+	virtual bool
 }
 
 func main() {
@@ -60,7 +63,16 @@ func main() {
 	engines := flag.String("engines", "cfp,dotnet", "engines to measure (cfp, dotnet; empty: only the memory of one host)")
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	flag.BoolVar(&cfg.rss, "rss", true, "measure one host holding every lease first (peak RSS)")
+	clock := flag.String("cycles", "virtual", "count the cycles to balance in virtual time (virtual: the simulation's TestBalanceAtScale, the same on any machine) or on the wall clock (wall: moves with the CPU's load)")
 	flag.Parse()
+	switch *clock {
+	case "virtual":
+		cfg.virtual = true
+	case "wall":
+	default:
+		fmt.Fprintf(os.Stderr, "scalebench: -cycles: %q is neither virtual nor wall\n", *clock)
+		os.Exit(2)
+	}
 	for _, f := range strings.Split(*polls, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(f))
 		if err != nil || d <= 0 {
@@ -123,6 +135,23 @@ func run(ctx context.Context, cfg config, log io.Writer) (*result, error) {
 			res.CFP = er
 		} else {
 			res.DotNet = er
+		}
+	}
+	res.CyclesClock = "wall"
+	if cfg.virtual && len(cfg.engines) > 0 {
+		fmt.Fprintf(log, "scalebench: cycles to balance in virtual time (go test ./internal/feed/sim -run TestBalanceAtScale)\n")
+		v, err := virtualCycles(ctx, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		res.CyclesClock = "virtual"
+		for name, er := range map[string]*engineResult{cfpEngine.name: &res.CFP, dotnetEngine.name: &res.DotNet} {
+			c, ok := v[name]
+			if !ok {
+				continue
+			}
+			er.Wall = &wallCycles{Start: er.CyclesStart, Join: er.CyclesJoin, Kill: er.CyclesKill, KillRaw: er.CyclesKillRaw}
+			er.CyclesStart, er.CyclesJoin, er.CyclesKill, er.CyclesKillRaw = float64(c.Start), float64(c.Join), float64(c.Kill), float64(c.KillRaw)
 		}
 	}
 	res.CyclesStart, res.CyclesJoin, res.CyclesKill = res.CFP.CyclesStart, res.CFP.CyclesJoin, res.CFP.CyclesKill

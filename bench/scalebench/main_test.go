@@ -61,3 +61,24 @@ func TestRun_Tiny(t *testing.T) {
 		t.Errorf("table:\n%s", out.String())
 	}
 }
+
+// TestVirtualCycles_Tiny runs the virtual-time count of the bench (the simulation's
+// TestBalanceAtScale through go test) at a tiny size: both engines' figures come back, each
+// event balanced.
+func TestVirtualCycles_Tiny(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the simulation's test")
+	}
+	var log bytes.Buffer
+	v, err := virtualCycles(context.Background(), config{leases: 8, hosts: 2, engines: []engine{cfpEngine, dotnetEngine}}, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	for _, name := range []string{"cfp", "dotnet"} {
+		c, ok := v[name]
+		if !ok || c.Start < 1 || c.Join < 1 || c.Kill < 1 || c.KillRaw < c.Kill {
+			t.Errorf("%s: %+v (present %v), want every event balanced; the test's output:\n%s", name, c, ok, log.String())
+		}
+	}
+}

@@ -23,6 +23,9 @@ type result struct {
 	// CheckpointIntervalMS is the cfp hosts' checkpoint interval, real time (0: every batch).
 	CheckpointIntervalMS float64 `json:"checkpoint_interval_ms"`
 
+	// CyclesClock says how the cycles to balance were counted: "virtual" (the simulation's
+	// bubble clock, the same on any machine) or "wall".
+	CyclesClock              string  `json:"cycles_clock"`
 	CyclesStart              float64 `json:"cycles_start"`
 	CyclesJoin               float64 `json:"cycles_join"`
 	CyclesKill               float64 `json:"cycles_kill"`
@@ -51,10 +54,19 @@ type engineResult struct {
 	CyclesJoin  float64 `json:"cycles_join"`
 	// CyclesKill counts from the dead hosts' leases' expiration (CyclesKillRaw from the kill,
 	// which includes the expiration's 5 cycles).
-	CyclesKill    float64         `json:"cycles_kill"`
-	CyclesKillRaw float64         `json:"cycles_kill_from_kill"`
-	Steady        steadyResult    `json:"steady"`
-	Latency       []latencyResult `json:"latency"`
+	CyclesKill    float64 `json:"cycles_kill"`
+	CyclesKillRaw float64 `json:"cycles_kill_from_kill"`
+	// Wall are the same events' cycles on the wall clock, when the ones above are virtual.
+	Wall    *wallCycles     `json:"cycles_wall_clock,omitempty"`
+	Steady  steadyResult    `json:"steady"`
+	Latency []latencyResult `json:"latency"`
+}
+
+type wallCycles struct {
+	Start   float64 `json:"start"`
+	Join    float64 `json:"join"`
+	Kill    float64 `json:"kill"`
+	KillRaw float64 `json:"kill_from_kill"`
 }
 
 type steadyResult struct {
@@ -176,10 +188,20 @@ func printTable(w io.Writer, r *result) {
 	c, d := r.CFP, r.DotNet
 	fmt.Fprintf(w, "\n| measure | cfp | .NET model | cfp/.NET |\n|---|---:|---:|---:|\n")
 	row := func(name, a, b, q string) { fmt.Fprintf(w, "| %s | %s | %s | %s |\n", name, a, b, q) }
+	row("cycles until balanced counted in", r.CyclesClock+" time", r.CyclesClock+" time", "")
 	row("cycles until balanced, all start together", fmtCycles(c.CyclesStart), fmtCycles(d.CyclesStart), "")
 	row(fmt.Sprintf("cycles until balanced, %d join %d", r.Hosts/2, r.Hosts-r.Hosts/2), fmtCycles(c.CyclesJoin), fmtCycles(d.CyclesJoin), "")
 	row(fmt.Sprintf("cycles until balanced after %d killed (after expiry; from the kill)", max(1, r.Hosts/10)),
 		fmtCycles(c.CyclesKill)+"; "+fmtCycles(c.CyclesKillRaw), fmtCycles(d.CyclesKill)+"; "+fmtCycles(d.CyclesKillRaw), "")
+	if c.Wall != nil || d.Wall != nil {
+		wall := func(w *wallCycles) string {
+			if w == nil {
+				return "-"
+			}
+			return fmtCycles(w.Start) + " / " + fmtCycles(w.Join) + " / " + fmtCycles(w.Kill)
+		}
+		row("the same on the wall clock (start / join / kill; moves with the CPU's load)", wall(c.Wall), wall(d.Wall), "")
+	}
 	row("lease requests per host-hour", f0(c.Steady.RequestsPerHostHour), f0(d.Steady.RequestsPerHostHour), ratio(c.Steady.RequestsPerHostHour, d.Steady.RequestsPerHostHour))
 	row("lease RU per host-hour", f0(c.Steady.RUPerHostHour), f0(d.Steady.RUPerHostHour), ratio(c.Steady.RUPerHostHour, d.Steady.RUPerHostHour))
 	row("lease RU per lease-hour", f0(c.Steady.RUPerLeaseHour), f0(d.Steady.RUPerLeaseHour), ratio(c.Steady.RUPerLeaseHour, d.Steady.RUPerLeaseHour))

@@ -256,18 +256,25 @@ class ChangeFeedProcessor {
     this._started = started;
     child.stdin.on('error', () => {}); // a dead child: reported by its exit
     child.stderr.on('data', (chunk) => this._onStderr(chunk));
-    let pendingText = '';
-    child.stdout.setEncoding('utf8');
+    // Lines are cut from the raw chunks and decoded once each: a batch line is one JSON.parse
+    // of one string, without growing a string chunk by chunk.
+    let parts = [];
     child.stdout.on('data', (chunk) => {
-      pendingText += chunk;
-      let nl;
       let start = 0;
-      while ((nl = pendingText.indexOf('\n', start)) >= 0) {
-        const line = pendingText.slice(start, nl);
+      let nl;
+      while ((nl = chunk.indexOf(10, start)) >= 0) {
+        let line;
+        if (parts.length) {
+          parts.push(chunk.subarray(start, nl));
+          line = Buffer.concat(parts).toString('utf8');
+          parts = [];
+        } else {
+          line = chunk.toString('utf8', start, nl);
+        }
         start = nl + 1;
         if (line) this._onLine(line);
       }
-      pendingText = pendingText.slice(start);
+      if (start < chunk.length) parts.push(chunk.subarray(start));
     });
     child.on('error', (err) => {
       const e = err.code === 'ENOENT'
@@ -425,9 +432,14 @@ class ChangeFeedProcessor {
 
   _emitError(err) {
     if (this._handlers.error.length === 0) {
-      // Never hidden: with no onError handler an error is thrown, as an 'error' event of an
-      // EventEmitter without a listener is.
-      queueMicrotask(() => { throw err; });
+      // Never hidden. With no onError handler, the end of the processor (cfp died, or spoke
+      // nonsense) is thrown, as an 'error' event of an EventEmitter without a listener is;
+      // errors it goes on after (a handler's failure, a throttled read) are process warnings.
+      if (err instanceof ProcessExitedError || err instanceof ProtocolError) {
+        queueMicrotask(() => { throw err; });
+      } else {
+        process.emitWarning(err);
+      }
       return;
     }
     for (const fn of this._handlers.error) fn(err);

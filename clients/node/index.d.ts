@@ -140,7 +140,10 @@ export declare class ChangeFeedProcessor<T = Change> {
   onLeaseAcquired(handler: (lease: Lease) => void | Promise<void>): this;
   onLeaseReleased(handler: (lease: Lease, reason: ReleaseReason) => void | Promise<void>): this;
   onLeaseLost(handler: (lease: Lease) => void | Promise<void>): this;
-  /** Every ChangeFeedError; without a handler, errors are thrown (never hidden). */
+  /**
+   * Every ChangeFeedError. Without a handler, a ProcessExitedError or ProtocolError is thrown
+   * (uncaught) and the others are process warnings: never hidden.
+   */
   onError(handler: (err: ChangeFeedError) => void): this;
   onEvent(handler: (event: EngineEvent) => void): this;
   /** Starts cfp; resolves once the lease store is initialised. */

@@ -35,6 +35,8 @@ type LeaseLive struct {
 	quit chan LiveQuit
 	done chan struct{}
 	err  error
+	// cancel ends the reads of opened leases still under way when the view stops.
+	cancel context.CancelFunc
 
 	stopOnce sync.Once
 }
@@ -42,7 +44,8 @@ type LeaseLive struct {
 // StartLeaseLive takes over the terminal and shows the view until Stop; ctx bounds the reads
 // of opened leases.
 func StartLeaseLive(ctx context.Context, o LeaseLiveOptions) *LeaseLive {
-	l := &LeaseLive{quit: make(chan LiveQuit, 1), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	l := &LeaseLive{quit: make(chan LiveQuit, 1), done: make(chan struct{}), cancel: cancel}
 	st := o.Styles
 	m := &leaseLiveModel{
 		ctx: ctx, detail: o.Detail, width: o.Width, height: 24, quit: l.quit,
@@ -87,7 +90,10 @@ func (l *LeaseLive) Quit() <-chan LiveQuit {
 // Stop ends the view, gives the terminal back as it was and returns when it did, at most after
 // a second.
 func (l *LeaseLive) Stop() error {
-	l.stopOnce.Do(func() { l.prog.Quit() })
+	l.stopOnce.Do(func() {
+		l.cancel()
+		l.prog.Quit()
+	})
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {

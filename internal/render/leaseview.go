@@ -257,7 +257,7 @@ func (m LeaseViewModel) Render(width, height int) string {
 	case m.Help:
 		body = m.helpLines(st)
 	case m.Open != "":
-		body = m.detailLines(st)
+		body = m.detailLines(width, st)
 	default:
 		body = m.tableLines(width, height-1, st)
 	}
@@ -310,7 +310,7 @@ func (m LeaseViewModel) helpLines(st Styles) []string {
 	return out
 }
 
-func (m LeaseViewModel) detailLines(st Styles) []string {
+func (m LeaseViewModel) detailLines(width int, st Styles) []string {
 	out := []string{"", st.Bold.Render("lease " + m.Open)}
 	switch {
 	case m.DetailErr != "":
@@ -319,8 +319,25 @@ func (m LeaseViewModel) detailLines(st Styles) []string {
 		out = append(out, "reading the lease…")
 	default:
 		for _, l := range LeaseShowLines(*m.Detail) {
-			out = append(out, Safe(l))
+			out = append(out, wrapField(Safe(l), width)...)
 		}
+	}
+	return out
+}
+
+// wrapField wraps a "FIELD  value" line of LeaseShowLines at width, the continuation lines
+// indented under the value, so that nothing of a range or an error is cut off.
+func wrapField(line string, width int) []string {
+	const indent = 16 // LeaseShowLines' field column
+	r := []rune(line)
+	if width <= indent+8 || len(r) <= width {
+		return []string{line}
+	}
+	out := []string{string(r[:width])}
+	for r = r[width:]; len(r) > 0; {
+		n := min(len(r), width-indent)
+		out = append(out, strings.Repeat(" ", indent)+string(r[:n]))
+		r = r[n:]
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 var testSorts = []LiveSort{{Key: "r", Name: SortRange}, {Key: "l", Name: SortLag}, {Key: "t", Name: SortTimeLag}, {Key: "o", Name: SortOwner}}
@@ -233,5 +235,27 @@ func TestLeaseView_SelectionStaysInSight(t *testing.T) {
 	s := m.Render(80, 24)
 	if !strings.Contains(s, "> 45 ") || len(strings.Split(s, "\n")) != 24 {
 		t.Errorf("the selected lease 45 is not on the screen:\n%s", s)
+	}
+}
+
+// TestLeaseView_OpenedLeaseWrapsLongValues: at 80 columns a long range or error of the opened
+// lease wraps under its value instead of being cut.
+func TestLeaseView_OpenedLeaseWrapsLongValues(t *testing.T) {
+	t.Parallel()
+	m, _ := leaseViewFixture().Key("enter")
+	long := "exec for lease 0: command exited with status 3: " + strings.Repeat("x", 90) + " END"
+	m = m.SetDetail("0", &LeaseShow{Lease: "0", Range: &leases.Range{Min: "20000000000000000000000000000000", Max: "28000000000000000000000000000000"},
+		LastFailure: &leases.Failure{Error: long}}, nil)
+	s := m.Render(80, 24)
+	flat := strings.ReplaceAll(strings.ReplaceAll(s, "\n", ""), strings.Repeat(" ", 16), "")
+	for _, want := range []string{"20000000000000000000000000000000-28000000000000000000000000000000", " END"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the opened lease cut %q:\n%s", want, s)
+		}
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if ansi.StringWidth(line) > 80 || strings.HasSuffix(line, "…") {
+			t.Errorf("a line is cut or too wide: %q", line)
+		}
 	}
 }

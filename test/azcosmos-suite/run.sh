@@ -4,9 +4,16 @@
 # that does not pass unless known-failures.txt names it (one line: test name, then the reason).
 # The list only shrinks: a listed test that passes fails the run too, so the entry is removed.
 #
-# Usage: test/azcosmos-suite/run.sh [--report] [TEST_REGEXP]
+# Usage: test/azcosmos-suite/run.sh [--report] [TEST_REGEXP] [-- EMULATOR_FLAGS...]
 #   --report      print the results, exit 0 whatever they are (to measure)
 #   TEST_REGEXP   run only the emulator tests whose names match (for debugging one test)
+#   EMULATOR_FLAGS replace the emulator's flags (default: --consistency Strong, as the SDK's
+#                 own CI starts the official emulator, /consistency=Strong, and
+#                 TestGlobalEndpointManagerEmulator expects it); give none after -- to run at
+#                 cfp emulator's defaults (Session: that test then fails on the consistency)
+# Environment: AZCOSMOS_SUITE_PORT (default 8081) serves the emulator on another port of
+# localhost, to run beside CI; the SDK's tests name https://localhost:8081/ and
+# https://127.0.0.1:8081/, so the copied test files get the port instead (nothing else changes).
 # The SDK module is copied from the module cache (go mod download fetches it through the module
 # proxy if it is missing); its test dependencies resolve like cfp's (GOFLAGS=-mod=mod).
 set -euo pipefail
@@ -14,7 +21,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 report=0
 if [ "${1:-}" = "--report" ]; then report=1; shift; fi
-only=${1:-}
+only=
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then only=$1; shift; fi
+emu_flags=(--consistency Strong)
+if [ "${1:-}" = "--" ]; then shift; emu_flags=("$@"); fi
+port=${AZCOSMOS_SUITE_PORT:-8081}
 
 mod=github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos
 cd "$root"
@@ -40,6 +51,9 @@ for m in github.com/Azure/azure-sdk-for-go/sdk/azcore github.com/Azure/azure-sdk
   reqs+=("-require=$m@$(go list -m -f '{{.Version}}' "$m")")
 done
 (cd "$work/sdk" && go mod edit "${reqs[@]}" && cat "$root/go.sum" >> go.sum)
+if [ "$port" != 8081 ]; then
+  sed -i -e "s#localhost:8081#localhost:$port#g" -e "s#127.0.0.1:8081#127.0.0.1:$port#g" "$work"/sdk/emulator*_test.go
+fi
 
 echo "== azcosmos-suite: build the SDK tests and cfp" >&2
 (cd "$work/sdk" && GOFLAGS=-mod=mod go test -c -o "$work/azcosmos.test" .)
@@ -50,8 +64,8 @@ if [ -n "$only" ]; then tests=$(grep -E -- "$only" <<<"$tests" || true); fi
 total=$(wc -w <<<"$tests")
 [ "$total" -gt 0 ] || { echo "azcosmos-suite: no emulator test matches" >&2; exit 1; }
 
-echo "== azcosmos-suite: start cfp emulator on localhost:8081" >&2
-"$work/cfp" emulator --data "$work/data" --addr localhost:8081 --partitions 1 --consistency Strong -o json >"$work/serving.json" 2>"$work/emulator.log" &
+echo "== azcosmos-suite: start cfp emulator on localhost:$port ${emu_flags[*]}" >&2
+"$work/cfp" emulator --data "$work/data" --addr "localhost:$port" "${emu_flags[@]}" -o json >"$work/serving.json" 2>"$work/emulator.log" &
 emu_pid=$!
 for _ in $(seq 100); do
   [ -s "$work/serving.json" ] && break

@@ -346,3 +346,18 @@ test('estimate() gives the lag per lease', async () => {
   assert.ok(est.leases.every((l) => typeof l.lag === 'number' && 'verdict' in l));
   assert.ok(est.summary.total_lag >= 10, `total lag ${est.summary.total_lag} after 10 new changes`);
 });
+
+test('without onError: a failing handler is a process warning, a dead child is thrown', async () => {
+  const container = 'noerror';
+  await writeOrders(emu, DB, container, 0, 1);
+  const opts = base(container, 'noerror', { instance: 'noerror', retries: 5 });
+  const child = spawn(process.execPath, [path.join(here, 'fixtures', 'no-onerror.mjs')], {
+    env: { ...process.env, CFP_TEST_OPTS: JSON.stringify(opts) }, stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const code = await new Promise((resolve) => child.on('exit', resolve));
+  assert.equal(code, 1, stderr);
+  assert.match(stderr, /EngineError: lease \S+: batch failed in the application: once/);
+  assert.match(stderr, /ProcessExitedError: cfp was killed by SIGKILL unexpectedly/);
+});

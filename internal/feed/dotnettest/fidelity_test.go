@@ -325,3 +325,80 @@ func TestHost_ListsLeasesInPagesOf1000(t *testing.T) {
 		}
 	})
 }
+
+// TestHost_ASplitWhoseChildMergedMakesALeaseOverTheWholePartition: when a PK-range lease's
+// partition is gone and more than one partition overlaps its range, .NET creates a PK-range
+// lease per overlapping partition with that partition's whole range
+// (Bootstrapping/PartitionSynchronizerCore.cs:97-119, HandlePartitionGoneAsync for
+// DocumentServiceLeaseCore; LeaseManagement/DocumentServiceLeaseManagerCosmos.cs:113-138,
+// CreateLeaseIfNotExistAsync(PartitionKeyRange): FeedRange = new FeedRangeEpk(
+// partitionKeyRange.ToRange())). A child of the split that merged with the neighbour before
+// the split was handled reaches past the gone lease, over the neighbour's keys: .NET's own
+// overlap, which the simulation attributes through HandledGone.
+func TestHost_ASplitWhoseChildMergedMakesALeaseOverTheWholePartition(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		src := feedtest.NewMemSource(2)
+		docs := leases.NewMemDocuments("/id")
+		first := New(src, docs, fast("dotnet-a"))
+		if err := first.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "both leases owned", func() bool { return len(first.Owned()) == 2 })
+		first.Stop() // the leases stay, released, while the partitions change
+		kids, err := src.Split("0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged, err := src.Merge(kids[1], "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := src.Partitions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranges := map[string]leases.Range{}
+		for _, p := range parts {
+			ranges[p.ID] = p.Range
+		}
+		var mu sync.Mutex
+		var reported [][]leases.Range
+		o := fast("dotnet-b")
+		o.HandledGone = func(token string, gone leases.Range, created []leases.Range) {
+			if token == "0" {
+				mu.Lock()
+				reported = append(reported, created)
+				mu.Unlock()
+			}
+		}
+		h := New(src, docs, o)
+		if err := h.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer h.Stop()
+		var wide *leases.Lease
+		waitFor(t, "a lease named after the merged partition", func() bool {
+			ls, err := leases.NewStore(docs, prefix, leases.StoreOptions{}).List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range ls {
+				if l.Token == merged {
+					wide = l
+					return true
+				}
+			}
+			return false
+		})
+		if wide.Family != leases.FamilyDotNetV0 || !wide.Range.Equal(ranges[merged]) {
+			t.Errorf("lease %s is %s over %s, want a PK-range lease over the whole merged partition %s", wide.Token, wide.Family, wide.Range, ranges[merged])
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reported) != 1 || len(reported[0]) != 2 || !reported[0][1].Equal(ranges[merged]) {
+			t.Errorf("HandledGone reported %v for lease 0, want its children %s and %s", reported, ranges[kids[0]], ranges[merged])
+		}
+	})
+}

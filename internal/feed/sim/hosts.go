@@ -65,6 +65,7 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 		ReleaseTimeout:  5 * time.Second,
 		MaxItems:        w.batch,
 		StartFrom:       feed.StartFrom{Kind: feed.StartBeginning},
+		LeaseFormat:     w.format,
 		Now:             h.now,
 	}
 	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io}, Prefix, leases.StoreOptions{Now: h.now})
@@ -131,6 +132,7 @@ type ended struct {
 func (w *World) kill(h *host, e *ended) {
 	h.io.set(dead)
 	w.unpauseRecord(h)
+	endJava(h, e, true)
 	if h.cancel != nil {
 		h.cancel()
 		h.cancel = nil
@@ -148,6 +150,7 @@ func (w *World) kill(h *host, e *ended) {
 
 // stop stops h gracefully: it releases its leases.
 func (w *World) stop(h *host, e *ended) {
+	endJava(h, e, false)
 	if h.cancel != nil {
 		h.cancel()
 		h.cancel = nil
@@ -214,6 +217,10 @@ func (w *World) setFault(h *host, f faultKind) {
 	switch f {
 	case faultLease429, faultLease503, faultLeaseLost:
 		h.blind = append(h.blind, span{from: now})
+	case faultLease412:
+		if h.kind == Java {
+			h.blind = append(h.blind, span{from: now}) // its updater gives up silently
+		}
 	}
 	h.io.setFault(f)
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// Only, when set, makes every host of this kind (CFP+1 for cfp, DotNet+1 for .NET);
 	// zero mixes both.
 	Only int
+	// Peer is the kind of the non-cfp hosts (DotNet by default, or Java): one lease set holds
+	// .NET's leases or Java's, never both (feed.LeaseFormat).
+	Peer Kind
 	// Trace logs every delivery.
 	Trace bool
 	// Strict makes the liveness bounds (settling within SettleCycles + two per lease of a
@@ -100,6 +103,9 @@ func Run(seed uint64, o Options) Result {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	allowed := func(f string) bool { return o.Faults == nil || slices.Contains(o.Faults, f) }
 	w := newWorld(2+rng.IntN(7), Batch)
+	if o.Peer == Java || o.Only == int(Java)+1 {
+		w.format = leaseFormatOf(Java)
+	}
 	w.trace = o.Trace
 	r := Result{Seed: seed}
 	var e ended
@@ -141,6 +147,8 @@ func Run(seed uint64, o Options) Result {
 	start := func(k Kind, name string) *host {
 		if o.Only > 0 {
 			k = Kind(o.Only - 1)
+		} else if k == DotNet && o.Peer == Java {
+			k = Java
 		}
 		if name == "" {
 			hostN++
@@ -151,6 +159,14 @@ func Run(seed uint64, o Options) Result {
 		if k == CFP {
 			w.logf("start cfp %s %+v skew %s", name, t, sk)
 			return w.startCFP(name, t, sk)
+		}
+		if k == Java {
+			w.logf("start java %s %+v skew %s", name, t, sk)
+			h, err := w.startJava(name, t, sk)
+			if err != nil {
+				w.violate("java %s: start failed: %v", name, err)
+			}
+			return h
 		}
 		w.logf("start dotnet %s %+v skew %s", name, t, sk)
 		h, err := w.startDotNet(name, t, sk)
@@ -261,7 +277,7 @@ func Run(seed uint64, o Options) Result {
 		case a < 26 && len(live) > 0:
 			h := pick(live)
 			f := faultKind(1 + rng.IntN(int(numFaults)-1))
-			if !allowed(f.String()) || (f == faultFeed410 && h.kind == DotNet) {
+			if !allowed(f.String()) || (f == faultFeed410 && h.kind != CFP) {
 				break // the .NET SDK retries a stale route inside the read
 			}
 			d := time.Duration(1000+rng.IntN(7000)) * time.Millisecond
@@ -299,7 +315,7 @@ func Run(seed uint64, o Options) Result {
 	w.mu.Lock()
 	var up []*host
 	for _, h := range w.hosts {
-		if h.cancel != nil || h.net != nil {
+		if h.cancel != nil || h.net != nil || h.java != nil {
 			up = append(up, h)
 		}
 	}

@@ -9,12 +9,13 @@ import (
 // bubble's clock: the protocol's figure, the same on any machine and under any load.
 type ScaleCycles struct {
 	// Start: every host starts at once on a fresh lease set.
-	Start int
+	Start int `json:"start"`
 	// Join: hosts/2 hosts join hosts-hosts/2 that hold the set balanced.
-	Join int
+	Join int `json:"join"`
 	// Kill: hosts/10 (at least one) of the balanced hosts are killed; counted from the moment
 	// their leases expired (KillRaw from the kill, ExpiryCycles more).
-	Kill, KillRaw int
+	Kill    int `json:"kill"`
+	KillRaw int `json:"kill_from_kill"`
 }
 
 // BalanceAtScale measures ScaleCycles for partitions leases and hosts hosts of kind (the

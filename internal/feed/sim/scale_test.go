@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"encoding/json"
 	"flag"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 )
@@ -11,6 +14,7 @@ var (
 	scaleLeases = flag.Int("scale-leases", 0, "leases of TestBalanceAtScale (0: skip it)")
 	scaleHosts  = flag.Int("scale-hosts", 50, "hosts of TestBalanceAtScale")
 	scaleKinds  = flag.String("scale-kinds", "cfp,dotnet", "host kinds TestBalanceAtScale measures, each alone")
+	scaleJSON   = flag.String("scale-json", "", "write TestBalanceAtScale's figures to this file as JSON (bench/scalebench reads it)")
 )
 
 // TestBalanceAtScale is scalebench's balance figures in virtual time: cycles until balanced
@@ -25,6 +29,19 @@ func TestBalanceAtScale(t *testing.T) {
 	if *scaleLeases == 0 {
 		t.Skip("give -scale-leases=N (and -scale-hosts=H) to measure")
 	}
+	var mu sync.Mutex
+	figures := map[string]ScaleCycles{}
+	if *scaleJSON != "" {
+		t.Cleanup(func() {
+			b, err := json.Marshal(figures)
+			if err == nil {
+				err = os.WriteFile(*scaleJSON, b, 0o644)
+			}
+			if err != nil {
+				t.Errorf("-scale-json: %v", err)
+			}
+		})
+	}
 	for _, k := range strings.Split(*scaleKinds, ",") {
 		kind := CFP
 		limit := 30
@@ -37,6 +54,9 @@ func TestBalanceAtScale(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				mu.Lock()
+				figures[k] = c
+				mu.Unlock()
 				t.Logf("%s, %d leases x %d hosts, cycles until balanced (virtual time): start %d, %d join %d: %d, %d killed: %d after the expiry (%d from the kill)",
 					k, *scaleLeases, *scaleHosts, c.Start, *scaleHosts/2, *scaleHosts-*scaleHosts/2, c.Join, max(1, *scaleHosts/10), c.Kill, c.KillRaw)
 				if kind == CFP && (c.Start > 3 || c.Join > 3 || c.Kill > 3) {

@@ -15,7 +15,8 @@ var (
 	seedFlag   = flag.Uint64("seed", 0, "replay this one seed (TestSim)")
 	seedsFlag  = flag.Int("seeds", 0, "how many seeds TestSim runs (default 200, or CFP_SIM_SEEDS)")
 	firstFlag  = flag.Uint64("first", 1, "the first seed TestSim runs")
-	onlyFlag   = flag.String("only", "", "make every host cfp or dotnet (default: both)")
+	onlyFlag   = flag.String("only", "", "make every host cfp, dotnet or java (default: cfp and the -peer kind)")
+	peerFlag   = flag.String("peer", "dotnet", "the kind of the non-cfp hosts: dotnet or java (one lease set is in one format)")
 	traceFlag  = flag.Bool("deliveries", false, "log every delivery of a replayed seed")
 	strictFlag = flag.Bool("strict", false, "make the liveness bounds (settle, stay settled) failures")
 	faultFlag  = flag.String("faults", "", "comma-separated fault kinds to draw (default all): "+strings.Join(FaultKinds(), ","))
@@ -46,6 +47,11 @@ func TestSim(t *testing.T) {
 		opts.Only = int(CFP) + 1
 	case "dotnet":
 		opts.Only = int(DotNet) + 1
+	case "java":
+		opts.Only = int(Java) + 1
+	}
+	if *peerFlag == "java" {
+		opts.Peer = Java
 	}
 	opts.Trace, opts.Strict = *traceFlag, *strictFlag
 	runSeeds(t, first, n, opts, faultArg())
@@ -127,6 +133,9 @@ func faultArg() string {
 	}
 	if *onlyFlag != "" {
 		s += " -only=" + *onlyFlag
+	}
+	if *peerFlag != "dotnet" {
+		s += " -peer=" + *peerFlag
 	}
 	if *strictFlag {
 		s += " -strict"

@@ -22,6 +22,7 @@ import (
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/feed/dotnettest"
 	"github.com/cfp-dev/cfp/internal/feed/feedtest"
+	"github.com/cfp-dev/cfp/internal/feed/javatest"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
@@ -38,8 +39,11 @@ const (
 )
 
 func (k Kind) String() string {
-	if k == DotNet {
+	switch k {
+	case DotNet:
 		return "dotnet"
+	case Java:
+		return "java"
 	}
 	return "cfp"
 }
@@ -62,6 +66,8 @@ type host struct {
 	done   chan error
 	// .NET
 	net *dotnettest.Host
+	// Java (java.go)
+	java *javatest.Host
 
 	pauses []span // when it was frozen (end zero: still frozen)
 	blind  []span // when its lease writes failed (429, 503, lost answers): it cannot learn of a loss
@@ -86,7 +92,9 @@ type World struct {
 	docs  leases.Documents // mem, observed
 	batch int
 	start time.Time
-	trace bool // log every delivery
+	// format is the lease format cfp hosts bootstrap in (java.go).
+	format feed.LeaseFormat
+	trace  bool // log every delivery
 
 	mu      sync.Mutex
 	hosts   map[string]*host // by name, the newest incarnation
@@ -287,6 +295,12 @@ func (h *host) late(lostAt, now time.Time) (late, window time.Duration) {
 		}
 		return h.awake(lostAt, now), window
 	}
+	if h.kind == Java {
+		// Java learns of a loss at its next renewal (or checkpoint), and its supervisor
+		// releases without waiting for the batch in flight; blind also while its writes got
+		// 412s, after which its updater gives up silently (setFault).
+		return h.awake(from, now), h.timing.Renew + javaTick + slowHandler
+	}
 	return h.awake(from, now), h.timing.Renew + slowHandler
 }
 
@@ -304,6 +318,10 @@ func (w *World) begin(h *host, token string) {
 		return // deleted by an operator, not restored yet: no other host can hold it (deleted.go)
 	}
 	lostAt, ok := w.lost[token][h.name]
+	if !ok && h.javaBelievesItOwns(now) {
+		w.lateBatches++ // java.go: an acquire Java's updater gave up on silently
+		return
+	}
 	if !ok {
 		w.violateLocked("%s %s delivered lease %s, which it never owned (owner %q)", h.kind, h.name, token, w.owner[token].owner)
 		return
@@ -428,7 +446,7 @@ func (w *World) live() []string {
 	defer w.mu.Unlock()
 	var out []string
 	for n, h := range w.hosts {
-		if h.io.get() == running && (h.cancel != nil && !h.exited.Load() || h.net != nil) {
+		if h.io.get() == running && (h.cancel != nil && !h.exited.Load() || h.net != nil || h.java != nil) {
 			out = append(out, n)
 		}
 	}

@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/internal/feed/javatest"
+)
+
+// Java is the kind of a model Java v4 host (javatest): EPK leases, latest version. A lease set
+// is in .NET's format or in Java's (feed.LeaseFormat), never both, so a run has .NET hosts or
+// Java hosts beside its cfp hosts (Options.Peer), and its cfp hosts bootstrap in the format of
+// that peer.
+const Java = DotNet + 1
+
+// javaTick is the Java host's 100 ms polling step: a supervisor notices a lost lease or a
+// shutdown up to one tick late.
+const javaTick = 100 * time.Millisecond
+
+// startJava starts (or restarts) a model Java host.
+func (w *World) startJava(name string, t Timing, skew time.Duration) (*host, error) {
+	h := &host{name: name, kind: Java, timing: t, skew: skew, io: newHostIO()}
+	seed := fnv.New64a()
+	_, _ = seed.Write([]byte(name))
+	o := javatest.Options{
+		Instance: name, Prefix: Prefix,
+		AcquireInterval: t.Acquire, RenewInterval: t.Renew, Expiration: t.Expiration,
+		LockTime: 3 * time.Second, SleepTime: 2 * time.Second, PollDelay: 500 * time.Millisecond,
+		MaxItems: w.batch, StartFromBeginning: true, Now: h.now,
+		Rand: rand.New(rand.NewPCG(seed.Sum64(), 7)),
+		Handle: func(ctx context.Context, b javatest.Batch) error {
+			items := make([]json.RawMessage, len(b.Items))
+			for i, it := range b.Items {
+				items[i] = it
+			}
+			return w.handle(ctx, h, b.Token, items)
+		},
+	}
+	j := javatest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io}, o)
+	if err := j.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	h.java = j
+	w.add(h)
+	return h, nil
+}
+
+// endJava stops (gracefully, or as a kill) h's Java model host, if it runs one.
+func endJava(h *host, e *ended, kill bool) {
+	if h.java == nil {
+		return
+	}
+	j := h.java
+	h.java = nil
+	ch := make(chan struct{})
+	go func() {
+		if kill {
+			j.Kill()
+		} else {
+			j.Stop()
+		}
+		close(ch)
+	}()
+	e.waits = append(e.waits, func() { <-ch })
+}
+
+// leaseFormatOf is the format cfp hosts bootstrap in beside peer.
+func leaseFormatOf(peer Kind) feed.LeaseFormat {
+	if peer == Java {
+		return feed.LeaseFormatJava
+	}
+	return feed.LeaseFormatDefault
+}
+
+// javaBelievesItOwns reports whether h is a Java host that may be processing a lease it never
+// owned: Java's lease updater returns its cached copy without an error after six 412s in a
+// row (DocumentServiceLeaseUpdaterImpl.updateLease, RETRY_COUNT_ON_CONFLICT), so an acquire
+// under a burst of 412s "succeeds" without writing, and the host processes the lease until its
+// next renewal reads it (a renew interval later). Excused while the host's lease writes failed
+// and one renew interval (and a tick and a batch in flight) after. The caller holds w.mu.
+func (h *host) javaBelievesItOwns(now time.Time) bool {
+	if h.kind != Java {
+		return false
+	}
+	win := h.timing.Renew + javaTick + slowHandler
+	for _, b := range h.blind {
+		if b.from.Before(now) && (b.to.IsZero() || now.Sub(b.to) <= win) {
+			return true
+		}
+	}
+	return false
+}
