@@ -119,7 +119,8 @@ func (j *jsRun) toJSON(v goja.Value) []byte {
 	return []byte(s.String())
 }
 
-// throw raises a JavaScript Error for a failed operation, with the service's number (the status).
+// errorObject makes the JavaScript Error of a failed operation, with the service's number (its
+// status) and body, and remembers it so that, thrown out of the script, it answers that status.
 func (j *jsRun) errorObject(se *scriptError) *goja.Object {
 	o := j.vm.NewGoError(se)
 	_ = o.Set("number", se.status)

@@ -381,10 +381,11 @@ func (e *Emulator) routeChildResources(w http.ResponseWriter, r *http.Request, s
 	return true
 }
 
-// intProp reads a property that should be a string from a definition.
+// stringProp reads a string property of a definition.
 func stringProp(props map[string]any, name string) (string, bool) {
 	v, ok := props[name].(string)
 	return v, ok
 }
 
+// quoteID quotes a resource id for a message.
 func quoteID(id string) string { return strconv.Quote(id) }
