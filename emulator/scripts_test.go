@@ -279,6 +279,21 @@ func TestTriggers_PreAndPostThroughTheSDK(t *testing.T) {
 	if _, err = cc.CreateItem(ctx, pk, []byte(`{"id":"d","pk":"p"}`), &azcosmos.ItemOptions{PreTriggers: []string{"nope"}}); statusOf(err) != http.StatusBadRequest {
 		t.Fatalf("a trigger that does not exist: %v, want 400", err)
 	}
+	// A write that would skip the triggers it names is refused (azcosmos's PatchItem sends no
+	// trigger headers: a raw request).
+	presp, pbody := rawRequest(t, e, http.MethodPatch, "/dbs/db/colls/c/docs/a", map[string]string{"x-ms-documentdb-partitionkey": `["p"]`,
+		"x-ms-documentdb-pre-trigger-include": "stamp"}, `{"operations":[{"op":"set","path":"/v","value":5}]}`)
+	if presp.StatusCode != http.StatusBadRequest || !strings.Contains(string(pbody), "not supported by cfp emulator") {
+		t.Fatalf("a patch naming a trigger: %d %s, want 400 not supported by cfp emulator", presp.StatusCode, pbody)
+	}
+	if r, err := cc.ReadItem(ctx, pk, "a", nil); err != nil || strings.Contains(string(r.Value), `"v":5`) {
+		t.Fatalf("a refused patch changed the item: %s %v", r.Value, err)
+	}
+	bresp, bbody := rawRequest(t, e, http.MethodPost, "/dbs/db/colls/c/docs", map[string]string{"x-ms-documentdb-partitionkey": `["p"]`,
+		"x-ms-cosmos-is-batch-request": "true", "x-ms-documentdb-post-trigger-include": "audit"}, `[{"operationType":"Create","resourceBody":{"id":"bt","pk":"p"}}]`)
+	if bresp.StatusCode != http.StatusBadRequest || !strings.Contains(string(bbody), "not supported by cfp emulator") || itemStatus(t, cc, "p", "bt") != http.StatusNotFound {
+		t.Fatalf("a batch naming a trigger: %d %s, want 400 not supported by cfp emulator and nothing written", bresp.StatusCode, bbody)
+	}
 }
 
 func TestUDF_InQueriesAcrossPartitions(t *testing.T) {

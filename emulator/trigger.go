@@ -19,6 +19,26 @@ func hasTriggers(r *http.Request) bool {
 	return r.Header.Get(hdrPreTrigger) != "" || r.Header.Get(hdrPostTrigger) != ""
 }
 
+// refusedTriggers answers 400 "not supported by cfp emulator" to a write that names triggers it
+// would not run (a patch, a transactional batch or a bulk request), and reports whether it did:
+// never a write that silently skips its triggers.
+func (e *Emulator) refusedTriggers(w http.ResponseWriter, r *http.Request) bool {
+	if !hasTriggers(r) {
+		return false
+	}
+	e.notSupported(w, r, "triggers on a patch, a transactional batch or a bulk request")
+	return true
+}
+
+// noTriggers is serve, refusing the requests that name triggers (refusedTriggers).
+func (e *Emulator) noTriggers(serve func(w http.ResponseWriter, r *http.Request, db, coll, id string)) func(w http.ResponseWriter, r *http.Request, db, coll, id string) {
+	return func(w http.ResponseWriter, r *http.Request, db, coll, id string) {
+		if !e.refusedTriggers(w, r) {
+			serve(w, r, db, coll, id)
+		}
+	}
+}
+
 // trigger is a trigger to run on a write.
 type trigger struct {
 	id, body string
