@@ -423,3 +423,30 @@ func TestSproc_MemoryBound(t *testing.T) {
 		t.Fatalf("the stopped script's write: %d, want 404", got)
 	}
 }
+
+// Scripts, users and permissions addressed by their _self links (resource ids), signed over the
+// addressed resource's rid as the SDKs sign them.
+func TestChildResources_BySelfLink(t *testing.T) {
+	e := openEmu(t, emulator.Options{})
+	setupContainer(t, newClient(t, e, ""), "db", "c")
+	sp := createScript(t, e, "sprocs", "db", "c", map[string]any{"id": "hello", "body": "function (who) { getContext().getResponse().setBody('hi ' + who); }"})
+	self := "/" + strings.TrimSuffix(sp["_self"].(string), "/")
+	rid := strings.ToLower(sp["_rid"].(string))
+	if code, body := ridRequest(t, e, self, "sprocs", rid); code != 200 || !strings.Contains(string(body), `"id":"hello"`) {
+		t.Fatalf("GET %s: %d %s", self, code, body)
+	}
+	if code, body := ridDo(t, e, http.MethodPost, self, "sprocs", rid, map[string]string{"x-ms-documentdb-partitionkey": `["p"]`}, `["you"]`); code != 200 || string(body) != `"hi you"` {
+		t.Fatalf("execute by _self: %d %s", code, body)
+	}
+	u := mustCreate(t, e, "/dbs/db/users", `{"id":"u"}`)
+	p := mustCreate(t, e, "/dbs/db/users/u/permissions", `{"id":"p","permissionMode":"Read","resource":"dbs/db/colls/c"}`)
+	for _, res := range []struct {
+		typ  string
+		body map[string]any
+	}{{"users", u}, {"permissions", p}} {
+		self := "/" + strings.TrimSuffix(res.body["_self"].(string), "/")
+		if code, body := ridRequest(t, e, self, res.typ, strings.ToLower(res.body["_rid"].(string))); code != 200 || !strings.Contains(string(body), `"id":"`+res.body["id"].(string)+`"`) {
+			t.Fatalf("GET %s: %d %s", self, code, body)
+		}
+	}
+}
