@@ -279,6 +279,18 @@ func TestTriggers_PreAndPostThroughTheSDK(t *testing.T) {
 	if _, err = cc.CreateItem(ctx, pk, []byte(`{"id":"d","pk":"p"}`), &azcosmos.ItemOptions{PreTriggers: []string{"nope"}}); statusOf(err) != http.StatusBadRequest {
 		t.Fatalf("a trigger that does not exist: %v, want 400", err)
 	}
+	// A trigger's queries call the container's UDFs.
+	createScript(t, e, "udfs", "db", "c", map[string]any{"id": "isAudit", "body": "function (id) { return id.indexOf('audit-') === 0; }"})
+	createScript(t, e, "triggers", "db", "c", map[string]any{"id": "count", "triggerType": "Pre", "triggerOperation": "Create", "body": `function () {
+		var coll = getContext().getCollection(), req = getContext().getRequest();
+		coll.queryDocuments(coll.getSelfLink(), "SELECT VALUE c.id FROM c WHERE udf.isAudit(c.id)", function (err, ids) {
+			if (err) throw err;
+			var d = req.getBody(); d.audits = ids.length; req.setBody(d);
+		});
+	}`})
+	if resp, err := cc.CreateItem(ctx, pk, []byte(`{"id":"e","pk":"p"}`), &azcosmos.ItemOptions{PreTriggers: []string{"count"}, EnableContentResponseOnWrite: true}); err != nil || !strings.Contains(string(resp.Value), `"audits":1`) {
+		t.Fatalf("a trigger querying with a UDF: %v %s, want audits 1", err, resp.Value)
+	}
 	// A write that would skip the triggers it names is refused (azcosmos's PatchItem sends no
 	// trigger headers: a raw request).
 	presp, pbody := rawRequest(t, e, http.MethodPatch, "/dbs/db/colls/c/docs/a", map[string]string{"x-ms-documentdb-partitionkey": `["p"]`,

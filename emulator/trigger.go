@@ -136,12 +136,17 @@ func (e *Emulator) writeWithTriggers(w http.ResponseWriter, r *http.Request, st 
 }
 
 func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collState, req itemOpRequest, pre, post []trigger) {
+	udfs, err := e.udfCaller(st)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
 	var status int
 	var res writeResult
 	var charge float64
 	var body []byte
 	var timedOut error // a trigger that timed out is not run again (see sprocTx)
-	err := e.store.updateItems(st.DB, st.ID, func(t *itemTx) (err error) {
+	err = e.store.updateItems(st.DB, st.ID, func(t *itemTx) (err error) {
 		if timedOut != nil {
 			return timedOut
 		}
@@ -161,7 +166,7 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 		}
 		for _, tr := range pre {
 			j := newJSRun(t, st, comps, tr.id)
-			j.opType = opTypeName(req.Op)
+			j.opType, j.udfs = opTypeName(req.Op), udfs
 			if body != nil {
 				j.reqBody = j.fromJSON(body)
 			}
@@ -190,7 +195,7 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 		charge += wc
 		for _, tr := range post {
 			j := newJSRun(t, st, comps, tr.id)
-			j.opType = opTypeName(req.Op)
+			j.opType, j.udfs = opTypeName(req.Op), udfs
 			if body != nil {
 				j.reqBody = j.fromJSON(body)
 			}
