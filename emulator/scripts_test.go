@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -460,5 +461,58 @@ func TestChildResources_BySelfLink(t *testing.T) {
 		if code, body := ridRequest(t, e, self, res.typ, strings.ToLower(res.body["_rid"].(string))); code != 200 || !strings.Contains(string(body), `"id":"`+res.body["id"].(string)+`"`) {
 			t.Fatalf("GET %s: %d %s", self, code, body)
 		}
+	}
+}
+
+// Stored procedures run concurrently with each other and with plain writes, sharing the group
+// committer's transactions: every execution's writes arrive, and a failing one (a duplicate id)
+// takes none of the others down with it.
+func TestSproc_ConcurrentExecutions(t *testing.T) {
+	e := openEmu(t, emulator.Options{})
+	cc := setupContainer(t, newClient(t, e, ""), "db", "c")
+	createScript(t, e, "sprocs", "db", "c", map[string]any{"id": "pair", "body": `function (a) {
+		var coll = getContext().getCollection();
+		coll.createDocument(coll.getSelfLink(), {id: a + "-1", pk: "p"});
+		coll.createDocument(coll.getSelfLink(), {id: a + "-2", pk: "p"});
+		getContext().getResponse().setBody(a);
+	}`})
+	const workers, each = 6, 8
+	var wg sync.WaitGroup
+	errs := make(chan string, workers*each*2)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				if resp, body := execSproc(t, e, "db", "c", "pair", "p", id); resp.StatusCode != 200 {
+					errs <- fmt.Sprintf("%s: %d %s", id, resp.StatusCode, body)
+				}
+				// A duplicate of the first execution's id fails alone.
+				if resp, _ := execSproc(t, e, "db", "c", "pair", "p", fmt.Sprintf("w%d-0", w)); i > 0 && resp.StatusCode != http.StatusConflict {
+					errs <- fmt.Sprintf("duplicate w%d-0: %d, want 409", w, resp.StatusCode)
+				}
+				if _, err := cc.UpsertItem(context.Background(), azcosmos.NewPartitionKeyString("p"), []byte(`{"id":"plain-`+id+`","pk":"p"}`), nil); err != nil {
+					errs <- fmt.Sprintf("plain upsert %s: %v", id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for msg := range errs {
+		t.Error(msg)
+	}
+	n := 0
+	pager := cc.NewQueryItemsPager("SELECT VALUE COUNT(1) FROM c", azcosmos.NewPartitionKeyString("p"), nil)
+	for pager.More() {
+		page, err := pager.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			_ = json.Unmarshal(it, &n)
+		}
+	}
+	if want := workers * each * 3; n != want {
+		t.Fatalf("%d documents after the executions, want %d (two per execution, one plain write each)", n, want)
 	}
 }
