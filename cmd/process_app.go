@@ -57,6 +57,7 @@ func (a *appOptions) start(ctx context.Context, f *factory) (context.Context, fu
 		return ctx, func() {}
 	}
 	stopPipe := notifyClosedPipe()
+	growPipe(f.IO.Out)
 	a.app = sink.NewApp(f.IO.Out, f.IO.ErrOut)
 	go a.app.Serve(f.IO.In)
 	ctx, cancel := context.WithCancel(ctx)
