@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/buildinfo"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/render"
 	"github.com/cfp-dev/cfp/internal/sink"
 )
@@ -120,7 +120,7 @@ func watchParent(ctx context.Context, app *sink.App) {
 }
 
 // handler is the delegate: nil without --app-protocol.
-func (a *appOptions) handler(timeout time.Duration) feed.Handler {
+func (a *appOptions) handler(timeout time.Duration) batchHandler {
 	if a.app == nil {
 		return nil
 	}
@@ -135,7 +135,7 @@ func (a *appOptions) event(v render.EventView) {
 		return
 	}
 	switch v.Type {
-	case string(feed.EventBatch), string(feed.EventCheckpoint):
+	case string(changefeed.EventBatch), string(changefeed.EventCheckpoint):
 		return
 	case eventSummary:
 		a.summary = v

@@ -16,26 +16,19 @@ import (
 //
 // Two guards: the builtins that build one string of a length their arguments give (repeat,
 // padStart, padEnd, Array.prototype.join) throw a RangeError past maxScriptString characters,
-// as V8 throws "Invalid string length" past its own limit; and while a script runs, a watcher
-// samples the process's heap and interrupts the script once the heap has grown more than
-// scriptMemoryLimit since the script started (a garbage collection first tells garbage from
-// what the script holds). The script then fails with 400 and none of its writes are committed.
+// as V8 throws "Invalid string length" past its own limit (no watcher of the heap can catch one
+// allocation of a terabyte); and while a script runs, a watcher samples the process's heap and
+// interrupts it once the heap has grown more than maxScriptMemory: jsRun.watchMemory for stored
+// procedures and triggers, watchScriptMemory here for each call of a UDF (a garbage collection
+// first tells garbage from what the UDF holds, as a query's runtime serves many calls). The
+// script then fails with 400 and none of its writes are committed.
 
 const (
 	// maxScriptString is the longest string one builtin call may build (V8's limit is 2^29-24).
 	maxScriptString = 1 << 27
-	// scriptMemoryLimit is how much the heap may grow while a script runs.
-	scriptMemoryLimit = 256 << 20
-	// scriptMemoryPoll is how often the watcher samples the heap.
+	// scriptMemoryPoll is how often the watcher of a UDF's call samples the heap.
 	scriptMemoryPoll = 5 * time.Millisecond
 )
-
-// errScriptMemory interrupts a script that allocated past scriptMemoryLimit.
-var errScriptMemory = &scriptMemoryError{}
-
-type scriptMemoryError struct{}
-
-func (*scriptMemoryError) Error() string { return "script memory limit" }
 
 // newScriptVM returns a JavaScript runtime for scripts, with the call-stack and string bounds.
 func newScriptVM() *goja.Runtime {
@@ -112,7 +105,7 @@ func heapBytes() uint64 {
 }
 
 // watchScriptMemory interrupts vm with errScriptMemory when the heap grows past
-// scriptMemoryLimit from now on; the returned function stops the watch and reports whether it
+// maxScriptMemory from now on; the returned function stops the watch and reports whether it
 // interrupted.
 func watchScriptMemory(vm *goja.Runtime) func() bool {
 	base := heapBytes()
@@ -128,11 +121,11 @@ func watchScriptMemory(vm *goja.Runtime) func() bool {
 				return
 			case <-t.C:
 			}
-			if heapBytes() < base+scriptMemoryLimit {
+			if heapBytes() < base+maxScriptMemory {
 				continue
 			}
 			runtime.GC() // what remains is held
-			if heapBytes() >= base+scriptMemoryLimit {
+			if heapBytes() >= base+maxScriptMemory {
 				vm.Interrupt(errScriptMemory)
 				<-done
 				fired <- true

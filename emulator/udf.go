@@ -78,7 +78,7 @@ func callUDF(vm *goja.Runtime, fn goja.Callable, name string, args []any, timeou
 	var ie *goja.InterruptedError
 	switch {
 	case errors.As(err, &ie) && outOfMemory:
-		return nil, false, badRequest("the user-defined function udf.%s used more than %d MiB of memory and was stopped", name, scriptMemoryLimit>>20)
+		return nil, false, badRequest("the user-defined function udf.%s used more than %d MiB of memory and was stopped", name, maxScriptMemory>>20)
 	case errors.As(err, &ie):
 		return nil, false, badRequest("the user-defined function udf.%s ran longer than its allowed time (%s) and was stopped", name, timeout)
 	case err != nil:
