@@ -876,6 +876,7 @@ func (h *Host) handleFeedRangeGone(l *lease, last *string, w *worker) {
 	}
 	switch {
 	case len(parts) == 0:
+		//lint:ignore ST1005 the Java SDK's own message, word for word
 		h.notifyError(l.Token, fmt.Errorf("Lease %s is gone but we failed to find at least one child partition", l.Token))
 	case len(parts) > 1:
 		lo, hi := l.FeedRange.Min, l.FeedRange.Max
