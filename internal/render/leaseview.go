@@ -393,8 +393,11 @@ func (m LeaseViewModel) tableLines(width, height int, st Styles) []string {
 	}
 	out = append(out, header)
 	out = append(out, lines...)
-	if len(rows) == 0 {
+	switch {
+	case len(rows) == 0 && m.Filter != "":
 		out = append(out, "  no lease matches the filter")
+	case len(rows) == 0:
+		out = append(out, "  the processor has no leases")
 	}
 	return append(out, status...)
 }

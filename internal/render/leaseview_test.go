@@ -219,6 +219,24 @@ func TestLeaseView_OpenedLeaseShowsItWhole(t *testing.T) {
 	}
 }
 
+// TestLeaseView_NoLeases: an empty lease set draws, and no key fails on it.
+func TestLeaseView_NoLeases(t *testing.T) {
+	t.Parallel()
+	m := leaseViewFixture()
+	v := *m.Data.Estimate
+	v.Leases = nil
+	m.Data.Estimate = &v
+	for _, k := range []string{"down", "up", "enter", "/", "x", "esc", "G"} {
+		var act LeaseViewAction
+		if m, act = m.Key(k); act == LeaseViewLoad {
+			t.Errorf("%s opened a lease of none", k)
+		}
+	}
+	if s := m.Render(80, 24); !strings.Contains(s, "the processor has no leases") || !strings.Contains(s, "0 leases; total lag") {
+		t.Errorf("the empty view:\n%s", s)
+	}
+}
+
 // TestLeaseView_SelectionStaysInSight: with more leases than lines, the selected row is drawn.
 func TestLeaseView_SelectionStaysInSight(t *testing.T) {
 	t.Parallel()

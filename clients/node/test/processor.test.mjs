@@ -30,7 +30,19 @@ before(async () => {
   work = tempDir();
 });
 
+// Processors a failed test left running are stopped before the emulator, so they do not
+// flood the output with errors about an emulator that is gone.
+const started = new Set();
+class Tracked extends ChangeFeedProcessor {
+  start() {
+    started.add(this);
+    return super.start();
+  }
+}
+
 after(async () => {
+  const stopped = [...started].map((p) => p.stop().catch(() => {}));
+  await Promise.race([Promise.all(stopped), new Promise((r) => setTimeout(r, 10000))]);
   if (emu) await emu.stop();
 });
 
@@ -46,10 +58,10 @@ async function leaseList(container, processor) {
 }
 
 /** Starts test/fixtures/app.mjs as its own process; resolves once its processor started. */
-async function startApp(name, opts, out) {
+async function startApp(name, opts, out, delay = 0) {
   const log = fs.openSync(path.join(work, `${name}.stderr`), 'a');
   const child = spawn(process.execPath, [path.join(here, 'fixtures', 'app.mjs')], {
-    env: { ...process.env, CFP_TEST_OPTS: JSON.stringify(opts), CFP_TEST_OUT: out },
+    env: { ...process.env, CFP_TEST_OPTS: JSON.stringify(opts), CFP_TEST_OUT: out, CFP_TEST_DELAY: String(delay) },
     stdio: ['ignore', 'pipe', log],
   });
   const lines = [];
@@ -84,7 +96,9 @@ test('two Node processes and a cfp host share one lease set across a split and a
   const outs = { 'node-1': path.join(work, 'node-1.jsonl'), 'node-2': path.join(work, 'node-2.jsonl') };
   const cfpOut = path.join(work, 'cfp-1.jsonl');
 
-  const app1 = await startApp('node-1', base(container, processor, { instance: 'node-1' }), outs['node-1']);
+  // node-1 is slow (small batches, 20 ms each after recording them), so that its kill -9
+  // lands on batches handled but not yet answered.
+  const app1 = await startApp('node-1', base(container, processor, { instance: 'node-1', batchSize: 5 }), outs['node-1'], 20);
   // The cfp host: the stdout delegate, one line per change.
   const host = spawn(cfpPath, ['--endpoint', emu.endpoint, 'process', '-d', DB, '-c', container, '-p', processor,
     '--instance', 'cfp-1', '--from', 'beginning', '--lease-acquire-interval', '500ms', '--lease-renew-interval', '1s',
@@ -119,10 +133,14 @@ test('two Node processes and a cfp host share one lease set across a split and a
 
   // kill -9 of an application process: its cfp sees the end of its stdin, stops and releases
   // its leases; the other hosts take them over.
+  // The kill lands while the new orders are being handled: a batch in flight then is not
+  // checkpointed and comes again elsewhere (a duplicate, never a loss).
+  await writeOrders(emu, DB, container, 400, 200);
+  await until('node-1 handling the new orders', () => readHandled(outs['node-1']).some((r) => Number(r.id.slice(1)) >= 400), 30000)
+    .catch(() => {}); // node-1 may hold none of their leases: kill it anyway
   const killedAt = Date.now();
   app1.child.kill('SIGKILL');
   await app1.exited;
-  await writeOrders(emu, DB, container, 400, 200);
   await until('600 orders after the kill', seenAll(600));
   await until('no lease owned by the killed process', async () => {
     const ls = await leaseList(container, processor);
@@ -158,7 +176,7 @@ test('manual checkpoints: only what ctx.checkpoint() covered is not delivered ag
 
   // Run 1: handle everything, checkpoint nothing.
   let seen = [];
-  let p = new ChangeFeedProcessor({ ...opts, instance: 'm1' });
+  let p = new Tracked({ ...opts, instance: 'm1' });
   p.onChanges(async (changes) => { seen.push(...changes.map((c) => c.id)); });
   await p.start();
   await until('60 changes', () => new Set(seen).size === 60);
@@ -172,7 +190,7 @@ test('manual checkpoints: only what ctx.checkpoint() covered is not delivered ag
   seen = [];
   const checkpointedThrough = new Map(); // lease -> ids up to its last checkpoint
   const sinceCheckpoint = new Map();
-  p = new ChangeFeedProcessor({ ...opts, instance: 'm2' });
+  p = new Tracked({ ...opts, instance: 'm2' });
   p.onChanges(async (changes, ctx) => {
     seen.push(...changes.map((c) => c.id));
     const pending = [...(sinceCheckpoint.get(ctx.lease) || []), ...changes.map((c) => c.id)];
@@ -192,7 +210,7 @@ test('manual checkpoints: only what ctx.checkpoint() covered is not delivered ag
 
   // Run 3: exactly the changes not covered by a checkpoint come again.
   seen = [];
-  p = new ChangeFeedProcessor({ ...opts, instance: 'm3' });
+  p = new Tracked({ ...opts, instance: 'm3' });
   p.onChanges(async (changes, ctx) => {
     seen.push(...changes.map((c) => c.id));
     await ctx.checkpoint();
@@ -212,7 +230,7 @@ test('a slow handler applies backpressure: cfp reads no more pages while batches
   await writeOrders(emu, DB, container, 0, 2000);
   const port = await freePort();
   const addr = `127.0.0.1:${port}`;
-  const p = new ChangeFeedProcessor(base(container, 'slow', { batchSize: 10, metricsAddr: addr, instance: 'slow-1' }));
+  const p = new Tracked(base(container, 'slow', { batchSize: 10, metricsAddr: addr, instance: 'slow-1' }));
   let release;
   const gate = new Promise((r) => { release = r; });
   const waiting = new Set();
@@ -256,13 +274,13 @@ test('stop() releases the leases, and the other process takes them within one ac
   // A long expiration: a takeover faster than it proves the leases were released, not expired.
   const opts = base(container, 'takeover', { leaseExpiration: '60s', leaseAcquireInterval: '1s' });
   const owned = (ls, who) => ls.filter((l) => l.owner === who).length;
-  const a = new ChangeFeedProcessor({ ...opts, instance: 'a' });
+  const a = new Tracked({ ...opts, instance: 'a' });
   a.onChanges(async () => {});
   const released = [];
   a.onLeaseReleased((l, reason) => { released.push(reason); });
   await a.start();
   await until('a holds every lease', async () => owned(await leaseList(container, 'takeover'), 'a') === 4);
-  const b = new ChangeFeedProcessor({ ...opts, instance: 'b' });
+  const b = new Tracked({ ...opts, instance: 'b' });
   b.onChanges(async () => {});
   const bAcquired = [];
   b.onLeaseAcquired((l) => { bAcquired.push({ token: l.token, at: Date.now() }); });
@@ -288,7 +306,7 @@ test('stop() releases the leases, and the other process takes them within one ac
 test('a cfp child that dies is an error, never hidden', async () => {
   const container = 'dies';
   await writeOrders(emu, DB, container, 0, 4);
-  const p = new ChangeFeedProcessor(base(container, 'dies', { instance: 'dies' }));
+  const p = new Tracked(base(container, 'dies', { instance: 'dies' }));
   p.onChanges(async () => {});
   const errors = [];
   p.onError((err) => errors.push(err));
@@ -303,7 +321,7 @@ test('a cfp child that dies is an error, never hidden', async () => {
 test('a handler that throws: the batch comes again, the engine reports it as an EngineError', async () => {
   const container = 'throws';
   await writeOrders(emu, DB, container, 0, 1);
-  const p = new ChangeFeedProcessor(base(container, 'throws', { instance: 'throws', retries: 5 }));
+  const p = new Tracked(base(container, 'throws', { instance: 'throws', retries: 5 }));
   let calls = 0;
   const attempts = [];
   p.onChanges(async (changes, ctx) => {
@@ -323,10 +341,10 @@ test('a handler that throws: the batch comes again, the engine reports it as an 
 });
 
 test('start() fails with the reason when cfp cannot start, and with BinaryNotFoundError without a binary', async () => {
-  const p = new ChangeFeedProcessor({ ...base('nope', 'nope'), mode: 'all-versions', startFrom: 'beginning' });
+  const p = new Tracked({ ...base('nope', 'nope'), mode: 'all-versions', startFrom: 'beginning' });
   p.onChanges(async () => {});
   await assert.rejects(p.start(), (err) => err instanceof ProcessExitedError && err.exitCode === 2 && /all-versions/.test(err.message));
-  const q = new ChangeFeedProcessor({ ...base('nope', 'nope'), cfpPath: path.join(work, 'no-such-cfp') });
+  const q = new Tracked({ ...base('nope', 'nope'), cfpPath: path.join(work, 'no-such-cfp') });
   q.onChanges(async () => {});
   await assert.rejects(q.start(), BinaryNotFoundError);
 });
@@ -334,7 +352,7 @@ test('start() fails with the reason when cfp cannot start, and with BinaryNotFou
 test('estimate() gives the lag per lease', async () => {
   const container = 'lag';
   await writeOrders(emu, DB, container, 0, 20);
-  const p = new ChangeFeedProcessor(base(container, 'lag', { instance: 'lag' }));
+  const p = new Tracked(base(container, 'lag', { instance: 'lag' }));
   let n = 0;
   p.onChanges(async (changes) => { n += changes.length; });
   await p.start();
