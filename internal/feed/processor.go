@@ -267,11 +267,11 @@ type Processor struct {
 	listings atomic.Uint64 // lease listings started (see ownedLease.listing)
 
 	// incarnation and since tell this process's presence record from another process's under
-	// the same instance name (see instance.go); abort ends Run with its cause.
+	// the same instance name (see processor_instance.go); abort ends Run with its cause.
 	incarnation string
 	since       time.Time
 	abort       context.CancelCauseFunc
-	// deleted are the leases found deleted since the last acquire cycle (see deleted.go),
+	// deleted are the leases found deleted since the last acquire cycle (see processor_deleted.go),
 	// guarded by mu.
 	deleted []LeaseInfo
 }

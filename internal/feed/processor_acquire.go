@@ -11,8 +11,8 @@ import (
 )
 
 // Acquire: the balancing goroutine. Every AcquireInterval it lists the leases and the presence
-// records, plans with PlanAcquireWithHosts (balance.go) and takes its share: free and expired
-// leases at once, live leases of cfp hosts by asking for them (handoff.go), live leases of .NET
+// records, plans with PlanAcquireWithHosts (processor_balance.go) and takes its share: free and expired
+// leases at once, live leases of cfp hosts by asking for them (processor_handoff.go), live leases of .NET
 // and Java hosts the .NET way, one per cycle.
 
 // balanceLoop runs an acquire cycle at once and then every AcquireInterval until ctx ends,

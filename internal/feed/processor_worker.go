@@ -245,7 +245,7 @@ type worker struct {
 	splitHeld     map[string]*leases.Lease
 	// ahead is the read of the next page, started while the page before it is handled.
 	ahead *readAhead
-	// fail is what the worker knows about the failures of its next batch (failure.go).
+	// fail is what the worker knows about the failures of its next batch (processor_failure.go).
 	fail failureState
 }
 
