@@ -2,6 +2,7 @@ package feed
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +183,137 @@ func TestPlanCycle(t *testing.T) {
 			}
 			if got.donor != tt.donor || got.asked != tt.asks || got.settled != tt.settled {
 				t.Errorf("donor %v asked %v settled %v, want %v %v %v", got.donor, got.asked, got.settled, tt.donor, tt.asks, tt.settled)
+			}
+		})
+	}
+}
+
+// The rules of docs/architecture.md, "Splits and merges", one row each, checked on planSplit.
+func TestPlanSplit(t *testing.T) {
+	r := func(min, max string) leases.Range { return leases.Range{Min: min, Max: max} }
+	part := func(id string, rng leases.Range, parents ...string) Partition {
+		return Partition{ID: id, Range: rng, Parents: parents}
+	}
+	v0 := func(token string, rng leases.Range) *leases.Lease {
+		l := leases.NewDotNetV0("p", token, rng, "")
+		l.Continuation, l.Owner, l.Timestamp = "\"40\"", "me", planNow
+		return l
+	}
+	v1 := func(rng leases.Range) *leases.Lease {
+		l := leases.NewDotNetV1("p", rng, "\"40\"", "")
+		l.Owner, l.Timestamp = "me", planNow
+		return l
+	}
+	javaPK := func(token, cont string) *leases.Lease {
+		return &leases.Lease{ID: leases.LeaseID("p", token), PK: leases.LeaseID("p", token), Token: token,
+			Continuation: cont, Family: leases.FamilyJavaPK, Owner: "me", Timestamp: planNow, Properties: map[string]string{}}
+	}
+	withProps := func(l *leases.Lease) *leases.Lease {
+		l.Properties["cfpHandoff"] = "me>other"
+		l.Properties["cfpHandoffAccepted"] = "me"
+		l.Properties["user"] = "kept"
+		return l
+	}
+	tests := []struct {
+		rule   string
+		parent *leases.Lease
+		parts  []Partition
+		all    []*leases.Lease
+		list   bool   // splitNeedsList
+		want   string // children as "family token range continuation", or "route", or "error"
+		event  int    // len(over): 1 a merge, more a split
+	}{
+		{rule: "a split: the live partitions over the range get child leases in the parent's family",
+			parent: v1(r("", "80")), parts: []Partition{part("1", r("", "40")), part("2", r("40", "80")), part("3", r("80", "FF"))},
+			list: true, event: 2,
+			want: `dotnet-v1 -40 -40 "40"; dotnet-v1 40-80 40-80 "40"`},
+		{rule: "a .NET v0 lease's split children are v0 leases named after their partitions",
+			parent: v0("0", r("", "80")), parts: []Partition{part("1", r("", "40")), part("2", r("40", "80"))},
+			list: true, event: 2,
+			want: `dotnet-v0 1 -40 "40"; dotnet-v0 2 40-80 "40"`},
+		{rule: "a .NET v0 lease whose partition was merged becomes a v1 (EPK) lease over its own range",
+			parent: v0("0", r("", "40")), parts: []Partition{part("5", r("", "80"))},
+			list: true, event: 1,
+			want: `dotnet-v1 -40 -40 "40"`},
+		{rule: "an EPK lease that now lies in one partition is kept and read from it",
+			parent: v1(r("", "40")), parts: []Partition{part("5", r("", "80"))},
+			list: false, event: 1, want: "route"},
+		{rule: "a v0 lease without a range whose partition was merged cannot be merged (.NET fails too)",
+			parent: func() *leases.Lease { l := v0("0", leases.Range{}); return l }(),
+			parts:  []Partition{part("5", r("", "80"), "0")},
+			list:   false, want: "error"},
+		{rule: "no partition covers the range: retried",
+			parent: v1(r("", "40")), parts: []Partition{part("5", r("80", "FF"))},
+			list: false, want: "error"},
+		{rule: "no overlap after a split and a merge while down: a v0 child partition reaching past the parent's range gets an EPK lease over the common part",
+			parent: v0("0", r("", "80")), parts: []Partition{part("1", r("", "40")), part("7", r("40", "C0"))},
+			list: true, event: 2,
+			want: `dotnet-v0 1 -40 "40"; dotnet-v1 40-80 40-80 "40"`},
+		{rule: "Java PK-range leases: one per partition whose parents name the gone one",
+			parent: javaPK("0", `"40"`), parts: []Partition{part("1", r("", "40"), "0"), part("2", r("40", "80"), "0"), part("3", r("80", "FF"), "9")},
+			all:  []*leases.Lease{javaPK("0", `"40"`), javaPK("9", `"10"`)},
+			list: true, event: 2,
+			want: `java-pk 1 -40 "40"; java-pk 2 40-80 "40"`},
+		{rule: "Java PK-range merge: the merged lease starts at the lowest continuation of the parents' leases",
+			parent: javaPK("0", `"40"`), parts: []Partition{part("5", r("", "FF"), "0", "9")},
+			all:  []*leases.Lease{javaPK("0", `"40"`), javaPK("9", `"10"`)},
+			list: true, event: 1,
+			want: `java-pk 5 -FF "10"`},
+		{rule: "Java PK-range merge: another parent's lease without a continuation starts the merged lease at the start position",
+			parent: javaPK("0", `"40"`), parts: []Partition{part("5", r("", "FF"), "0", "9")},
+			all:  []*leases.Lease{javaPK("0", `"40"`), javaPK("9", "")},
+			list: true, event: 1,
+			want: `java-pk 5 -FF `},
+		{rule: "children an earlier attempt made (other leases inside the parent's range) are not made again",
+			parent: v1(r("", "80")), parts: []Partition{part("1", r("", "20")), part("2", r("20", "40")), part("3", r("40", "80"))},
+			all:  []*leases.Lease{v1(r("", "80")), v1(r("", "40"))},
+			list: true, event: 3,
+			want: `dotnet-v1 40-80 40-80 "40"`},
+		{rule: "children are created unowned and carry the parent's properties without cfp's handoff properties",
+			parent: withProps(v1(r("", "80"))), parts: []Partition{part("1", r("", "40")), part("2", r("40", "80"))},
+			list: true, event: 2,
+			want: `dotnet-v1 -40 -40 "40" user=kept; dotnet-v1 40-80 40-80 "40" user=kept`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			if got := splitNeedsList(tt.parent, tt.parts); got != tt.list {
+				t.Errorf("splitNeedsList %v, want %v", got, tt.list)
+			}
+			before := tt.parent.Clone()
+			sp := planSplit(tt.parent, tt.parts, tt.all)
+			var got string
+			switch {
+			case sp.err != nil:
+				got = "error"
+			case sp.route:
+				got = "route"
+			default:
+				var cs []string
+				for _, c := range sp.children {
+					if c.Owner != "" || !c.Timestamp.IsZero() {
+						t.Errorf("child %s owned by %q at %v, want unowned", c.Token, c.Owner, c.Timestamp)
+					}
+					s := fmt.Sprintf("%s %s %s %s", c.Family, c.Token, c.Range, c.Continuation)
+					var props []string
+					for k, v := range c.Properties {
+						props = append(props, k+"="+v)
+					}
+					slices.Sort(props)
+					for _, p := range props {
+						s += " " + p
+					}
+					cs = append(cs, s)
+				}
+				got = strings.Join(cs, "; ")
+				if len(sp.over) != tt.event {
+					t.Errorf("%d partitions over the parent, want %d", len(sp.over), tt.event)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("plan %q, want %q", got, tt.want)
+			}
+			if tt.parent.Owner != before.Owner || tt.parent.Continuation != before.Continuation {
+				t.Errorf("planSplit changed the parent")
 			}
 		})
 	}
