@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/buildinfo"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/render"
 	"github.com/cfp-dev/cfp/internal/sink"
 )
@@ -57,6 +57,7 @@ func (a *appOptions) start(ctx context.Context, f *factory) (context.Context, fu
 		return ctx, func() {}
 	}
 	stopPipe := notifyClosedPipe()
+	growPipe(f.IO.Out)
 	a.app = sink.NewApp(f.IO.Out, f.IO.ErrOut)
 	go a.app.Serve(f.IO.In)
 	ctx, cancel := context.WithCancel(ctx)
@@ -85,7 +86,7 @@ func (a *appOptions) start(ctx context.Context, f *factory) (context.Context, fu
 }
 
 // handler is the delegate: nil without --app-protocol.
-func (a *appOptions) handler(timeout time.Duration) feed.Handler {
+func (a *appOptions) handler(timeout time.Duration) batchHandler {
 	if a.app == nil {
 		return nil
 	}
@@ -100,7 +101,7 @@ func (a *appOptions) event(v render.EventView) {
 		return
 	}
 	switch v.Type {
-	case string(feed.EventBatch), string(feed.EventCheckpoint):
+	case string(changefeed.EventBatch), string(changefeed.EventCheckpoint):
 		return
 	case eventSummary:
 		a.summary = v

@@ -89,6 +89,7 @@ func run(cfg config) error {
 	defer srv.Stop()
 
 	var cfpRuns, nodeRuns []timing
+	var ratios []float64
 	for i := range cfg.runs {
 		c, err := cfpOnce(cfg, srv.Endpoint, fmt.Sprintf("cfp-%d-%d", i, time.Now().UnixNano()))
 		if err != nil {
@@ -99,9 +100,12 @@ func run(cfg config) error {
 			return err
 		}
 		cfpRuns, nodeRuns = append(cfpRuns, c), append(nodeRuns, n)
-		fmt.Printf("run %d: cfp process (stdout) %s wall, %.0f items/s from the first batch; node handler %s wall, %.0f items/s from the first batch\n",
-			i+1, c.wall.Round(time.Millisecond), rate(cfg.docs, c.steady), n.wall.Round(time.Millisecond), rate(cfg.docs, n.steady))
+		fmt.Printf("run %d (load %s): cfp process (stdout) %s wall, %.0f items/s from the first batch; node handler %s wall, %.0f items/s from the first batch; ratio %.2f\n",
+			i+1, loadAverage(), c.wall.Round(time.Millisecond), rate(cfg.docs, c.steady), n.wall.Round(time.Millisecond), rate(cfg.docs, n.steady), c.steady.Seconds()/n.steady.Seconds())
+		ratios = append(ratios, c.steady.Seconds()/n.steady.Seconds())
 	}
+	slices.Sort(ratios)
+	fmt.Printf("median of the runs' ratios, from the first batch: %.2f\n", ratios[len(ratios)/2])
 	best := func(ts []timing, f func(timing) time.Duration) time.Duration {
 		ds := make([]time.Duration, len(ts))
 		for i, t := range ts {
@@ -121,6 +125,15 @@ func run(cfg config) error {
 }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+// loadAverage is the 1-minute load average (Linux), or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
 
 // generate writes cfg.docs documents into dir in process (reused when there).
 func generate(dir string, cfg config) error {

@@ -108,9 +108,11 @@ type AppHello struct {
 	Prefix    string `json:"prefix"`
 }
 
-// ErrParentGone reports that the parent closed its input (or exited) while cfp waited for an
-// answer: the message counts as not answered.
-var ErrParentGone = errors.New("application closed its input")
+// ErrParentGone reports that the parent closed its end of the channel (or exited) while cfp
+// waited for an answer or wrote to it: the message counts as not answered, and the host stops.
+// Retry passes it through: a batch the application never handled is neither retried nor
+// skipped nor dead-lettered, so it comes again from the last checkpoint on the next host.
+var ErrParentGone = errors.New("the application closed the channel")
 
 var _ feed.LeaseHandler = (*App)(nil)
 
@@ -155,7 +157,7 @@ func (a *App) writeLoop() {
 			_, err = a.out.Write(w.line)
 			if err != nil {
 				a.brokenOnce.Do(func() {
-					a.brokenErr = fmt.Errorf("write to the application: %w", err)
+					a.brokenErr = fmt.Errorf("write to the application: %w: %w", err, ErrParentGone)
 					close(a.broken)
 				})
 				err = a.brokenErr

@@ -380,3 +380,44 @@ func TestApp_ProcessorBackpressure(t *testing.T) {
 		}
 	})
 }
+
+// TestApp_ParentGoneIsNeitherRetriedNorSkipped: a batch whose parent went away was not
+// processed; the retry policy passes that through at once, even with --on-error skip, so the
+// batch comes again from the checkpoint. Before, Retry waited 1s+2s+4s of backoff (the
+// takeover after a kill -9 of a Node process took 7.5 s in clients/node's test) and then
+// skipped the batch: it would have been checkpointed past, never handled.
+func TestApp_ParentGoneIsNeitherRetriedNorSkipped(t *testing.T) {
+	for _, how := range []string{"input closed", "output broken"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var app *sink.App
+				var p *parent
+				if how == "input closed" {
+					p = newParent(t)
+					app = p.app
+				} else {
+					app = sink.NewApp(brokenPipe{}, io.Discard)
+					inR, inW := io.Pipe()
+					defer inW.Close()
+					go app.Serve(inR)
+					defer app.Close()
+				}
+				r := &sink.Retry{Handler: app, MaxRetries: 3, OnError: sink.OnErrorSkip}
+				done := make(chan error, 1)
+				start := time.Now()
+				go func() { done <- r.Handle(context.Background(), batchOf("0", `{"id":"x"}`)) }()
+				if p != nil {
+					p.next()
+					_ = p.in.Close()
+				}
+				err := <-done
+				if !errors.Is(err, sink.ErrParentGone) {
+					t.Errorf("Retry.Handle = %v, want ErrParentGone (not processed, not skipped)", err)
+				}
+				if waited := time.Since(start); waited != 0 {
+					t.Errorf("the policy waited %s before giving the batch back", waited)
+				}
+			})
+		})
+	}
+}

@@ -181,7 +181,10 @@ func (e *FailedError) FailedAttempts() int { return e.Attempts }
 // passThrough reports whether err is an answer Retry must not act on.
 func passThrough(ctx context.Context, err error) bool {
 	var stop *feed.StopError
-	return err == nil || errors.Is(err, feed.ErrNoCheckpoint) || errors.As(err, &stop) || ctx.Err() != nil
+	// ErrParentGone: the application that handles batches is gone and the host is stopping;
+	// the batch was not processed, and neither retries nor --on-error skip/dead-letter apply.
+	return err == nil || errors.Is(err, feed.ErrNoCheckpoint) || errors.As(err, &stop) || ctx.Err() != nil ||
+		errors.Is(err, ErrParentGone)
 }
 
 func (r *Retry) deadLetter(b feed.Batch, attempts int, cause error) error {

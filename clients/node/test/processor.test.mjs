@@ -46,10 +46,10 @@ async function leaseList(container, processor) {
 }
 
 /** Starts test/fixtures/app.mjs as its own process; resolves once its processor started. */
-async function startApp(name, opts, out) {
+async function startApp(name, opts, out, delay = 0) {
   const log = fs.openSync(path.join(work, `${name}.stderr`), 'a');
   const child = spawn(process.execPath, [path.join(here, 'fixtures', 'app.mjs')], {
-    env: { ...process.env, CFP_TEST_OPTS: JSON.stringify(opts), CFP_TEST_OUT: out },
+    env: { ...process.env, CFP_TEST_OPTS: JSON.stringify(opts), CFP_TEST_OUT: out, CFP_TEST_DELAY: String(delay) },
     stdio: ['ignore', 'pipe', log],
   });
   const lines = [];
@@ -84,7 +84,9 @@ test('two Node processes and a cfp host share one lease set across a split and a
   const outs = { 'node-1': path.join(work, 'node-1.jsonl'), 'node-2': path.join(work, 'node-2.jsonl') };
   const cfpOut = path.join(work, 'cfp-1.jsonl');
 
-  const app1 = await startApp('node-1', base(container, processor, { instance: 'node-1' }), outs['node-1']);
+  // node-1 is slow (small batches, 20 ms each after recording them), so that its kill -9
+  // lands on batches handled but not yet answered.
+  const app1 = await startApp('node-1', base(container, processor, { instance: 'node-1', batchSize: 5 }), outs['node-1'], 20);
   // The cfp host: the stdout delegate, one line per change.
   const host = spawn(cfpPath, ['--endpoint', emu.endpoint, 'process', '-d', DB, '-c', container, '-p', processor,
     '--instance', 'cfp-1', '--from', 'beginning', '--lease-acquire-interval', '500ms', '--lease-renew-interval', '1s',
@@ -119,10 +121,14 @@ test('two Node processes and a cfp host share one lease set across a split and a
 
   // kill -9 of an application process: its cfp sees the end of its stdin, stops and releases
   // its leases; the other hosts take them over.
+  // The kill lands while the new orders are being handled: a batch in flight then is not
+  // checkpointed and comes again elsewhere (a duplicate, never a loss).
+  await writeOrders(emu, DB, container, 400, 200);
+  await until('node-1 handling the new orders', () => readHandled(outs['node-1']).some((r) => Number(r.id.slice(1)) >= 400), 30000)
+    .catch(() => {}); // node-1 may hold none of their leases: kill it anyway
   const killedAt = Date.now();
   app1.child.kill('SIGKILL');
   await app1.exited;
-  await writeOrders(emu, DB, container, 400, 200);
   await until('600 orders after the kill', seenAll(600));
   await until('no lease owned by the killed process', async () => {
     const ls = await leaseList(container, processor);
