@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/metrics"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/google/uuid"
 
 	"github.com/cfp-dev/cfp/emulator/query"
 	"github.com/cfp-dev/cfp/internal/epk"
@@ -75,6 +78,8 @@ type jsRun struct {
 	abort   error                         // a storage error: the request fails whatever the script does
 	logs    []string
 	charge  float64
+	// respCont is the continuation the last query answered, for its callback's options.
+	respCont string
 
 	reqBody  goja.Value // getRequest().getBody()
 	respBody goja.Value // getResponse().getBody()
@@ -114,7 +119,8 @@ func (j *jsRun) toJSON(v goja.Value) []byte {
 	return []byte(s.String())
 }
 
-// throw raises a JavaScript Error for a failed operation, with the service's number (the status).
+// errorObject makes the JavaScript Error of a failed operation, with the service's number (its
+// status) and body, and remembers it so that, thrown out of the script, it answers that status.
 func (j *jsRun) errorObject(se *scriptError) *goja.Object {
 	o := j.vm.NewGoError(se)
 	_ = o.Set("number", se.status)
@@ -147,11 +153,18 @@ func (j *jsRun) opError(err error) *scriptError {
 // (the last function argument) later with (error, result, options); a failure without a callback
 // throws.
 func (j *jsRun) call(args []goja.Value, op func() (goja.Value, error)) goja.Value {
+	return j.callback(args, false, op)
+}
+
+// callback is call; noResult is set for deleteDocument, whose callback gets (error, options).
+func (j *jsRun) callback(args []goja.Value, noResult bool, op func() (goja.Value, error)) goja.Value {
 	var cb goja.Callable
 	if n := len(args); n > 0 {
 		cb, _ = goja.AssertFunction(args[n-1])
 	}
 	res, err := op()
+	cont := j.respCont
+	j.respCont = ""
 	var errV goja.Value = goja.Undefined()
 	if err != nil {
 		se := j.opError(err)
@@ -164,8 +177,15 @@ func (j *jsRun) call(args []goja.Value, op func() (goja.Value, error)) goja.Valu
 		opts := j.vm.NewObject()
 		_ = opts.Set("currentCollectionSizeInMB", 0)
 		_ = opts.Set("maxCollectionSizeInMB", 10240)
+		if cont != "" {
+			_ = opts.Set("continuation", cont)
+		}
+		args := []goja.Value{errV, res, opts}
+		if noResult {
+			args = []goja.Value{errV, opts}
+		}
 		j.pending = append(j.pending, func() error {
-			_, err := cb(goja.Undefined(), errV, res, opts)
+			_, err := cb(goja.Undefined(), args...)
 			return err
 		})
 	}
@@ -183,6 +203,15 @@ func optionsArg(args []goja.Value, i int) *goja.Object {
 	}
 	o, _ := args[i].(*goja.Object)
 	return o
+}
+
+// boolOption reads a boolean option.
+func boolOption(o *goja.Object, name string) bool {
+	if o == nil {
+		return false
+	}
+	v := o.Get(name)
+	return v != nil && v.ToBoolean()
 }
 
 // ifMatchOption is the If-Match of an operation's options: etag, or accessCondition
@@ -288,8 +317,13 @@ func (j *jsRun) scan(fn func(item) bool) error {
 func (j *jsRun) write(op opKind, id string, doc goja.Value, opts *goja.Object) (goja.Value, error) {
 	var body []byte
 	if op != opDelete {
-		if o, ok := doc.(*goja.Object); !ok || o.ClassName() == "Array" {
+		o, ok := doc.(*goja.Object)
+		if !ok || o.ClassName() == "Array" {
 			return nil, badRequest("the document is not a JSON object")
+		}
+		if id := o.Get("id"); (op == opCreate || op == opUpsert) && (id == nil || goja.IsUndefined(id)) && !boolOption(opts, "disableAutomaticIdGeneration") {
+			// The server-side SDK gives a document without an id a new GUID.
+			_ = o.Set("id", uuid.NewString())
 		}
 		body = j.toJSON(doc)
 	}
@@ -314,7 +348,7 @@ func (j *jsRun) write(op opKind, id string, doc goja.Value, opts *goja.Object) (
 }
 
 // queryDocs runs a query on the script's partition.
-func (j *jsRun) queryDocs(spec goja.Value) (goja.Value, error) {
+func (j *jsRun) queryDocs(spec goja.Value, opts *goja.Object) (goja.Value, error) {
 	var sql string
 	params := map[string]any{}
 	if o, ok := spec.(*goja.Object); ok && o.ClassName() != "String" {
@@ -360,7 +394,7 @@ func (j *jsRun) queryDocs(spec goja.Value) (goja.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := evalQuery(q, params, docs)
+	out, cont, err := queryPage(q, params, docs, pageOptions(opts))
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
@@ -369,7 +403,77 @@ func (j *jsRun) queryDocs(spec goja.Value) (goja.Value, error) {
 		return nil, err
 	}
 	j.charge += ChargeQueryPage(len(docs), len(b))
+	j.respCont = cont
 	return j.fromJSON(b), nil
+}
+
+// pageRequest is a script query's options: pageSize (0: every result) and continuation.
+type pageRequest struct {
+	size int
+	cont string
+}
+
+func pageOptions(o *goja.Object) pageRequest {
+	var p pageRequest
+	if o == nil {
+		return p
+	}
+	if v := o.Get("pageSize"); v != nil && !goja.IsUndefined(v) && !goja.IsNull(v) {
+		p.size = max(int(v.ToInteger()), 0)
+	}
+	if v := o.Get("continuation"); v != nil && !goja.IsUndefined(v) && !goja.IsNull(v) {
+		p.cont = v.String()
+	}
+	return p
+}
+
+// queryPage answers one page of a script's query over the partition's documents (in id order)
+// and the continuation of the next page ("" for the last). A plain query (no ORDER BY, aggregate,
+// DISTINCT, TOP or OFFSET) continues after the last document's id, so a script that deletes what
+// it read and asks for the next page misses nothing; the others continue at an offset.
+func queryPage(q *query.Query, params map[string]any, docs []map[string]any, page pageRequest) ([]any, string, error) {
+	plain := !q.IsAggregate() && len(q.OrderBy) == 0 && !q.Distinct && q.RowLimit() < 0 && q.Offset < 0
+	if plain {
+		after, _ := strings.CutPrefix(page.cont, "id:")
+		out := []any{}
+		for i, d := range docs {
+			id, _ := d["id"].(string)
+			if page.cont != "" && id <= after {
+				continue
+			}
+			ok, err := q.Match(d, params)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok {
+				continue
+			}
+			v, ok, err := q.Project(d, params)
+			if err != nil {
+				return nil, "", err
+			}
+			if ok {
+				out = append(out, v)
+			}
+			if page.size > 0 && len(out) == page.size && i < len(docs)-1 {
+				return out, "id:" + id, nil
+			}
+		}
+		return out, "", nil
+	}
+	out, err := evalQuery(q, params, docs)
+	if err != nil {
+		return nil, "", err
+	}
+	from := 0
+	if n, ok := strings.CutPrefix(page.cont, "offset:"); ok {
+		from, _ = strconv.Atoi(n)
+	}
+	out = out[min(max(from, 0), len(out)):]
+	if page.size > 0 && len(out) > page.size {
+		return out[:page.size], "offset:" + strconv.Itoa(from+page.size), nil
+	}
+	return out, "", nil
 }
 
 // evalQuery evaluates q over docs in memory: filter, order, aggregate, project, DISTINCT,
@@ -452,7 +556,7 @@ func (j *jsRun) install() {
 	_ = coll.Set("getAltLink", j.fn(func([]goja.Value) goja.Value { return vm.ToValue("dbs/" + j.st.DB + "/colls/" + j.st.ID) }))
 	docWrite := func(op opKind) func(args []goja.Value) goja.Value {
 		return func(args []goja.Value) goja.Value {
-			return j.call(args, func() (goja.Value, error) {
+			return j.callback(args, op == opDelete, func() (goja.Value, error) {
 				if op == opCreate || op == opUpsert {
 					if err := j.checkCollLink(arg(args, 0).String()); err != nil {
 						return nil, err
@@ -496,7 +600,7 @@ func (j *jsRun) install() {
 			if err := j.checkCollLink(arg(args, 0).String()); err != nil {
 				return nil, err
 			}
-			return j.queryDocs(vm.ToValue("SELECT * FROM root"))
+			return j.queryDocs(vm.ToValue("SELECT * FROM root"), optionsArg(args, 1))
 		})
 	}))
 	_ = coll.Set("queryDocuments", j.fn(func(args []goja.Value) goja.Value {
@@ -504,7 +608,7 @@ func (j *jsRun) install() {
 			if err := j.checkCollLink(arg(args, 0).String()); err != nil {
 				return nil, err
 			}
-			return j.queryDocs(arg(args, 1))
+			return j.queryDocs(arg(args, 1), optionsArg(args, 2))
 		})
 	}))
 	for _, name := range []string{"filter", "map", "pluck", "flatten", "sortBy", "sortByDescending", "chain", "value"} {
@@ -611,6 +715,7 @@ func (j *jsRun) run(ctx context.Context, src string, timeout time.Duration, args
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, func() { j.vm.Interrupt(ctx.Err()) })
 	defer stop()
+	defer j.watchMemory()()
 	defer func() {
 		if p := recover(); p != nil {
 			if j.abort != nil {
@@ -625,6 +730,40 @@ func (j *jsRun) run(ctx context.Context, src string, timeout time.Duration, args
 		return j.abort
 	}
 	return j.scriptErr(err, timeout)
+}
+
+// maxScriptMemory bounds what a script may allocate: goja has no memory limit, and a script that
+// doubles a string in a loop would take the emulator's process down before its time bound.
+const maxScriptMemory = 256 << 20
+
+// errScriptMemory interrupts a script that allocated more than maxScriptMemory.
+var errScriptMemory = errors.New("script memory")
+
+// watchMemory interrupts the script when the process's heap grows by more than maxScriptMemory
+// while it runs (the heap is the process's, so what other requests allocate at the same time
+// counts too: the bound is generous). It returns the function that stops watching.
+func (j *jsRun) watchMemory() func() {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				metrics.Read(sample)
+				if sample[0].Value.Uint64() > base+maxScriptMemory {
+					j.vm.Interrupt(errScriptMemory)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 func (j *jsRun) exec(src string, args []goja.Value) error {
@@ -664,6 +803,10 @@ func (j *jsRun) scriptErr(err error, timeout time.Duration) error {
 	case errors.As(err, &se):
 		return se
 	case errors.As(err, &ie):
+		if ie.Value() == errScriptMemory {
+			return &scriptError{status: http.StatusBadRequest, code: "BadRequest",
+				msg: scriptExceptionMessage(fmt.Sprintf("not supported by cfp emulator: the script %s allocated more than %d MiB and was stopped; none of its writes were committed", quoteID(j.name), maxScriptMemory>>20))}
+		}
 		if ie.Value() == errScriptTimeout {
 			return &scriptError{status: http.StatusRequestTimeout, code: "RequestTimeout",
 				msg: scriptExceptionMessage(fmt.Sprintf("the script %s ran longer than its allowed time (%s) and was stopped; none of its writes were committed", quoteID(j.name), timeout))}

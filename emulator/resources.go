@@ -224,6 +224,35 @@ func writeResTx(tx *bolt.Tx, b *bolt.Bucket, kind string, owner resOwner, op res
 	return rec, !exists, nil, b.Put(resKey(kind, owner.RID, newID), v)
 }
 
+// deleteChildrenTx deletes the child resources a database or container being deleted owns
+// (ownerRID): a container's scripts, a database's users and their permissions.
+func deleteChildrenTx(tx *bolt.Tx, ownerRID string) error {
+	b := tx.Bucket(bucketRes)
+	if b == nil {
+		return nil
+	}
+	for _, kind := range []string{"sprocs", "triggers", "udfs"} {
+		if err := deleteResPrefix(b, resPrefix(kind, ownerRID)); err != nil {
+			return err
+		}
+	}
+	prefix := resPrefix("users", ownerRID)
+	var users []string
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var rec resRecord
+		if json.Unmarshal(v, &rec) == nil {
+			users = append(users, rec.RID)
+		}
+	}
+	for _, u := range users {
+		if err := deleteResPrefix(b, resPrefix("permissions", u)); err != nil {
+			return err
+		}
+	}
+	return deleteResPrefix(b, prefix)
+}
+
 func deleteResPrefix(b *bolt.Bucket, prefix []byte) error {
 	var keys [][]byte
 	c := b.Cursor()
@@ -381,10 +410,11 @@ func (e *Emulator) routeChildResources(w http.ResponseWriter, r *http.Request, s
 	return true
 }
 
-// intProp reads a property that should be a string from a definition.
+// stringProp reads a string property of a definition.
 func stringProp(props map[string]any, name string) (string, bool) {
 	v, ok := props[name].(string)
 	return v, ok
 }
 
+// quoteID quotes a resource id for a message.
 func quoteID(id string) string { return strconv.Quote(id) }

@@ -196,7 +196,7 @@ func (e *Emulator) itemRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+docs+"/{id}", item(e.readItem))
 	mux.HandleFunc("PUT "+docs+"/{id}", item(e.writeItem))
 	mux.HandleFunc("DELETE "+docs+"/{id}", item(e.writeItem))
-	mux.HandleFunc("PATCH "+docs+"/{id}", item(e.patchItem))
+	mux.HandleFunc("PATCH "+docs+"/{id}", item(e.noTriggers(e.patchItem)))
 	mux.HandleFunc(docs+"/{id}", item(unsupported))
 }
 
@@ -208,7 +208,9 @@ func (e *Emulator) postDocuments(w http.ResponseWriter, r *http.Request) {
 	case strings.EqualFold(r.Header.Get(hdrQueryPlan), "true"):
 		e.writeQueryPlan(w, r)
 	case strings.EqualFold(r.Header.Get(hdrIsBatch), "true"):
-		e.executeBatch(w, r, db, coll)
+		if !e.refusedTriggers(w, r) {
+			e.executeBatch(w, r, db, coll)
+		}
 	case isQuery(r):
 		e.queryItems(w, r, db, coll)
 	default:

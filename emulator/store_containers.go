@@ -76,7 +76,11 @@ func (s *store) listDatabases() ([]dbRecord, error) {
 
 func (s *store) deleteDatabase(id string) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		if _, err := getDB(tx, id); err != nil {
+		d, err := getDB(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := deleteChildrenTx(tx, d.RID); err != nil { // its users and their permissions
 			return err
 		}
 		colls := tx.Bucket(bucketColls)
@@ -356,6 +360,9 @@ func deleteCollTx(tx *bolt.Tx, key []byte) error {
 	}
 	rid, _ := decodeRID(rec.RID)
 	if err := tx.Bucket(bucketData).DeleteBucket(rid); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+		return err
+	}
+	if err := deleteChildrenTx(tx, rec.RID); err != nil { // its scripts (resources.go)
 		return err
 	}
 	return colls.Delete(key)

@@ -19,6 +19,26 @@ func hasTriggers(r *http.Request) bool {
 	return r.Header.Get(hdrPreTrigger) != "" || r.Header.Get(hdrPostTrigger) != ""
 }
 
+// refusedTriggers answers 400 "not supported by cfp emulator" to a write that names triggers it
+// would not run (a patch, a transactional batch or a bulk request), and reports whether it did:
+// never a write that silently skips its triggers.
+func (e *Emulator) refusedTriggers(w http.ResponseWriter, r *http.Request) bool {
+	if !hasTriggers(r) {
+		return false
+	}
+	e.notSupported(w, r, "triggers on a patch, a transactional batch or a bulk request")
+	return true
+}
+
+// noTriggers is serve, refusing the requests that name triggers (refusedTriggers).
+func (e *Emulator) noTriggers(serve func(w http.ResponseWriter, r *http.Request, db, coll, id string)) func(w http.ResponseWriter, r *http.Request, db, coll, id string) {
+	return func(w http.ResponseWriter, r *http.Request, db, coll, id string) {
+		if !e.refusedTriggers(w, r) {
+			serve(w, r, db, coll, id)
+		}
+	}
+}
+
 // trigger is a trigger to run on a write.
 type trigger struct {
 	id, body string
@@ -116,12 +136,17 @@ func (e *Emulator) writeWithTriggers(w http.ResponseWriter, r *http.Request, st 
 }
 
 func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collState, req itemOpRequest, pre, post []trigger) {
+	udfs, err := e.udfCaller(st)
+	if err != nil {
+		e.fail(w, err)
+		return
+	}
 	var status int
 	var res writeResult
 	var charge float64
 	var body []byte
 	var timedOut error // a trigger that timed out is not run again (see sprocTx)
-	err := e.store.updateItems(st.DB, st.ID, func(t *itemTx) (err error) {
+	err = e.store.updateItems(st.DB, st.ID, func(t *itemTx) (err error) {
 		if timedOut != nil {
 			return timedOut
 		}
@@ -141,7 +166,7 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 		}
 		for _, tr := range pre {
 			j := newJSRun(t, st, comps, tr.id)
-			j.opType = opTypeName(req.Op)
+			j.opType, j.udfs = opTypeName(req.Op), udfs
 			if body != nil {
 				j.reqBody = j.fromJSON(body)
 			}
@@ -170,7 +195,7 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 		charge += wc
 		for _, tr := range post {
 			j := newJSRun(t, st, comps, tr.id)
-			j.opType = opTypeName(req.Op)
+			j.opType, j.udfs = opTypeName(req.Op), udfs
 			if body != nil {
 				j.reqBody = j.fromJSON(body)
 			}

@@ -41,10 +41,11 @@ import (
 )
 
 // Options configure New. The zero value (or nil) serves plain HTTP with the well-known
-// emulator key and the emulator's default partitioning.
+// emulator key, and gives each new container the partitions the service would.
 type Options struct {
-	// Partitions is the number of physical partitions of every new container; 0 leaves the
-	// emulator's default. Split and Merge change a container's layout afterwards.
+	// Partitions forces the number of physical partitions of every new container; 0 gives each
+	// the partitions the service would (one for a small container, one per 10,000 RU/s of its
+	// throughput). Split and Merge change a container's layout afterwards.
 	Partitions int
 	// TLS serves HTTPS with a certificate the returned client trusts (for code that refuses
 	// plain HTTP endpoints). azcosmos accepts both.
