@@ -58,7 +58,8 @@ func (v *cycleView) share() {
 	v.held = heldBy(v.cands, v.now, v.expiration)
 }
 
-// rebuffed is Processor.rebuffed over the view's snapshot.
+// rebuffed reports whether l, owned by another host, is one this host lost to that host soon
+// after taking it, less than two expirations ago (the view's snapshot of the rebuffs).
 func (v *cycleView) rebuffed(l *leases.Lease) bool {
 	r, ok := v.rebuffs[l.Token]
 	return ok && v.now.Before(r.until) && strings.EqualFold(r.owner, l.Owner)
