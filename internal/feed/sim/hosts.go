@@ -41,7 +41,7 @@ func (w *World) handle(ctx context.Context, h *host, token string, items []json.
 	if _, err := h.io.enter(); err != nil {
 		return err // killed while it worked: nothing it did is visible
 	}
-	w.deliver(items)
+	w.deliver(h.name, token, items)
 	if w.trace {
 		w.logf("deliver %s %s %s", h.name, token, itemsOf(items))
 	}

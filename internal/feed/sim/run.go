@@ -80,6 +80,9 @@ type Result struct {
 	// LateBatches how many batches were.
 	MaxLate     time.Duration
 	LateBatches int
+	// Fingerprint hashes the run's ownership changes and deliveries with their virtual
+	// instants (fingerprint.go): replays of a seed that saw the same schedule share it.
+	Fingerprint string
 }
 
 // Summary is one line of figures.
@@ -337,6 +340,7 @@ func Run(seed uint64, o Options) Result {
 	r.Written, r.Changes, r.Retries = w.written, w.changes, w.retries
 	r.Violations, r.Log = w.violations, w.log
 	w.mu.Unlock()
+	r.Fingerprint = w.fingerprint()
 	if bound := Batch * (r.Changes + r.Retries); r.Duplicates > bound {
 		r.Violations = append(r.Violations, fmt.Sprintf("%d duplicate deliveries, more than one batch (%d) per ownership change (%d) and handler failure (%d): %d",
 			r.Duplicates, Batch, r.Changes, r.Retries, bound))

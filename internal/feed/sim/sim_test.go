@@ -19,6 +19,7 @@ var (
 	peerFlag   = flag.String("peer", "dotnet", "the kind of the non-cfp hosts: dotnet or java (one lease set is in one format)")
 	traceFlag  = flag.Bool("deliveries", false, "log every delivery of a replayed seed")
 	strictFlag = flag.Bool("strict", false, "make the liveness bounds (settle, stay settled) failures")
+	fpFlag     = flag.Bool("fingerprint", false, "print every seed's fingerprint (a hash of its ownership changes and deliveries at their virtual instants) to compare replays")
 	faultFlag  = flag.String("faults", "", "comma-separated fault kinds to draw (default all): "+strings.Join(FaultKinds(), ","))
 )
 
@@ -99,6 +100,9 @@ func runSeeds(t *testing.T, first uint64, n int, opts Options, args string) {
 				t.Parallel()
 				var r Result
 				synctest.Test(t, func(*testing.T) { r = Run(seed, opts) })
+				if *fpFlag {
+					fmt.Printf("seed %d%s fingerprint %s\n", seed, args, r.Fingerprint)
+				}
 				if len(r.Violations) > 0 || testing.Verbose() && n == 1 {
 					for _, l := range r.Log {
 						t.Log(l)

@@ -121,6 +121,9 @@ type World struct {
 
 	violations []string
 	log        []string
+	// events are the run's ownership changes and deliveries, for its fingerprint
+	// (fingerprint.go).
+	events []string
 }
 
 func newWorld(partitions, batch int) *World {
@@ -223,6 +226,7 @@ func (w *World) observe(d leases.Document, deleted bool) {
 	if w.trace {
 		w.log = append(w.log, fmt.Sprintf("%8s owner %s: %q -> %q props=%v", w.at().Truncate(time.Millisecond), l.Token, was.owner, owner, l.Properties))
 	}
+	w.recordLocked("owner %s %q", l.Token, owner)
 	if owner != "" {
 		w.changes++
 		if w.lost[l.Token] != nil {
@@ -335,10 +339,11 @@ func (w *World) begin(h *host, token string) {
 	}
 }
 
-// deliver records the items of a successful handler call.
-func (w *World) deliver(items []json.RawMessage) {
+// deliver records the items of a successful handler call of host for token.
+func (w *World) deliver(host, token string, items []json.RawMessage) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.recordLocked("deliver %s %s %d", host, token, len(items))
 	for _, it := range items {
 		var d struct {
 			ID  string `json:"id"`
