@@ -77,6 +77,9 @@ type ProcessorOptions struct {
 	LeaseFormat LeaseFormat
 	// Now is the clock for lease expiry (default time.Now).
 	Now func() time.Time
+	// Rand returns a number in [0, 1) for the jitter of a throttled read's backoff (default
+	// math/rand/v2's; ReaderOptions.Rand). A simulation gives a seeded one to replay exactly.
+	Rand func() float64
 	// Logger receives the processor's logs (default: discard). Repeated errors are
 	// rate-limited.
 	Logger *slog.Logger

@@ -783,6 +783,6 @@ func (w *worker) route(ctx context.Context) error {
 		return fmt.Errorf("route lease: %w", err)
 	}
 	req.PartitionID, req.Range = rt.Partition.ID, rt.Range
-	w.reader = NewReader(p.src, req, ReaderOptions{Poll: p.opts.PollInterval, Logger: p.log})
+	w.reader = NewReader(p.src, req, ReaderOptions{Poll: p.opts.PollInterval, Rand: p.opts.Rand, Logger: p.log})
 	return nil
 }

@@ -52,21 +52,24 @@ func (h *host) now() time.Time { return time.Now().Add(h.skew) }
 
 // startCFP starts (or restarts, under the same name) a cfp host.
 func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
+	jit := w.jitter(name)
+	t = t.jittered(jit)
 	h := &host{name: name, kind: CFP, timing: t, skew: skew, io: newHostIO(), done: make(chan error, 1)}
 	opts := feed.ProcessorOptions{
 		Instance:        name,
 		AcquireInterval: t.Acquire,
 		RenewInterval:   t.Renew,
 		Expiration:      t.Expiration,
-		PollInterval:    500 * time.Millisecond,
-		ErrorBackoff:    200 * time.Millisecond,
-		MaxErrorBackoff: 2 * time.Second,
-		ShutdownTimeout: 5 * time.Second,
-		ReleaseTimeout:  5 * time.Second,
+		PollInterval:    jit(500 * time.Millisecond),
+		ErrorBackoff:    jit(200 * time.Millisecond),
+		MaxErrorBackoff: jit(2 * time.Second),
+		ShutdownTimeout: jit(5 * time.Second),
+		ReleaseTimeout:  jit(5 * time.Second),
 		MaxItems:        w.batch,
 		StartFrom:       feed.StartFrom{Kind: feed.StartBeginning},
 		LeaseFormat:     w.format,
 		Now:             h.now,
+		Rand:            w.random(name),
 	}
 	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io}, Prefix, leases.StoreOptions{Now: h.now})
 	p, err := feed.NewProcessor(&faultSource{src: w.src, io: h.io}, store, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
@@ -93,11 +96,13 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 // startDotNet starts (or restarts) a model .NET host. Its StartAsync may fail only under an
 // injected fault; the caller retries later.
 func (w *World) startDotNet(name string, t Timing, skew time.Duration) (*host, error) {
+	jit := w.jitter(name)
+	t = t.jittered(jit)
 	h := &host{name: name, kind: DotNet, timing: t, skew: skew, io: newHostIO()}
 	o := dotnettest.Options{
 		Instance: name, Prefix: Prefix,
 		AcquireInterval: t.Acquire, RenewInterval: t.Renew, Expiration: t.Expiration,
-		LockTime: 3 * time.Second, SleepTime: 2 * time.Second, PollDelay: 500 * time.Millisecond,
+		LockTime: jit(3 * time.Second), SleepTime: jit(2 * time.Second), PollDelay: jit(500 * time.Millisecond),
 		MaxItems: w.batch, StartFromBeginning: true, Now: h.now,
 		Handle: func(ctx context.Context, b dotnettest.Batch) error {
 			return w.handle(ctx, h, b.Token, b.Items)

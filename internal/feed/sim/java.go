@@ -24,13 +24,15 @@ const javaTick = 100 * time.Millisecond
 
 // startJava starts (or restarts) a model Java host.
 func (w *World) startJava(name string, t Timing, skew time.Duration) (*host, error) {
+	jit := w.jitter(name)
+	t = t.jittered(jit)
 	h := &host{name: name, kind: Java, timing: t, skew: skew, io: newHostIO()}
 	seed := fnv.New64a()
 	_, _ = seed.Write([]byte(name))
 	o := javatest.Options{
 		Instance: name, Prefix: Prefix,
 		AcquireInterval: t.Acquire, RenewInterval: t.Renew, Expiration: t.Expiration,
-		LockTime: 3 * time.Second, SleepTime: 2 * time.Second, PollDelay: 500 * time.Millisecond,
+		LockTime: jit(3 * time.Second), SleepTime: jit(2 * time.Second), PollDelay: jit(500 * time.Millisecond),
 		MaxItems: w.batch, StartFromBeginning: true, Now: h.now,
 		Rand: rand.New(rand.NewPCG(seed.Sum64(), 7)),
 		HandledGone: func(token string, gone leases.Range, created []leases.Range) {

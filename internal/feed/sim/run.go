@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"testing/synctest"
 	"time"
 )
 
@@ -106,6 +107,7 @@ func Run(seed uint64, o Options) Result {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	allowed := func(f string) bool { return o.Faults == nil || slices.Contains(o.Faults, f) }
 	w := newWorld(2+rng.IntN(7), Batch)
+	w.seed = seed
 	if o.Peer == Java || o.Only == int(Java)+1 {
 		w.format = leaseFormatOf(Java)
 	}
@@ -159,6 +161,7 @@ func Run(seed uint64, o Options) Result {
 			r.Hosts++
 		}
 		t, sk := timing(), skew()
+		defer synctest.Wait() // the host's bootstrap runs to a stop before the driver goes on (order.go)
 		if k == CFP {
 			w.logf("start cfp %s %+v skew %s", name, t, sk)
 			return w.startCFP(name, t, sk)
@@ -202,19 +205,27 @@ func Run(seed uint64, o Options) Result {
 	}
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
+		// The hosts' goroutines that woke at this instant run to a stop first: the driver's
+		// step (a write a reader polls for at this instant, a kill) never races them.
+		synctest.Wait()
 		now := time.Now()
+		// Each of the step's actions runs to a stop before the next (order.go).
 		for len(resumes) > 0 && !resumes[0].at.After(now) {
 			w.logf("resume %s", resumes[0].h.name)
 			w.resume(resumes[0].h)
 			resumes = resumes[1:]
+			synctest.Wait()
 		}
 		for len(clears) > 0 && !clears[0].at.After(now) {
 			w.logf("faults off %s", clears[0].h.name)
 			w.setFault(clears[0].h, faultNone)
 			clears = clears[1:]
+			synctest.Wait()
 		}
 		del.step(now)
+		synctest.Wait()
 		writeN(rng.IntN(6))
+		synctest.Wait()
 		live := w.live()
 		switch a := rng.IntN(40); {
 		case a < 2 && allowed("burst"):
@@ -317,14 +328,15 @@ func Run(seed uint64, o Options) Result {
 	// Graceful stop of every host, then the end state.
 	w.mu.Lock()
 	var up []*host
-	for _, h := range w.hosts {
-		if h.cancel != nil || h.net != nil || h.java != nil {
+	for _, n := range w.order {
+		if h := w.hosts[n]; h.cancel != nil || h.net != nil || h.java != nil {
 			up = append(up, h)
 		}
 	}
 	w.mu.Unlock()
 	for _, h := range up {
 		w.stop(h, &e)
+		synctest.Wait()
 	}
 	for _, wait := range e.waits {
 		wait()

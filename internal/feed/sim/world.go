@@ -91,6 +91,7 @@ type World struct {
 	mem   *leases.MemDocuments
 	docs  leases.Documents // mem, observed
 	batch int
+	seed  uint64 // the run's seed: the hosts' timer offsets (order.go)
 	start time.Time
 	// format is the lease format cfp hosts bootstrap in (java.go).
 	format feed.LeaseFormat
