@@ -18,7 +18,7 @@ var errHandler = errors.New("handler failed (injected)")
 // handle is every host's handler: the gate (a frozen host's handler call waits, a dead host's
 // is not recorded), the ownership check, the injected failure or slowness, then the record.
 func (w *World) handle(ctx context.Context, h *host, token string, items []json.RawMessage) error {
-	f, err := h.io.enter()
+	f, err := h.io.enter("handle " + token)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (w *World) handle(ctx context.Context, h *host, token string, items []json.
 			return ctx.Err()
 		}
 	}
-	if _, err := h.io.enter(); err != nil {
+	if _, err := h.io.enter("handled " + token); err != nil {
 		return err // killed while it worked: nothing it did is visible
 	}
 	w.deliver(h.name, token, items)

@@ -3,8 +3,12 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
+	"testing/synctest"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -54,17 +58,25 @@ const slowHandler = 2 * time.Second
 // hostIO is the wire of one host: its gate (running, paused, dead) and the fault it is being
 // answered with. Every request of the host's source and lease store passes through it.
 type hostIO struct {
-	mu    sync.Mutex
-	state hostState
-	wake  chan struct{} // closed when a pause ends
-	fault faultKind
+	mu      sync.Mutex
+	state   hostState
+	waiting []waiter // the requests frozen by a pause
+	fault   faultKind
 }
 
-func newHostIO() *hostIO { return &hostIO{wake: make(chan struct{})} }
+// waiter is a request frozen by a pause, named by what it asks (the operation and its
+// document, partition or lease), so that a resume releases the frozen requests one at a time
+// in the order of their names, not all at once in the scheduler's (order.go).
+type waiter struct {
+	key  string
+	wake chan struct{}
+}
+
+func newHostIO() *hostIO { return &hostIO{} }
 
 // enter waits while the host is paused (ignoring ctx: a frozen process does not look at its
-// deadlines) and fails once it is dead. It returns the fault in force.
-func (g *hostIO) enter() (faultKind, error) {
+// deadlines) and fails once it is dead. It returns the fault in force. key names the request.
+func (g *hostIO) enter(key string) (faultKind, error) {
 	for {
 		g.mu.Lock()
 		switch g.state {
@@ -76,20 +88,28 @@ func (g *hostIO) enter() (faultKind, error) {
 			g.mu.Unlock()
 			return faultNone, errCutOff
 		}
-		ch := g.wake
+		wt := waiter{key: key, wake: make(chan struct{})}
+		g.waiting = append(g.waiting, wt)
 		g.mu.Unlock()
-		<-ch
+		<-wt.wake
 	}
 }
 
+// set changes the host's state; leaving a pause releases the frozen requests in the order of
+// their names, each running to a stop before the next. Only the driver calls it.
 func (g *hostIO) set(s hostState) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	var release []waiter
 	if g.state == paused && s != paused {
-		close(g.wake)
-		g.wake = make(chan struct{})
+		release, g.waiting = g.waiting, nil
 	}
 	g.state = s
+	g.mu.Unlock()
+	slices.SortStableFunc(release, func(a, b waiter) int { return strings.Compare(a.key, b.key) })
+	for _, wt := range release {
+		close(wt.wake)
+		synctest.Wait()
+	}
 }
 
 func (g *hostIO) get() hostState {
@@ -118,8 +138,8 @@ var _ leases.Documents = (*faultDocs)(nil)
 
 // before passes the gate and returns the injected error of an operation, if any; write says
 // whether the operation writes, lost whether it must be applied before failing.
-func (d *faultDocs) before(write bool) (lost bool, err error) {
-	f, err := d.io.enter()
+func (d *faultDocs) before(key string, write bool) (lost bool, err error) {
+	f, err := d.io.enter(key)
 	if err != nil {
 		return false, err
 	}
@@ -141,28 +161,28 @@ func (d *faultDocs) before(write bool) (lost bool, err error) {
 }
 
 func (d *faultDocs) PartitionKeyPath(ctx context.Context) (string, error) {
-	if _, err := d.before(false); err != nil {
+	if _, err := d.before("pkpath", false); err != nil {
 		return "", err
 	}
 	return d.docs.PartitionKeyPath(ctx)
 }
 
 func (d *faultDocs) QueryPrefix(ctx context.Context, prefix string) ([]leases.Document, error) {
-	if _, err := d.before(false); err != nil {
+	if _, err := d.before("query "+prefix, false); err != nil {
 		return nil, err
 	}
 	return d.docs.QueryPrefix(ctx, prefix)
 }
 
 func (d *faultDocs) Read(ctx context.Context, id, pk string) (leases.Document, error) {
-	if _, err := d.before(false); err != nil {
+	if _, err := d.before("read "+id, false); err != nil {
 		return leases.Document{}, err
 	}
 	return d.docs.Read(ctx, id, pk)
 }
 
 func (d *faultDocs) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
-	lost, err := d.before(true)
+	lost, err := d.before("create "+pk+" "+string(body), true)
 	if err != nil {
 		return leases.Document{}, err
 	}
@@ -174,7 +194,7 @@ func (d *faultDocs) Create(ctx context.Context, pk string, body []byte) (leases.
 }
 
 func (d *faultDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
-	lost, err := d.before(true)
+	lost, err := d.before("replace "+id, true)
 	if err != nil {
 		return leases.Document{}, err
 	}
@@ -186,7 +206,7 @@ func (d *faultDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []
 }
 
 func (d *faultDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
-	lost, err := d.before(true)
+	lost, err := d.before("delete "+id, true)
 	if err != nil {
 		return err
 	}
@@ -206,14 +226,15 @@ type faultSource struct {
 var _ feed.Source = (*faultSource)(nil)
 
 func (s *faultSource) Partitions(ctx context.Context) ([]feed.Partition, error) {
-	if _, err := s.io.enter(); err != nil {
+	if _, err := s.io.enter("partitions"); err != nil {
 		return nil, err
 	}
 	return s.src.Partitions(ctx)
 }
 
 func (s *faultSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.Page, error) {
-	f, err := s.io.enter()
+	key := fmt.Sprintf("page %s %v %+v", req.PartitionID, req.Range, req.Start)
+	f, err := s.io.enter(key)
 	if err != nil {
 		return feed.Page{}, err
 	}
@@ -230,7 +251,7 @@ func (s *faultSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.
 		return page, err
 	}
 	// A page read before a pause is handed over after it, as a frozen process does.
-	if _, err := s.io.enter(); err != nil {
+	if _, err := s.io.enter(key); err != nil {
 		return feed.Page{}, err
 	}
 	return page, nil
