@@ -80,6 +80,27 @@ type Config struct {
 	// (HookEvent, HookBatchStart, HookBatchEnd, HookCycleDone, HookRequestCharge). The
 	// package changefeed/prom is one.
 	Hooks []Hook
+	// LeaseHandler, when set, is told when this host starts and stops delivering each lease's
+	// batches.
+	LeaseHandler LeaseHandler
+	// LeaseFormat is the format of the leases the processor creates (default
+	// LeaseFormatDefault: .NET's in a new set, an existing set's own).
+	LeaseFormat LeaseFormat
+	// CreateLeaseContainer creates the lease container (partitioned on /id, with time to live
+	// on, as .NET recommends for its .lock marker) and its database unless they exist.
+	CreateLeaseContainer bool
+	// StuckThreshold is how long a batch may stay in the Handler before the host records on
+	// the lease that it is in flight (so `cfp estimate` and `cfp leases list` show it) and
+	// reports an EventError (default 1m).
+	StuckThreshold time.Duration
+	// Redact, when set, masks secrets in the text the host writes into a lease's failure
+	// record (a handler's error).
+	Redact func(string) string
+	// ReuseItems lets the host reuse the memory of a batch's Items once the Handler returned:
+	// set it only when the Handler copies what it keeps of them.
+	ReuseItems bool
+	// Now is the clock where StartFrom's Now() is anchored (default time.Now).
+	Now func() time.Time
 	// CheckpointInterval, when set, writes a lease's checkpoint at most this often instead of
 	// after every batch: what waits is written when the lease is released or the host stops,
 	// and a crash may deliver it again.
@@ -263,17 +284,17 @@ func newEngine(cfg Config) (*engine, error) {
 func (e *engine) store(ctx context.Context) (*leases.Store, error) {
 	info, err := e.monitored.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("changefeed: open the monitored container: %w", err)
+		return nil, fmt.Errorf("open monitored container: %w", err)
 	}
 	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
 		Monitored: e.monAcct, Info: info, Leases: e.leaseAcct, Database: e.leaseDB, Container: e.cfg.Leases.Name,
-		Processor: e.cfg.Processor, Explicit: e.cfg.LeasePrefix,
+		Processor: e.cfg.Processor, Explicit: e.cfg.LeasePrefix, Create: e.cfg.CreateLeaseContainer,
 		Store: leases.StoreOptions{Mode: e.cfg.Mode.LeaseMode(), OnSkip: func(id string, err error) {
 			e.log.Warn("not a lease document, ignored", "id", id, "err", err)
 		}},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("changefeed: %w", err)
+		return nil, err
 	}
 	return store, nil
 }

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/sink"
 )
 
@@ -33,7 +34,7 @@ type delegateOptions struct {
 	// app says --app-protocol replaces the delegate flags; appHandler is its delegate, once
 	// the channel is open.
 	app        bool
-	appHandler feed.Handler
+	appHandler batchHandler
 }
 
 // delegateUsage is the help of the delegate flags on one command. The flags mean the same on
@@ -115,13 +116,20 @@ func (d *delegateOptions) describe() string {
 	return "stdout"
 }
 
+// batchHandler is a delegate: what the processor and the replay hand batches to (the engine's
+// Handler, named here by its method, so that cfp process reaches the engine only through the
+// changefeed package).
+type batchHandler interface {
+	Handle(ctx context.Context, b changefeed.Batch) error
+}
+
 // handler builds the chosen delegate wrapped in its error policy (sink.Retry). observe, when
 // not nil, wraps the delegate inside the policy, so it sees every attempt. The returned
 // function stops --exec-lines children that are still running, flushes stdout and closes the
 // dead-letter file; call it once the processor stopped.
-func (d *delegateOptions) handler(f *factory, observe func(feed.Handler) feed.Handler) (feed.Handler, func() error, error) {
+func (d *delegateOptions) handler(f *factory, observe func(batchHandler) batchHandler) (batchHandler, func() error, error) {
 	var (
-		inner   feed.Handler
+		inner   batchHandler
 		closers []func() error
 	)
 	switch {

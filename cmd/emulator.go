@@ -107,9 +107,10 @@ decoded key decide); with any key it prints a warning, because anyone who can re
 knows the key can read and write the data.
 
 While it runs, the data directory is locked: other commands reach the data with
---endpoint http://ADDR/ (or the connection string), not with --local=DIR. New containers get
---partitions physical partitions (default 4); split them with 'cfp emulator split' and
-merge adjacent ones with 'cfp emulator merge'.`
+--endpoint http://ADDR/ (or the connection string), not with --local=DIR. A new container gets the
+physical partitions the service would give it, one per 10,000 RU/s of its throughput (one for
+a small container), or --partitions N of them; split them with 'cfp emulator split' and merge
+adjacent ones with 'cfp emulator merge'.`
 
 const emulatorExample = `  # Serve .cfp on localhost:8081 with the well-known key
   cfp emulator

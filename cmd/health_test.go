@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/emulator"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -80,7 +80,7 @@ func TestProcess_HealthEndpoints(t *testing.T) {
 		f: f, Instance: "h1", AcquireInterval: 50 * time.Millisecond, RenewInterval: 100 * time.Millisecond,
 		Expiration: 5 * time.Second, PollInterval: 20 * time.Millisecond, StartFrom: "beginning", Mode: "latest",
 		Events: eventsNone, CreateLeaseContainer: true, MetricsAddr: addr, ShutdownTimeout: 2 * time.Second,
-		started: func(*feed.Processor) {
+		started: func(*changefeed.Processor) {
 			// Bootstrapped, not running: no acquire cycle has finished.
 			live, _ := probe(t, base+"/healthz")
 			ready, _ := probe(t, base+"/readyz")

@@ -12,9 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/changefeed/prom"
-	"github.com/cfp-dev/cfp/internal/feed"
-	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -42,10 +41,10 @@ type processOptions struct {
 	// start is its value, resolved once by resolve.
 	StartFrom string
 	startSet  bool
-	start     feed.StartFrom
+	start     changefeed.StartFrom
 	// Mode is the --mode text (latest or all-versions); mode is its parsed value.
 	Mode string
-	mode feed.FeedMode
+	mode changefeed.Mode
 	// LeaseFormat is --lease-format (dotnet or java); leaseFormatSet says the user gave it,
 	// which makes an existing set in the other format an error.
 	LeaseFormat    string
@@ -65,7 +64,7 @@ type processOptions struct {
 	NoView bool
 
 	// started, when set, is called once the processor bootstrapped, before it runs (tests).
-	started func(*feed.Processor)
+	started func(*changefeed.Processor)
 }
 
 const processLong = `Run a change feed processor host: cfp takes a share of the processor's leases, reads the
@@ -205,10 +204,10 @@ func newProcessCmd(f *factory) *cobra.Command {
 	}
 	fs := c.Flags()
 	fs.StringVar(&opts.Instance, "instance", "", "this host's `NAME`, written as the owner of its leases; unique per host (default <hostname>-<pid>-<random>)")
-	positiveDurationVar(fs, &opts.AcquireInterval, "lease-acquire-interval", feed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
-	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", feed.DefaultRenewInterval, "how often to renew held leases")
-	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", feed.DefaultExpiration, "how long a lease stays owned without a renewal")
-	fs.DurationVar(&opts.PollInterval, "poll-interval", feed.DefaultPollInterval, "wait after a lease's range is caught up")
+	positiveDurationVar(fs, &opts.AcquireInterval, "lease-acquire-interval", changefeed.DefaultAcquireInterval, "how often to balance leases with the other hosts")
+	positiveDurationVar(fs, &opts.RenewInterval, "lease-renew-interval", changefeed.DefaultRenewInterval, "how often to renew held leases")
+	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", changefeed.DefaultExpiration, "how long a lease stays owned without a renewal")
+	fs.DurationVar(&opts.PollInterval, "poll-interval", changefeed.DefaultPollInterval, "wait after a lease's range is caught up")
 	fs.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "write a lease's checkpoint at most this often (0: after every batch); what waits is written on release and shutdown, a crash may deliver it again")
 	fs.IntVar(&opts.MaxItems, "batch-size", 0, "at most `N` changes per batch (0: the service default)")
 	fs.StringVar(&opts.StartFrom, "from", "now", "where leases without a continuation start: now, beginning, an RFC 3339 `TIME` or -<duration> (all-versions: now only)")
@@ -220,9 +219,9 @@ func newProcessCmd(f *factory) *cobra.Command {
 	fs.StringVar(&opts.EventsFile, "events-file", "", "append the notifications to `FILE` instead of stderr, apart from logs and the delegate's stderr (implies --events jsonl)")
 	fs.BoolVar(&opts.CreateLeaseContainer, "create-lease-container", false, "create the lease container (on /id) if missing")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and the /healthz and /readyz probes on `HOST:PORT` (e.g. :9464)")
-	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
-	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", feed.DefaultStuckThreshold, "record on the lease, and report as an error event, a batch still in the delegate after this long (and rewrite a lease's failure record at most this often)")
-	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", feed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
+	fs.IntVar(&opts.StuckAfter, "stuck-after", prom.DefaultStuckAfter, "with --metrics-addr, a held lease whose batch has not finished for `N` acquire intervals is stuck")
+	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", changefeed.DefaultStuckThreshold, "record on the lease, and report as an error event, a batch still in the delegate after this long (and rewrite a lease's failure record at most this often)")
+	positiveDurationVar(fs, &opts.ShutdownTimeout, "shutdown-timeout", changefeed.DefaultShutdownTimeout, "how long batches in flight may run after SIGINT/SIGTERM")
 	fs.BoolVar(&opts.NoView, "no-view", false, "print the changes, not the live view, on a terminal")
 	renameFlag(f, c, "start-from", "from")
 	renameFlag(f, c, "max-items", "batch-size")
@@ -257,11 +256,11 @@ func (o *processOptions) validate(c *cobra.Command) error {
 	if err := o.resolve(); err != nil {
 		return err
 	}
-	if o.mode == feed.AllVersionsAndDeletes && o.start.Kind != feed.StartNow {
+	if o.mode == changefeed.AllVersionsAndDeletes && !o.start.IsNow() {
 		// .NET throws too: the all-versions feed starts from now or a continuation only.
 		return usageErrorf("--from %s: an all-versions processor starts its leases from now only (leases with a continuation resume from it)", o.StartFrom)
 	}
-	if err := o.engineOptions(feed.StartFrom{}).Validate(); err != nil {
+	if err := o.config(changefeed.Now()).ValidateHost(); err != nil {
 		return usageErrorf("%w", err)
 	}
 	return nil
@@ -270,11 +269,11 @@ func (o *processOptions) validate(c *cobra.Command) error {
 // resolve parses --from and --mode into start and mode, once: validate calls it, and runProcess
 // uses what it resolved ("now" is anchored at the host's start there).
 func (o *processOptions) resolve() error {
-	start, err := feed.ParseStart(o.StartFrom, o.f.Now())
+	start, err := changefeed.ParseStartFrom(o.StartFrom, o.f.Now())
 	if err != nil {
 		return usageErrorf("--from: %w", err)
 	}
-	mode, err := feed.ParseFeedMode(o.Mode)
+	mode, err := changefeed.ParseMode(o.Mode)
 	if err != nil {
 		return usageErrorf("--mode: %w", err)
 	}
@@ -305,10 +304,12 @@ func (o *processOptions) instance() string {
 	return o.defaultInstance
 }
 
-// engineOptions maps the flags to the processor's options (Notify and Logger are added by
-// runProcess).
-func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptions {
-	return feed.ProcessorOptions{
+// config maps the flags to the processor's configuration (the containers, hooks and Logger
+// are added by runProcess).
+func (o *processOptions) config(start changefeed.StartFrom) changefeed.Config {
+	return changefeed.Config{
+		Processor:          o.f.Global.Processor,
+		LeasePrefix:        o.f.Global.LeaseIDPrefix,
 		Instance:           o.instance(),
 		AcquireInterval:    o.AcquireInterval,
 		RenewInterval:      o.RenewInterval,
@@ -325,7 +326,8 @@ func (o *processOptions) engineOptions(start feed.StartFrom) feed.ProcessorOptio
 		// Every delegate copies a batch's items before Handle returns (stdout into its buffer,
 		// --exec into the array on stdin, --exec-lines into the message, the dead-letter file
 		// into its record): the pages' memory is reused.
-		ReuseItems: true,
+		ReuseItems:           true,
+		CreateLeaseContainer: o.CreateLeaseContainer,
 	}
 }
 
@@ -336,53 +338,53 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	defer tuneProcessGC(f.Getenv)()
 	ctx, closeApp := o.app.start(ctx, f)
 	defer closeApp()
-	// "now" is this host's start, as in .NET (see feed.AnchorNow).
-	start := feed.AnchorNow(o.start, o.mode, f.Now())
-	eopts := o.engineOptions(start)
+	cfg := o.config(o.start)
+	// "now" is this host's start, as in .NET (see Config.Now).
+	cfg.Now, cfg.Logger = f.Now, f.Log
 	// On a terminal, the live view (process_view.go); nil otherwise.
 	view := newProcessView(o)
 	defer view.end()
 	var metrics *prom.Metrics
 	if o.MetricsAddr != "" {
 		// Served from the start, so /readyz answers 503 until the first acquire cycle ended.
+		acquire := cfg.AcquireInterval
+		if acquire == 0 {
+			acquire = changefeed.DefaultAcquireInterval
+		}
 		metrics = prom.NewMetrics(prom.Options{
 			Processor: f.Global.Processor, Database: f.Global.Database, Container: f.Global.Container,
-			Instance: eopts.Instance, StuckAfter: o.StuckAfter,
-			StallAfter: prom.StallAfter(eopts.WithDefaults().AcquireInterval), Now: f.Now,
+			Instance: cfg.Instance, StuckAfter: o.StuckAfter, StallAfter: prom.StallAfter(acquire), Now: f.Now,
 		})
 		_, stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.Registry(), metrics.Health(), f.Log)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		eopts.OnAcquireCycle = func(err error) {
-			rf, _ := errors.AsType[*feed.ReadsFailingError](err)
+		cfg.Hooks = append(cfg.Hooks, cycleDone(func(err error) {
+			rf, _ := errors.AsType[*changefeed.ReadsFailingError](err)
 			switch {
 			case rf != nil:
 				// Not the account: the reads of some leases fail, whatever the retries.
-				err = &feed.ReadsFailingError{Leases: rf.Leases, Err: errors.New(f.redact(rf.Err.Error()))}
+				err = &changefeed.ReadsFailingError{Leases: rf.Leases, Err: errors.New(f.redact(rf.Err.Error()))}
 			case err != nil:
 				err = errors.New(f.redact(err.Error()))
 			}
 			metrics.OnCycleDone(err)
-		}
+		}))
 	}
 	// Every request the host makes reports its charge to ru, by kind (the summary's RU).
 	ru := newRequestUnits(metrics)
-	ctx = leases.WithChargeRecorder(ctx, ru.record)
+	cfg.Hooks = append(cfg.Hooks, ru)
 	acct, err := f.Account(ctx)
 	if err != nil {
 		return err
 	}
-	mon := acct.Container(f.Global.Database, f.Global.Container)
-	info, err := mon.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("open monitored container: %w", err)
-	}
-	store, err := o.leaseStore(ctx, acct, info)
+	leaseAcct, err := f.leaseAccount(ctx)
 	if err != nil {
 		return err
 	}
+	cfg.Monitored = changefeed.Container{Client: acct.Client(), Database: f.Global.Database, Name: f.Global.Container}
+	cfg.Leases = changefeed.Container{Client: leaseAcct.Client(), Database: f.leaseDatabase(), Name: f.Global.LeaseContainer}
 
 	eventsOut := f.IO.ErrOut
 	if o.EventsFile != "" {
@@ -395,8 +397,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	}
 	events := newProcessEvents(eventsOut, o.Events, f.redact, f.Now)
 	events.also = o.app.event
-	eopts.Logger = f.Log
-	eopts.Notify = func(e feed.Event) {
+	cfg.OnEvent = func(e changefeed.Event) {
 		events.notify(e)
 		metrics.OnEvent(e)
 	}
@@ -404,7 +405,7 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	o.delegate.attemptsReported = o.Events != eventsNone
 	o.delegate.appHandler = o.app.handler(o.delegate.Timeout)
 	restore := view.discardStdout(f)
-	h, closeHandler, err := o.delegate.handler(f, func(inner feed.Handler) feed.Handler {
+	h, closeHandler, err := o.delegate.handler(f, func(inner batchHandler) batchHandler {
 		return view.count(&observedHandler{h: inner, events: events, metrics: metrics, attempts: map[string]failures{}})
 	})
 	restore()
@@ -419,7 +420,10 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		}
 	}()
 
-	proc, err := feed.NewProcessor(mon, store, h, eopts)
+	if lh, ok := h.(changefeed.LeaseHandler); ok {
+		cfg.LeaseHandler = lh
+	}
+	proc, err := changefeed.NewProcessor(cfg, h.Handle)
 	if err != nil {
 		return usageErrorf("%w", err)
 	}
@@ -428,53 +432,59 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 		if ctx.Err() != nil {
 			return &ExitError{Code: exitOK}
 		}
-		if mm, ok := errors.AsType[*feed.ModeMismatchError](err); ok {
+		if mm, ok := errors.AsType[*changefeed.ModeMismatchError](err); ok {
 			return o.modeMismatch(mm)
 		}
-		if lf, ok := errors.AsType[*feed.LeaseFormatError](err); ok {
+		if lf, ok := errors.AsType[*changefeed.LeaseFormatError](err); ok {
 			return o.leaseFormatMismatch(lf)
 		}
-		if _, ok := errors.AsType[*feed.DuplicateInstanceError](err); ok {
+		if _, ok := errors.AsType[*changefeed.DuplicateInstanceError](err); ok {
 			return withHint(err, duplicateInstanceHint)
+		}
+		if errors.Is(err, changefeed.ErrNotFound) {
+			return o.openError(err)
 		}
 		return fmt.Errorf("initialize lease store: %w", err)
 	}
 	if boot.Existed && o.startSet {
-		o.noteExistingLeases(ctx, store)
+		o.noteExistingLeases(ctx, proc)
 	}
 	if boot.Existed {
-		warnUncovered(ctx, f, store)
+		warnUncovered(ctx, f, proc)
 	}
-	if err := o.app.hello(ctx, eopts.Instance, f.Global.Processor, store.Prefix()); err != nil {
+	if err := o.app.hello(ctx, cfg.Instance, f.Global.Processor, proc.Prefix()); err != nil {
 		if ctx.Err() != nil {
 			return &ExitError{Code: exitOK}
 		}
 		return fmt.Errorf("application channel: %w", err)
 	}
-	events.started(eopts.Instance, f.Global.Processor, store.Prefix(), boot)
+	events.started(cfg.Instance, f.Global.Processor, proc.Prefix(), boot)
 	if o.started != nil {
 		o.started(proc)
 	}
 
 	// q in the live view shuts the host down as SIGINT does.
-	ctx = view.start(ctx, mon, store)
+	ctx, err = view.start(ctx, acct, proc.Prefix())
+	if err != nil {
+		return err
+	}
 	runErr := proc.Run(ctx)
 	metrics.Stop()
-	events.summary(eopts.Instance, runErr, ru)
+	events.summary(cfg.Instance, runErr, ru)
 	o.app.stopped()
 	if runErr != nil {
-		var stop *feed.StopError
+		var stop *changefeed.StopError
 		if errors.As(runErr, &stop) {
 			return fmt.Errorf("processor stopped: %w", stop.Err)
 		}
-		if _, ok := errors.AsType[*feed.DuplicateInstanceError](runErr); ok {
+		if _, ok := errors.AsType[*changefeed.DuplicateInstanceError](runErr); ok {
 			return withHint(runErr, duplicateInstanceHint)
 		}
-		if _, ok := errors.AsType[*feed.LeaseSetDeletedError](runErr); ok {
+		if _, ok := errors.AsType[*changefeed.LeaseSetDeletedError](runErr); ok {
 			return &ExitError{Code: exitGone, Err: withHint(fmt.Errorf("processor stopped: %w", runErr),
 				"start the host again to bootstrap a new lease set from its start options (--from), or leave it stopped if the processor is retired")}
 		}
-		if _, ok := errors.AsType[*feed.MonitoredGoneError](runErr); ok {
+		if _, ok := errors.AsType[*changefeed.MonitoredGoneError](runErr); ok {
 			return &ExitError{Code: exitGone, Err: withHint(fmt.Errorf("processor stopped: %w", runErr),
 				"recreate the container and start the host again, or retire the processor with cfp leases delete")}
 		}
@@ -486,3 +496,10 @@ func runProcess(ctx context.Context, o *processOptions) (err error) {
 	}
 	return nil
 }
+
+// cycleDone is a changefeed.HookCycleDone of a function.
+type cycleDone func(err error)
+
+func (f cycleDone) OnCycleDone(err error) { f(err) }
+
+var _ changefeed.HookCycleDone = cycleDone(nil)

@@ -2,12 +2,14 @@ package cmd
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/buildinfo"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/render"
 	"github.com/cfp-dev/cfp/internal/sink"
 )
@@ -62,6 +64,7 @@ func (a *appOptions) start(ctx context.Context, f *factory) (context.Context, fu
 	go a.app.Serve(f.IO.In)
 	ctx, cancel := context.WithCancel(ctx)
 	a.helloDone = make(chan struct{})
+	go watchParent(ctx, a.app)
 	go func() {
 		select {
 		case <-a.app.Stopping():
@@ -85,8 +88,39 @@ func (a *appOptions) start(ctx context.Context, f *factory) (context.Context, fu
 	}
 }
 
+// parentPollInterval is how often cfp looks whether the application that started it is still
+// its parent.
+const parentPollInterval = time.Second
+
+// watchParent ends the channel when the application that started cfp exits while the pipes
+// stay open, which is the end of stdin does not tell: a Python application that forked workers
+// (multiprocessing's fork start method) and was killed leaves them holding cfp's stdin and
+// stdout, and cfp would keep its leases with nobody to process them. The application is gone
+// when cfp's parent process changes (cfp was reparented). A cfp whose parent is already init
+// has nothing to watch.
+func watchParent(ctx context.Context, app *sink.App) {
+	ppid := os.Getppid()
+	if ppid <= 1 {
+		return
+	}
+	t := time.NewTicker(parentPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if os.Getppid() != ppid {
+				app.ParentGone(fmt.Sprintf("the application that started cfp (pid %d) exited", ppid))
+				fmt.Fprintf(app.Stderr, "cfp: the application that started cfp (pid %d) exited; stopping\n", ppid)
+				return
+			}
+		}
+	}
+}
+
 // handler is the delegate: nil without --app-protocol.
-func (a *appOptions) handler(timeout time.Duration) feed.Handler {
+func (a *appOptions) handler(timeout time.Duration) batchHandler {
 	if a.app == nil {
 		return nil
 	}
@@ -101,7 +135,7 @@ func (a *appOptions) event(v render.EventView) {
 		return
 	}
 	switch v.Type {
-	case string(feed.EventBatch), string(feed.EventCheckpoint):
+	case string(changefeed.EventBatch), string(changefeed.EventCheckpoint):
 		return
 	case eventSummary:
 		a.summary = v

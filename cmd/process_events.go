@@ -6,14 +6,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
 // The view and printers of events live in render.
 type processEventView = render.EventView
 
-// Event types cfp process adds to the engine's (feed.EventType values).
+// Event types cfp process adds to the engine's (changefeed.EventType values).
 const (
 	eventStarted = render.EventStarted
 	eventSummary = render.EventSummary
@@ -41,16 +41,16 @@ func newProcessEvents(w io.Writer, format string, redact func(string) string, no
 }
 
 // notify handles one engine event.
-func (p *processEvents) notify(e feed.Event) {
+func (p *processEvents) notify(e changefeed.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch e.Type {
-	case feed.EventBatch:
+	case changefeed.EventBatch:
 		p.batches++
 		p.items += int64(e.Items)
-	case feed.EventError:
-		var stop *feed.StopError
-		if e.Cause == feed.CauseUser && errors.As(e.Err, &stop) {
+	case changefeed.EventError:
+		var stop *changefeed.StopError
+		if e.Cause == changefeed.CauseUser && errors.As(e.Err, &stop) {
 			// The failed attempts were reported already; the summary says why the host stopped.
 			return
 		}
@@ -60,7 +60,7 @@ func (p *processEvents) notify(e feed.Event) {
 }
 
 // attemptFailed reports one failed delivery of a batch to the delegate.
-func (p *processEvents) attemptFailed(e feed.Event, attempt int) {
+func (p *processEvents) attemptFailed(e changefeed.Event, attempt int) {
 	e.Time = p.now()
 	v := render.EventViewOf(e, p.redact)
 	v.Attempt = attempt
@@ -71,7 +71,7 @@ func (p *processEvents) attemptFailed(e feed.Event, attempt int) {
 }
 
 // started reports that the host bootstrapped the lease store and starts balancing.
-func (p *processEvents) started(instance, processor, prefix string, boot feed.BootstrapResult) {
+func (p *processEvents) started(instance, processor, prefix string, boot changefeed.BootstrapResult) {
 	created := boot.Created
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/changefeed/prom"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/sink"
 )
 
@@ -14,7 +14,7 @@ import (
 // user (the processor only sees what the error policy returns) and records each processed
 // batch's lag for the metrics. It forwards the per-lease calls of an ExecLines delegate.
 type observedHandler struct {
-	h       feed.Handler
+	h       batchHandler
 	events  *processEvents
 	metrics *prom.Metrics
 
@@ -28,14 +28,14 @@ type failures struct {
 	n            int
 }
 
-var _ feed.LeaseHandler = (*observedHandler)(nil)
+var _ changefeed.LeaseHandler = (*observedHandler)(nil)
 
-func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
+func (o *observedHandler) Handle(ctx context.Context, b changefeed.Batch) error {
 	o.metrics.OnBatchStart(b)
 	err := o.h.Handle(ctx, b)
-	var stop *feed.StopError
+	var stop *changefeed.StopError
 	switch {
-	case err == nil || errors.Is(err, feed.ErrNoCheckpoint):
+	case err == nil || errors.Is(err, changefeed.ErrNoCheckpoint):
 		o.mu.Lock()
 		delete(o.attempts, b.LeaseToken)
 		o.mu.Unlock()
@@ -50,18 +50,18 @@ func (o *observedHandler) Handle(ctx context.Context, b feed.Batch) error {
 		fl.n++
 		o.attempts[b.LeaseToken] = fl
 		o.mu.Unlock()
-		e := feed.Event{Type: feed.EventError, Lease: b.LeaseToken, Range: b.Range,
-			Owner: b.Owner, Err: err, Cause: feed.CauseUser, Items: len(b.Items), Continuation: b.Continuation}
+		e := changefeed.Event{Type: changefeed.EventError, Lease: b.LeaseToken, Range: b.Range,
+			Owner: b.Owner, Err: err, Cause: changefeed.CauseUser, Items: len(b.Items), Continuation: b.Continuation}
 		o.events.attemptFailed(e, fl.n)
 		o.metrics.OnEvent(e)
 	}
 	return err
 }
 
-func (o *observedHandler) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
+func (o *observedHandler) OpenLease(ctx context.Context, l changefeed.LeaseInfo) error {
 	return sink.OpenLease(ctx, o.h, l)
 }
 
-func (o *observedHandler) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
+func (o *observedHandler) CloseLease(ctx context.Context, l changefeed.LeaseInfo, reason changefeed.CloseReason) error {
 	return sink.CloseLease(ctx, o.h, l, reason)
 }

@@ -3,6 +3,7 @@ package cmd
 import (
 	"sync"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/changefeed/prom"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
@@ -17,12 +18,14 @@ type requestUnits struct {
 	byKind map[leases.ChargeKind]float64
 }
 
+var _ changefeed.HookRequestCharge = (*requestUnits)(nil)
+
 func newRequestUnits(m *prom.Metrics) *requestUnits {
 	return &requestUnits{metrics: m, byKind: map[leases.ChargeKind]float64{}}
 }
 
-// record is the leases.ChargeRecorder of the processor's context.
-func (r *requestUnits) record(kind leases.ChargeKind, lease string, ru float64) {
+// OnRequestCharge is the processor's request-charge hook (changefeed.HookRequestCharge).
+func (r *requestUnits) OnRequestCharge(kind leases.ChargeKind, lease string, ru float64) {
 	r.mu.Lock()
 	r.byKind[kind] += ru
 	r.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
@@ -466,7 +467,8 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 		"--events", "none"}, procFastLeases...)...)
 	procWaitFor(t, "16 documents", func() bool { return procLines(r.out.String()) >= 16 }, r)
 	var body string
-	procWaitFor(t, "metrics with 16 items", func() bool {
+	// A batch's event (the items) comes before its checkpoint is written: wait for both.
+	procWaitFor(t, "metrics with 16 items and a checkpoint", func() bool {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return false
@@ -474,7 +476,9 @@ func TestProcess_MetricsEndpoint(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		body = string(b)
-		return procMetricSum(body, "cfp_process_items_total") == 16
+		// A batch's checkpoint follows its items: wait for its charge too, which is asserted below.
+		return procMetricSum(body, "cfp_process_items_total") == 16 &&
+			procMetricSum(body, `cfp_process_request_units_total{container="orders",database="shop",kind="checkpoint",owner="m1",processor="metp"}`) > 0
 	}, r)
 	if code := r.stop(t); code != exitOK {
 		t.Fatalf("exit code %d, want 0", code)
@@ -585,9 +589,9 @@ func TestProcessEvents_TextShowsLifecycleOnly(t *testing.T) {
 	ev.notify(feed.Event{Type: feed.EventError, Time: now, Lease: "0", Owner: "h1", Cause: feed.CauseUser, Err: feed.Stop(fmt.Errorf("boom"))})
 	ev.notify(feed.Event{Type: feed.EventLost, Time: now, Lease: "0", Range: rng, Owner: "h1", Err: fmt.Errorf("owned by h2")})
 	ru := newRequestUnits(nil)
-	ru.record(leases.ChargeChangeFeed, "0", 2.5)
-	ru.record(leases.ChargeCheckpoint, "0", 10.68)
-	ru.record(leases.ChargeCheckpoint, "0", 0)
+	ru.OnRequestCharge(leases.ChargeChangeFeed, "0", 2.5)
+	ru.OnRequestCharge(leases.ChargeCheckpoint, "0", 10.68)
+	ru.OnRequestCharge(leases.ChargeCheckpoint, "0", 0)
 	ev.summary("h1", nil, ru)
 	want := `cfp: 2026-05-01T12:00:00Z acquired owner=h1 lease=0 range=""-3F
 cfp: 2026-05-01T12:00:00Z error owner=h1 lease=0 cause=infra error="read with key [REDACTED]: refused"
@@ -612,9 +616,9 @@ func TestProcess_StartNowIsAnchoredAtTheHostsStart(t *testing.T) {
 	defer f.closeAccount()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var got feed.StartFrom
+	var got changefeed.StartFrom
 	opts := &processOptions{f: f, Instance: "h", StartFrom: "now", Events: eventsNone, CreateLeaseContainer: true,
-		delegate: delegateOptions{OnError: "stop"}, started: func(p *feed.Processor) { got = p.Options().StartFrom; cancel() }}
+		delegate: delegateOptions{OnError: "stop"}, started: func(p *changefeed.Processor) { got = p.StartFrom(); cancel() }}
 	if err := opts.resolve(); err != nil {
 		t.Fatal(err)
 	}
@@ -624,8 +628,8 @@ func TestProcess_StartNowIsAnchoredAtTheHostsStart(t *testing.T) {
 	}
 	// A lease taken over from a host that died before its first checkpoint starts here, not at
 	// the takeover: the changes written in between are delivered.
-	want := feed.StartFrom{Kind: feed.StartTime, Time: clock.Add(-time.Second)}
-	if got.Kind != want.Kind || !got.Time.Equal(want.Time) {
+	want := changefeed.Time(clock.Add(-time.Second))
+	if got.String() != want.String() {
 		t.Errorf("--start-from now runs the processor with %+v, want %+v", got, want)
 	}
 }

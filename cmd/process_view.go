@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -118,13 +119,26 @@ func (v *processView) count(h feed.Handler) feed.Handler {
 	return &countedHandler{h: h, v: v}
 }
 
-// start shows the view once the host bootstrapped, and returns a context that ends when the
-// user quits it (q or Ctrl-C: a graceful shutdown, as SIGINT).
-func (v *processView) start(ctx context.Context, mon *cosmos.Container, store *leases.Store) context.Context {
+// start shows the view once the host bootstrapped the lease set of prefix, and returns a
+// context that ends when the user quits it (q or Ctrl-C: a graceful shutdown, as SIGINT). The
+// view reads the set on its own (cosmos.OpenLeaseSet, no I/O), as cfp estimate would.
+func (v *processView) start(ctx context.Context, acct *account.Account, prefix string) (context.Context, error) {
 	if v == nil {
-		return ctx
+		return ctx, nil
 	}
 	f := v.f
+	leaseAcct, err := f.leaseAccount(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	store, err := cosmos.OpenLeaseSet(ctx, cosmos.LeaseSet{
+		Leases: leaseAcct.Account, Database: f.leaseDatabase(), Container: f.Global.LeaseContainer,
+		Explicit: prefix, MayBeMissing: true, Store: leases.StoreOptions{Now: f.Now},
+	})
+	if err != nil {
+		return ctx, err
+	}
+	mon := acct.Container(f.Global.Database, f.Global.Container)
 	t := &leaseTarget{monitored: mon, prefix: store.Prefix()}
 	ios := f.IO
 	v.hold()
@@ -164,7 +178,7 @@ func (v *processView) start(ctx context.Context, mon *cosmos.Container, store *l
 			}
 		}
 	}()
-	return ctx
+	return ctx, nil
 }
 
 // estimate reads the leases and their lag and shows them.

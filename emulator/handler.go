@@ -172,17 +172,39 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	segs, byRID := e.namesOfRIDs(segs)
-	// An unauthenticated client gets its answer and loses its connection.
+	if !e.authenticate(rw, w, r, segs, byRID) {
+		return
+	}
+	if err := echoPriority(r, h); err != nil {
+		e.fail(w, err)
+		return
+	}
+	if len(segs) > 0 || r.Method == http.MethodGet {
+		if f, ok := e.faults.pick(len(segs) > 0 && isChangeFeed(r, segs), len(segs) == 0); ok {
+			if !e.applyFault(w, r, f) {
+				return
+			}
+		}
+	}
+	e.dispatch(w, r, segs)
+}
+
+// authenticate checks a request's credentials and date. A request that fails gets its 401 or
+// 403 and, unless it is a resource token outside its permission, loses its connection; the
+// verdict is recorded for the connection either way (rw is the connection's writer, w the
+// request's). It reports whether the request may be served.
+func (e *Emulator) authenticate(rw http.ResponseWriter, w http.ResponseWriter, r *http.Request, segs []string, byRID bool) bool {
+	h := w.Header()
 	if err := e.verify(r, segs, byRID); err != nil {
 		var fe *forbiddenError
 		if errors.As(err, &fe) { // a resource token outside its permission
 			writeError(w, http.StatusForbidden, "Forbidden", fe.msg, 0)
-			return
+			return false
 		}
 		e.verdict(rw, r, false)
 		h.Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, "Unauthorized", "the input authorization token can't serve the request: "+err.Error(), 0)
-		return
+		return false
 	}
 	var de *auth.DateError
 	if err := checkDate(r); errors.As(err, &de) {
@@ -193,22 +215,10 @@ func (e *Emulator) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		} else {
 			writeError(w, http.StatusForbidden, "Forbidden", de.ServiceMessage(), 0)
 		}
-		return
+		return false
 	}
 	e.verdict(rw, r, true)
-	if err := echoPriority(r, h); err != nil {
-		e.fail(w, err)
-		return
-	}
-	if len(segs) > 0 || r.Method == http.MethodGet {
-		if f, ok := e.faults.pick(len(segs) > 0 && isChangeFeed(r, segs), len(segs) == 0); ok {
-
-			if !e.applyFault(w, r, f) {
-				return
-			}
-		}
-	}
-	e.dispatch(w, r, segs)
+	return true
 }
 
 // verify authenticates r: a master-key signature, or (with Options.AcceptEmulatorTokens) a

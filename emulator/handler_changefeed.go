@@ -56,55 +56,10 @@ func pageSize(r *http.Request) (int, error) {
 }
 
 func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, coll string) {
-	var allVersions bool
-	switch aim := r.Header.Get(hdrAIM); {
-	case strings.EqualFold(aim, "Incremental Feed"):
-	case strings.EqualFold(aim, "Full-Fidelity Feed"):
-		allVersions = true
-		if err := checkFullFidelity(r); err != nil {
-			e.fail(w, err)
-			return
-		}
-	default:
-		e.fail(w, badRequest("change feed mode %q is not supported: send A-IM: Incremental Feed (latest version) or Full-Fidelity Feed (all versions and deletes)", aim))
-		return
-	}
-	var req feedRequest
-	var err error
-	if req.Max, err = pageSize(r); err != nil {
+	req, allVersions, err := feedRequestOf(r)
+	if err != nil {
 		e.fail(w, err)
 		return
-	}
-	req.RangeID = r.Header.Get(hdrRangeID)
-	if comps, ok, err := headerPK(r); err != nil {
-		e.fail(w, err)
-		return
-	} else if ok {
-		req.PK, req.PKComps = epk.Canonical(comps), comps
-	}
-	req.StartEPK, req.EndEPK = r.Header.Get(hdrStartEPK), r.Header.Get(hdrEndEPK)
-	// If-Modified-Since applies together with a continuation: the JavaScript SDK sends the start
-	// time on every request, and the service needs it on a merged partition.
-	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
-		t, err := parseModifiedSince(ims)
-		if err != nil {
-			e.fail(w, badRequest("invalid If-Modified-Since %q", ims))
-			return
-		}
-		req.ModifiedSince = t
-	}
-	req.StartTimeAfterMerge = hasCapability(r, capStartTimeAfterMerge)
-	switch inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm {
-	case "":
-	case "*":
-		req.Now = true
-	default:
-		n, err := parseFeedLSN(inm)
-		if err != nil {
-			e.fail(w, err)
-			return
-		}
-		req.Since = n
 	}
 	read := e.store.changeFeed
 	if allVersions {
@@ -115,6 +70,57 @@ func (e *Emulator) readChangeFeed(w http.ResponseWriter, r *http.Request, db, co
 		e.fail(w, err)
 		return
 	}
+	e.writeFeedPage(w, r, page, allVersions)
+}
+
+// feedRequestOf reads a change-feed request's mode (allVersions: all versions and deletes),
+// range or partition key, start and page size from its headers.
+func feedRequestOf(r *http.Request) (req feedRequest, allVersions bool, err error) {
+	switch aim := r.Header.Get(hdrAIM); {
+	case strings.EqualFold(aim, "Incremental Feed"):
+	case strings.EqualFold(aim, "Full-Fidelity Feed"):
+		allVersions = true
+		if err := checkFullFidelity(r); err != nil {
+			return req, true, err
+		}
+	default:
+		return req, false, badRequest("change feed mode %q is not supported: send A-IM: Incremental Feed (latest version) or Full-Fidelity Feed (all versions and deletes)", aim)
+	}
+	if req.Max, err = pageSize(r); err != nil {
+		return req, allVersions, err
+	}
+	req.RangeID = r.Header.Get(hdrRangeID)
+	if comps, ok, err := headerPK(r); err != nil {
+		return req, allVersions, err
+	} else if ok {
+		req.PK, req.PKComps = epk.Canonical(comps), comps
+	}
+	req.StartEPK, req.EndEPK = r.Header.Get(hdrStartEPK), r.Header.Get(hdrEndEPK)
+	// If-Modified-Since applies together with a continuation: the JavaScript SDK sends the start
+	// time on every request, and the service needs it on a merged partition.
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+		t, err := parseModifiedSince(ims)
+		if err != nil {
+			return req, allVersions, badRequest("invalid If-Modified-Since %q", ims)
+		}
+		req.ModifiedSince = t
+	}
+	req.StartTimeAfterMerge = hasCapability(r, capStartTimeAfterMerge)
+	switch inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm {
+	case "":
+	case "*":
+		req.Now = true
+	default:
+		if req.Since, err = parseFeedLSN(inm); err != nil {
+			return req, allVersions, err
+		}
+	}
+	return req, allVersions, nil
+}
+
+// writeFeedPage answers a change-feed page: 304 when it is empty, else its documents, in the
+// latest-version envelope of wire format 2021-09-15 when the client asked for it.
+func (e *Emulator) writeFeedPage(w http.ResponseWriter, r *http.Request, page feedPage, allVersions bool) {
 	h := w.Header()
 	h.Set("etag", `"`+strconv.FormatUint(page.Etag, 10)+`"`)
 	h.Set(hdrSession, page.RangeID+":-1#"+strconv.FormatUint(page.Current, 10))

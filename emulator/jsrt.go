@@ -86,8 +86,7 @@ type jsRun struct {
 }
 
 func newJSRun(t *itemTx, st *collState, pk []any, name string) *jsRun {
-	j := &jsRun{vm: goja.New(), t: t, st: st, pk: pk, name: name, errs: map[*goja.Object]*scriptError{}}
-	j.vm.SetMaxCallStackSize(2000)
+	j := &jsRun{vm: newScriptVM(), t: t, st: st, pk: pk, name: name, errs: map[*goja.Object]*scriptError{}}
 	j.reqBody, j.respBody = goja.Undefined(), goja.Undefined()
 	j.install()
 	return j

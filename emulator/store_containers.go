@@ -128,62 +128,16 @@ func (s *store) createContainer(db string, body []byte, partitions int) (*collSt
 	if err := validID(def.ID); err != nil {
 		return nil, err
 	}
-	legacy := def.PartitionKey == nil || len(def.PartitionKey.Paths) == 0
+	pk, legacy, err := partitionKeyOf(&def)
+	if err != nil {
+		return nil, err
+	}
 	if legacy {
-		// A non-partitioned collection, as the service keeps one: the system key, one
-		// partition whatever the throughput, never split.
-		def.PartitionKey = &partitionKeyDef{Paths: []string{"/_partitionKey"}, Kind: "Hash", SystemKey: true}
-		partitions = 1
+		partitions = 1 // a non-partitioned collection is never split
 	}
-	pk := def.PartitionKey
-	if pk.Kind == "" {
-		pk.Kind = "Hash"
-		if len(pk.Paths) > 1 {
-			pk.Kind = "MultiHash"
-		}
-	}
-	if pk.Version == 0 && !legacy {
-		pk.Version = 2
-	}
-	if pk.Version != 1 && pk.Version != 2 && !legacy {
-		return nil, badRequest("partition key version %d is not 1 or 2", pk.Version)
-	}
-	if pk.Version == 1 && (pk.Kind == "MultiHash" || len(pk.Paths) > 1) {
-		return nil, badRequest("a hierarchical (MultiHash) partition key needs partition key version 2")
-	}
-	for _, p := range pk.Paths {
-		if !strings.HasPrefix(p, "/") {
-			return nil, badRequest("partition key path %q must start with /", p)
-		}
-	}
-	defaultTTL, err := parseDefaultTTL(props["defaultTtl"])
+	propsJSON, defaultTTL, err := containerProps(props, pk)
 	if err != nil {
 		return nil, err
-	}
-	if defaultTTL == nil {
-		delete(props, "defaultTtl")
-	}
-	pkJSON, _ := json.Marshal(pk)
-	props["partitionKey"] = pkJSON
-	ip, err := normalizeIndexingPolicy(props["indexingPolicy"])
-	if err != nil {
-		return nil, err
-	}
-	props["indexingPolicy"] = ip
-	if _, ok := props["geospatialConfig"]; !ok {
-		props["geospatialConfig"] = json.RawMessage(`{"type":"Geography"}`)
-	}
-	if _, ok := props["conflictResolutionPolicy"]; !ok {
-		props["conflictResolutionPolicy"] = json.RawMessage(`{"mode":"LastWriterWins","conflictResolutionPath":"/_ts","conflictResolutionProcedure":""}`)
-	}
-	for k := range props {
-		if strings.HasPrefix(k, "_") {
-			delete(props, k)
-		}
-	}
-	propsJSON, err := json.Marshal(props)
-	if err != nil {
-		return nil, fmt.Errorf("encode container definition: %w", err)
 	}
 
 	var st *collState
@@ -551,4 +505,72 @@ func normalizeIndexingPolicy(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	p["includedPaths"], p["excludedPaths"] = inc, exc
 	return json.Marshal(p)
+}
+
+// partitionKeyOf returns the partition key definition of a new container, its defaults filled
+// in, and whether the container is a legacy non-partitioned collection (created without one:
+// it gets the system key, as the service keeps such a collection).
+func partitionKeyOf(def *containerDef) (*partitionKeyDef, bool, error) {
+	legacy := def.PartitionKey == nil || len(def.PartitionKey.Paths) == 0
+	if legacy {
+		def.PartitionKey = &partitionKeyDef{Paths: []string{"/_partitionKey"}, Kind: "Hash", SystemKey: true}
+	}
+	pk := def.PartitionKey
+	if pk.Kind == "" {
+		pk.Kind = "Hash"
+		if len(pk.Paths) > 1 {
+			pk.Kind = "MultiHash"
+		}
+	}
+	if pk.Version == 0 && !legacy {
+		pk.Version = 2
+	}
+	if pk.Version != 1 && pk.Version != 2 && !legacy {
+		return nil, false, badRequest("partition key version %d is not 1 or 2", pk.Version)
+	}
+	if pk.Version == 1 && (pk.Kind == "MultiHash" || len(pk.Paths) > 1) {
+		return nil, false, badRequest("a hierarchical (MultiHash) partition key needs partition key version 2")
+	}
+	for _, p := range pk.Paths {
+		if !strings.HasPrefix(p, "/") {
+			return nil, false, badRequest("partition key path %q must start with /", p)
+		}
+	}
+	return pk, legacy, nil
+}
+
+// containerProps returns a new container's stored definition, from the request's properties
+// and its partition key: the service's defaults filled in, system properties dropped; and its
+// default time to live.
+func containerProps(props map[string]json.RawMessage, pk *partitionKeyDef) (json.RawMessage, *int64, error) {
+	defaultTTL, err := parseDefaultTTL(props["defaultTtl"])
+	if err != nil {
+		return nil, nil, err
+	}
+	if defaultTTL == nil {
+		delete(props, "defaultTtl")
+	}
+	pkJSON, _ := json.Marshal(pk)
+	props["partitionKey"] = pkJSON
+	ip, err := normalizeIndexingPolicy(props["indexingPolicy"])
+	if err != nil {
+		return nil, nil, err
+	}
+	props["indexingPolicy"] = ip
+	if _, ok := props["geospatialConfig"]; !ok {
+		props["geospatialConfig"] = json.RawMessage(`{"type":"Geography"}`)
+	}
+	if _, ok := props["conflictResolutionPolicy"]; !ok {
+		props["conflictResolutionPolicy"] = json.RawMessage(`{"mode":"LastWriterWins","conflictResolutionPath":"/_ts","conflictResolutionProcedure":""}`)
+	}
+	for k := range props {
+		if strings.HasPrefix(k, "_") {
+			delete(props, k)
+		}
+	}
+	propsJSON, err := json.Marshal(props)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode container definition: %w", err)
+	}
+	return propsJSON, defaultTTL, nil
 }

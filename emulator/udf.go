@@ -21,8 +21,7 @@ func (e *Emulator) udfCaller(st *collState) (query.UDFs, error) {
 	timeout := e.scriptTimeout()
 	return func(name string, args []any) (any, bool, error) {
 		if vm == nil {
-			vm = goja.New()
-			vm.SetMaxCallStackSize(2000)
+			vm = newScriptVM()
 		}
 		fn, ok := fns[name]
 		if !ok {
@@ -69,17 +68,21 @@ func callUDF(vm *goja.Runtime, fn goja.Callable, name string, args []any, timeou
 	// before the interrupt is cleared.
 	fired := make(chan struct{})
 	timer := time.AfterFunc(timeout, func() { vm.Interrupt(errScriptTimeout); close(fired) })
+	stopWatch := watchScriptMemory(vm)
 	res, err := fn(goja.Undefined(), vals...)
 	if !timer.Stop() {
 		<-fired
 	}
+	outOfMemory := stopWatch()
 	vm.ClearInterrupt()
 	var ie *goja.InterruptedError
 	switch {
+	case errors.As(err, &ie) && outOfMemory:
+		return nil, false, badRequest("the user-defined function udf.%s used more than %d MiB of memory and was stopped", name, maxScriptMemory>>20)
 	case errors.As(err, &ie):
-		return nil, false, fmt.Errorf("the user-defined function udf.%s ran longer than its allowed time (%s) and was stopped", name, timeout)
+		return nil, false, badRequest("the user-defined function udf.%s ran longer than its allowed time (%s) and was stopped", name, timeout)
 	case err != nil:
-		return nil, false, fmt.Errorf("%s", scriptExceptionMessage(err.Error()))
+		return nil, false, badRequest("%s", scriptExceptionMessage(err.Error()))
 	}
 	if goja.IsUndefined(res) {
 		return nil, false, nil

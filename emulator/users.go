@@ -250,19 +250,45 @@ func (e *Emulator) authorize(r *http.Request, segs []string, p permRecord) error
 		if !strings.EqualFold(p.Mode, "All") && !isReadRequest(r) {
 			return &forbiddenError{msg: msgForbidden}
 		}
-		if p.PK != nil && len(segs) >= 5 && segs[4] == "docs" {
-			comps, ok, err := headerPK(r)
-			if err != nil || !ok || epk.Canonical(comps) != epk.Canonical(p.PK) {
-				return &forbiddenError{msg: msgForbidden}
-			}
+		if p.PK != nil {
+			return authorizePartition(r, segs, p.PK)
 		}
 		return nil
-	case r.Method == http.MethodGet && len(segs) < len(res) && equalSegs(segs, res[:len(segs)]):
-		return nil // the database or container above the resource
+	case r.Method == http.MethodGet && len(segs) < len(res) && len(segs)%2 == 0 && equalSegs(segs, res[:len(segs)]):
+		// The database or container above the resource (an even path names one resource);
+		// not a feed above it (dbs/<db>/colls, .../docs: an odd path), which would list what
+		// the permission does not reach: a document's token read every document through its
+		// container's read feed or change feed.
+		return nil
 	case r.Method == http.MethodGet && len(segs) == 5 && segs[4] == "pkranges" && len(res) >= 4 && equalSegs(segs[:4], res[:4]):
 		return nil // the partition key ranges of the resource's container
 	}
 	return &forbiddenError{msg: msgForbidden}
+}
+
+// authorizePartition checks a request under the resource of a permission limited to the
+// logical partition pk: documents and stored procedure executions of that partition only
+// (the request's partition key header names it), reads of the rest. A bulk request is refused:
+// its operations name their own partitions. Writes to the container or to its scripts reach
+// every partition, so they are refused too.
+func authorizePartition(r *http.Request, segs []string, pk []any) error {
+	forbidden := &forbiddenError{msg: msgForbidden}
+	keyed := len(segs) >= 5 && segs[4] == "docs" ||
+		len(segs) == 6 && segs[4] == "sprocs" && r.Method == http.MethodPost
+	if !keyed {
+		if !isReadRequest(r) {
+			return forbidden
+		}
+		return nil
+	}
+	comps, ok, err := headerPK(r)
+	if err != nil || !ok || epk.Canonical(comps) != epk.Canonical(pk) {
+		return forbidden
+	}
+	if strings.EqualFold(r.Header.Get(hdrIsBatch), "true") && strings.EqualFold(r.Header.Get(hdrBatchAtomic), "false") {
+		return forbidden
+	}
+	return nil
 }
 
 func equalSegs(a, b []string) bool {

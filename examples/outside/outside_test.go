@@ -21,17 +21,6 @@ import (
 	"github.com/cfp-dev/cfp/changefeed/prom"
 )
 
-// account starts cfp's emulator in process with the test kit (changefeedtest), two partitions
-// per container, and returns it with its client, with the database "shop", the monitored
-// container "orders" (on /pk) and the lease container "leases" (on /id).
-func account(t *testing.T) (*changefeedtest.Server, *azcosmos.Client) {
-	t.Helper()
-	srv := changefeedtest.New(t, &changefeedtest.Options{Partitions: 2})
-	srv.Container(t, "shop", "orders", "/pk")
-	srv.Container(t, "shop", "leases", "/id")
-	return srv, srv.Client
-}
-
 func write(t *testing.T, c *azcosmos.ContainerClient, from, n int) {
 	t.Helper()
 	for i := from; i < from+n; i++ {
@@ -141,8 +130,10 @@ func probe(t *testing.T, url string) (int, string) {
 // processed by the leases it holds, the leases owned (three once the split partition's lease became two), the split
 // as lease moves and the request charges, /readyz 200 while it runs and 503 once it stopped.
 func TestProcessorWithPrometheus(t *testing.T) {
-	emu, client := account(t)
-	orders, _ := client.NewContainer("shop", "orders")
+	srv := changefeedtest.New(t, &changefeedtest.Options{Partitions: 2})
+	client := srv.Client
+	orders := srv.Container(t, "shop", "orders", "/pk")
+	srv.Container(t, "shop", "leases", "/id")
 	cfg := changefeed.Config{
 		Monitored:       changefeed.Container{Client: client, Database: "shop", Name: "orders"},
 		Leases:          changefeed.Container{Name: "leases"},
@@ -157,8 +148,8 @@ func TestProcessorWithPrometheus(t *testing.T) {
 	s := &seen{ids: map[string]bool{}, byLease: map[string]int{}}
 	m := prom.New(cfg)
 	cfg.Hooks = append(cfg.Hooks, m, s)
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
+	probes := httptest.NewServer(m.Handler())
+	defer probes.Close()
 
 	var mu sync.Mutex
 	splits := 0
@@ -173,7 +164,7 @@ func TestProcessorWithPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := probe(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable {
+	if code, _ := probe(t, probes.URL+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before Run: %d, want 503", code)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -182,11 +173,11 @@ func TestProcessorWithPrometheus(t *testing.T) {
 
 	write(t, orders, 0, 60)
 	s.await(t, 60)
-	children := emu.Split(t, "shop", "orders", "0")
+	children := srv.Split(t, "shop", "orders", "0")
 	write(t, orders, 60, 60)
 	s.await(t, 120)
 
-	if code, body := probe(t, srv.URL+"/readyz"); code != http.StatusOK {
+	if code, body := probe(t, probes.URL+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz while running: %d %q, want 200", code, body)
 	}
 	// The series of a lease go with it: the split partition's lease was released.
@@ -201,13 +192,13 @@ func TestProcessorWithPrometheus(t *testing.T) {
 		}
 	}
 	s.mu.Unlock()
-	if got := scrape(t, srv.URL, "cfp_process_items_total"); got != float64(held) {
+	if got := scrape(t, probes.URL, "cfp_process_items_total"); got != float64(held) {
 		t.Errorf("cfp_process_items_total = %v, want the %d items delivered by the leases held", got, held)
 	}
-	if got := scrape(t, srv.URL, "cfp_process_owned_leases"); got != float64(1+len(children)) {
+	if got := scrape(t, probes.URL, "cfp_process_owned_leases"); got != float64(1+len(children)) {
 		t.Errorf("cfp_process_owned_leases = %v, want %d (partition 0 split into %v)", got, 1+len(children), children)
 	}
-	if got := scrape(t, srv.URL, "cfp_process_request_units_total"); got <= 0 {
+	if got := scrape(t, probes.URL, "cfp_process_request_units_total"); got <= 0 {
 		t.Errorf("cfp_process_request_units_total = %v, want the RU spent", got)
 	}
 	cancel()
@@ -220,7 +211,7 @@ func TestProcessorWithPrometheus(t *testing.T) {
 	if splits != 1 {
 		t.Errorf("%d split events, want 1", splits)
 	}
-	if code, _ := probe(t, srv.URL+"/readyz"); code != http.StatusServiceUnavailable {
+	if code, _ := probe(t, probes.URL+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz after Run returned: %d, want 503", code)
 	}
 }

@@ -120,7 +120,10 @@ type Account struct {
 	// borrowed: the client is the caller's (FromClient): Close leaves it open, and there is no
 	// meta client (partitions are listed through the SDK).
 	borrowed bool
-	onClose  func() error
+	// view: an account FromClient returned for the client of an account NewAccount built; it
+	// shares that account's abilities, and Close leaves the client to that account.
+	view    bool
+	onClose func() error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -143,14 +146,27 @@ func NewAccount(client *azcosmos.Client, endpoint string, s AccountSettings) *Ac
 		a.log.Warn("the endpoint is a regional endpoint: lease ids embed the endpoint host, so processors started through it write a lease set separate from the global endpoint's; use the global endpoint with --preferred-regions instead",
 			"host", a.host, "region", region)
 	}
+	built.Store(client, a)
 	return a
 }
+
+// built are the accounts NewAccount built, by their client, until they close: FromClient on
+// such a client (cfp's own commands, which run the processor through the changefeed package)
+// returns a view of that account, with its own signed partition listing and pipeline.
+var built sync.Map // *azcosmos.Client -> *Account
+
+// Client is the account's SDK client.
+func (a *Account) Client() *azcosmos.Client { return a.client }
 
 // Close closes the SDK client (releasing its process-wide caches), unless the account was opened
 // with FromClient, then runs AccountSettings.OnClose. It is idempotent.
 func (a *Account) Close() error {
 	a.closeOnce.Do(func() {
+		if a.view {
+			return
+		}
 		if a.client != nil && !a.borrowed {
+			built.CompareAndDelete(a.client, a)
 			a.client.Close()
 		}
 		if a.onClose != nil {

@@ -44,7 +44,8 @@ type ClientConfig struct {
 }
 
 // FromClient returns an Account over client, an azcosmos client the caller built and keeps
-// owning: Close leaves it open. It does no I/O.
+// owning: Close leaves it open. It does no I/O. The client of an Account NewAccount built (and
+// did not close yet) gives a view of that Account, with all it can do.
 //
 // Such an account lists partitions through the SDK alone (ReadFeedRanges, and one change-feed
 // read from now of each range it has not seen, whose session token names the partition), since
@@ -58,6 +59,14 @@ func FromClient(client *azcosmos.Client, cfg ClientConfig) (*Account, error) {
 	u, err := url.Parse(client.Endpoint())
 	if err != nil || u.Hostname() == "" {
 		return nil, fmt.Errorf("open account: the client's endpoint %q is not a URL", client.Endpoint())
+	}
+	if v, ok := built.Load(client); ok {
+		// A client cfp built: the account that built it lists partitions itself.
+		o := v.(*Account)
+		return &Account{
+			client: o.client, endpoint: o.endpoint, host: o.host, log: o.log, meta: o.meta, opts: o.opts,
+			leasesOnly: o.leasesOnly || cfg.LeasesOnly, view: true,
+		}, nil
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -67,7 +67,7 @@ func OpenLeaseSet(ctx context.Context, s LeaseSet) (*leases.Store, error) {
 	// A missing container fails here, named, rather than at the first lease read.
 	if !s.MayBeMissing {
 		if _, err := docs.PartitionKeyPath(ctx); err != nil {
-			return nil, fmt.Errorf("open lease container %s/%s: %w", s.Database, s.Container, err)
+			return nil, &LeaseContainerError{Database: s.Database, Container: s.Container, Err: err}
 		}
 	}
 	prefix := s.Explicit
@@ -76,3 +76,16 @@ func OpenLeaseSet(ctx context.Context, s LeaseSet) (*leases.Store, error) {
 	}
 	return leases.NewStore(docs, prefix, s.Store), nil
 }
+
+// LeaseContainerError is OpenLeaseSet's failure to read the lease container (Err wraps
+// leases.ErrNotFound when it does not exist), so that a command can say how to create it.
+type LeaseContainerError struct {
+	Database, Container string
+	Err                 error
+}
+
+func (e *LeaseContainerError) Error() string {
+	return fmt.Sprintf("open lease container %s/%s: %v", e.Database, e.Container, e.Err)
+}
+
+func (e *LeaseContainerError) Unwrap() error { return e.Err }

@@ -69,3 +69,32 @@ func TestOpenLeaseSet(t *testing.T) {
 		}
 	}
 }
+
+// TestFromClient_ViewOfABuiltAccount: the client of an account NewAccount built gives, through
+// FromClient, a view with that account's own partition listing (meta), whose Close leaves the
+// client open; once the account closed, the same client is a caller's client again.
+func TestFromClient_ViewOfABuiltAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := openLocal(t, 1)
+	v, err := FromClient(a.Client(), ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.meta == nil || v.meta != a.meta || v.borrowed || v.Host() != a.Host() {
+		t.Errorf("view: meta %p (want %p), borrowed %v, host %q (want %q)", v.meta, a.meta, v.borrowed, v.Host(), a.Host())
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateDatabaseIfNotExists(ctx, "shop"); err != nil {
+		t.Errorf("the account after its view closed: %v", err)
+	}
+	client := a.Client()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := FromClient(client, ClientConfig{}); err != nil || !b.borrowed || b.meta != nil {
+		t.Errorf("after the account closed: %+v, %v; want a borrowed account", b, err)
+	}
+}

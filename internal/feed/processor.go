@@ -238,6 +238,45 @@ func (e *ModeMismatchError) Is(target error) bool { return target == ErrModeMism
 // lease prefix: it bootstraps the lease store, balances leases with the other hosts, renews
 // the leases it holds and runs one worker per lease that reads the lease's range, hands each
 // non-empty page to the Handler and checkpoints it afterwards (at least once).
+//
+// Goroutines (each has an owner that waits for it):
+//
+//   - Bootstrap's lease creators: an errgroup of at most 25, started and joined (g.Wait) by
+//     bootstrap.
+//   - The balancing goroutine (balanceLoop: acquire cycles, planCycle then runCycle) and the
+//     renew goroutine (renewLoop, then renewWhileStopping): started by Run in its errgroup,
+//     joined by Run's g.Wait.
+//   - One worker per lease (work): started by startLocked in the same errgroup (p.group, under
+//     mu), so joined by Run's g.Wait too; Run returns after every worker closed its lease.
+//   - A worker's read ahead (readNextAhead): started by the worker, joined by the worker
+//     (next takes its page, dropAhead cancels and waits; loop defers dropAhead).
+//   - Renewals and looks in flight: at most renewParallel, started by renewLoop (spawn),
+//     joined by its deferred inFlight.Wait before renewWhileStopping runs.
+//   - Timer callbacks of a worker: the fence (fence, stopped by work's deferred stopFence),
+//     the shutdown grace timer and the context.AfterFunc that arms it (stopped in work's
+//     defer), the stuck-batch watch (watchInFlight: its stop waits for a record being
+//     written).
+//
+// Locks, what they guard, and their order (a lock is only taken before those after it):
+//
+//   - handoffs.mu (p.ho): requests made, handoffs given, the fair share and the hosts'
+//     holdings of the last cycle. Taken before Processor.mu: accept decides under it and
+//     counts the held leases (holding) inside.
+//   - Processor.bootMu: boot (Bootstrap runs once); held across bootstrap, which takes mu
+//     (through holding) after it.
+//   - Processor.mu: owned, failing, deleted, group and run. No other lock of the processor is
+//     taken under it (startLocked releases a lease acquired during shutdown under it: a store
+//     write, which takes no lock of the processor's).
+//   - foreignView.rebuffMu (p.others): rebuffs and stolen. A leaf.
+//   - The fence's mu (one per worker): its timer and done. Taken before ownedLease.mu
+//     (expire, ol.lose, reads onLost).
+//   - ownedLease.mu: the lease as last written, confirmed, looked, onLost, graceOver and the
+//     carried continuation. A leaf.
+//   - work's graceMu: the grace timer. A leaf.
+//   - rateLog.mu (p.limit): the rate-limited log's state. A leaf.
+//
+// calm and the rest of foreignView belong to the balancing goroutine alone (foreignView.keep
+// is an atomic the renewer reads); listings is an atomic.
 type Processor struct {
 	src   Source
 	store *leases.Store
@@ -267,11 +306,11 @@ type Processor struct {
 	listings atomic.Uint64 // lease listings started (see ownedLease.listing)
 
 	// incarnation and since tell this process's presence record from another process's under
-	// the same instance name (see instance.go); abort ends Run with its cause.
+	// the same instance name (see processor_instance.go); abort ends Run with its cause.
 	incarnation string
 	since       time.Time
 	abort       context.CancelCauseFunc
-	// deleted are the leases found deleted since the last acquire cycle (see deleted.go),
+	// deleted are the leases found deleted since the last acquire cycle (see processor_deleted.go),
 	// guarded by mu.
 	deleted []LeaseInfo
 }

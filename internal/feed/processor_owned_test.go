@@ -82,7 +82,7 @@ func ownedElsewhere(t testing.TB, docs leases.Documents, p *feed.Processor) []st
 // the lease's worker and drops it from Owned() then, instead of processing the range next to
 // its new owner until that renew. The .NET host owns leases from the start, so the cfp host
 // never settles and lists every lease each cycle (a settled host's quiet cycles read only the
-// presence records, see calm.go).
+// presence records, see processor_calm.go).
 func TestProcessor_ListingRevealsAStolenLease(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {

@@ -55,20 +55,6 @@ func (w *worker) split() (CloseReason, error) {
 	if err != nil {
 		return retry("split lease", fmt.Errorf("list partitions: %w", err))
 	}
-	var over []Partition
-	if parent.HasRange() {
-		over = overlapping(parts, parent.Range)
-	} else {
-		for _, part := range parts {
-			if slices.Contains(part.Parents, parent.Token) {
-				over = append(over, part)
-			}
-		}
-	}
-	if len(over) == 0 {
-		return retry("split lease", fmt.Errorf("no partition covers the range of lease %s", parent.Token))
-	}
-
 	// Children resume from where the parent last read, 304s included, not from its last
 	// checkpoint: .NET hands the continuation of the last response to the split handler
 	// (FeedProcessing/FeedProcessorCore.cs lines 69, 83, 116; PartitionControllerCore.cs
@@ -78,112 +64,45 @@ func (w *worker) split() (CloseReason, error) {
 	if pos := w.readPosition(); pos != "" {
 		parent.Continuation = pos
 	}
-	var children []*leases.Lease
+	var all []*leases.Lease
+	if splitNeedsList(parent, parts) {
+		if all, err = p.store.List(ctx); err != nil {
+			return retry("split lease", err)
+		}
+	}
+	sp := planSplit(parent, parts, all)
 	switch {
-	case len(over) == 1 && !parent.NamesPartition():
-		// An EPK lease inside one partition again: keep it, read from that partition.
+	case sp.err != nil:
+		return retry("split lease", sp.err)
+	case sp.route:
 		if err := w.route(ctx); err != nil {
 			return retry("route lease", err)
 		}
 		w.splitFailures = 0
-		p.log.Info("lease moved to a merged partition", "lease", parent.Token, "partition", over[0].ID)
+		p.log.Info("lease moved to a merged partition", "lease", parent.Token, "partition", sp.over[0].ID)
 		return "", nil
-	case len(over) == 1 && parent.Family != leases.FamilyJavaPK:
-		m := parent.Merged()
-		if m == parent {
-			return retry("split lease", fmt.Errorf("lease %s has no range to merge", parent.Token))
-		}
-		children = []*leases.Lease{m}
-	case parent.Family == leases.FamilyJavaPK:
-		// Java makes a PK-range lease per partition whose parents name the gone one, a merge
-		// included (a Java pkversion host reads no other lease kind), starting at the parent's
-		// continuation. A merged partition's items keep their parents' LSNs, so a child that
-		// starts at one parent's position would skip the other parent's undelivered changes:
-		// cfp starts it at the lowest position of the parents' leases (see mergedStart).
-		all, err := p.store.List(ctx)
-		if err != nil {
-			return retry("split lease", err)
-		}
-		for _, part := range over {
-			c := parent.Child(part.ID, part.Range)
-			c.Continuation = mergedStart(parent, part, all)
-			children = append(children, c)
-		}
-	default:
-		for _, part := range over {
-			if parent.NamesPartition() && !parent.HasRange() {
-				children = append(children, parent.Child(part.ID, part.Range))
-				continue
-			}
-			rng, _ := parent.Range.Intersect(part.Range)
-			if parent.Family == leases.FamilyDotNetV0 && !rng.Equal(part.Range) {
-				// The child partition reaches past the parent's range: it was merged with a
-				// neighbour before the split was handled. Its lease covers the parent's part
-				// only, as an EPK lease (the merge path's rule), or it would overlap the
-				// neighbour's. .NET makes a v0 lease over the whole partition here
-				// (PartitionSynchronizerCore.cs, HandlePartitionGoneAsync, lines 100-116).
-				children = append(children, parent.EPKChild(rng))
-				continue
-			}
-			if parent.NamesPartition() {
-				rng = part.Range
-			}
-			children = append(children, parent.Child(part.ID, rng))
-		}
 	}
+	return w.replace(parent, sp, retry)
+}
 
-	if parent.HasRange() && parent.Family != leases.FamilyJavaPK {
-		all, err := p.store.List(ctx)
-		if err != nil {
-			return retry("split lease", err)
-		}
-		children = notYetCovered(parent, children, all)
-	}
-
-	wctx, cancel := p.fresh(ctx)
+// replace performs a split plan's lease writes: it creates and acquires the children, deletes
+// the parent, tells of the split or merge and starts the children's workers.
+func (w *worker) replace(parent *leases.Lease, sp splitPlan, retry func(string, error) (CloseReason, error)) (CloseReason, error) {
+	p, ol := w.p, w.ol
+	wctx, cancel := p.fresh(w.run)
 	defer cancel()
 	var mine []*leases.Lease
-	tokens := make([]string, 0, len(children))
-	for _, c := range children {
-		// Created unowned, then acquired, as .NET does (PartitionControllerCore.cs,
-		// HandlePartitionGoneAsync, lines 184-198, and AddOrUpdateLeaseAsync, lines 49-62); a
-		// host that takes a child in between keeps it. The parent's handoff properties are
-		// stale on its children: none of them is asked for yet.
-		c.Owner, c.Timestamp = "", time.Time{}
-		delete(c.Properties, handoffKey)
-		delete(c.Properties, handoffAcceptedKey)
+	tokens := make([]string, 0, len(sp.children))
+	for _, c := range sp.children {
 		tokens = append(tokens, c.Token)
-		created, err := p.store.Create(wctx, c)
-		if err == nil {
-			created, err = p.store.Acquire(wctx, created, p.opts.Instance)
-			if errors.Is(err, leases.ErrLeaseLost) {
-				continue // another host took the free child first
-			}
-		}
-		if errors.Is(err, leases.ErrConflict) {
-			// An earlier attempt (or another host) created it: take it if it is free.
-			existing, gerr := p.store.Get(wctx, c)
-			if gerr != nil {
-				return retry("split lease", gerr)
-			}
-			if strings.EqualFold(existing.Owner, p.opts.Instance) {
-				mine = append(mine, existing)
-				w.holdChild(existing)
-				continue
-			}
-			if !existing.Expired(p.opts.Now(), p.opts.Expiration) {
-				continue
-			}
-			created, err = p.store.Acquire(wctx, existing, p.opts.Instance)
-			if errors.Is(err, leases.ErrLeaseLost) {
-				continue
-			}
-		}
+		got, err := w.takeChild(wctx, c)
 		if err != nil {
 			return retry("split lease", err)
 		}
-		mine = append(mine, created)
-		w.holdChild(created)
+		if got != nil {
+			mine = append(mine, got)
+			w.holdChild(got)
+		}
 	}
 	// From here the parent is replaced: its worker ends as split, whatever the renewer sees.
 	ol.cancel(errSplit)
@@ -193,7 +112,7 @@ func (w *worker) split() (CloseReason, error) {
 	w.splitHeld = nil // the children's own workers hold them now
 	// One partition in place of the parent's: it merged with a neighbour. Two or more: it split.
 	typ, what := EventSplit, "lease split"
-	if len(over) == 1 {
+	if len(sp.over) == 1 {
 		typ, what = EventMerge, "lease merged"
 	}
 	p.log.Info(what, "lease", parent.Token, "children", tokens, "continuation", parent.Continuation)
@@ -202,6 +121,157 @@ func (w *worker) split() (CloseReason, error) {
 		p.start(c)
 	}
 	return CloseSplit, nil
+}
+
+// takeChild creates the child lease c unowned, then acquires it, as .NET does
+// (PartitionControllerCore.cs, HandlePartitionGoneAsync, lines 184-198, and
+// AddOrUpdateLeaseAsync, lines 49-62). It returns the child as this host holds it, or nil when
+// another host holds it (a host that takes a child in between keeps it). A child an earlier
+// attempt (or another host) created is taken when this host holds it already or it is free.
+func (w *worker) takeChild(ctx context.Context, c *leases.Lease) (*leases.Lease, error) {
+	p := w.p
+	created, err := p.store.Create(ctx, c)
+	if err == nil {
+		created, err = p.store.Acquire(ctx, created, p.opts.Instance)
+		if errors.Is(err, leases.ErrLeaseLost) {
+			return nil, nil // another host took the free child first
+		}
+	}
+	if errors.Is(err, leases.ErrConflict) {
+		existing, gerr := p.store.Get(ctx, c)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if strings.EqualFold(existing.Owner, p.opts.Instance) {
+			return existing, nil
+		}
+		if !existing.Expired(p.opts.Now(), p.opts.Expiration) {
+			return nil, nil
+		}
+		created, err = p.store.Acquire(ctx, existing, p.opts.Instance)
+		if errors.Is(err, leases.ErrLeaseLost) {
+			return nil, nil
+		}
+	}
+	return created, err
+}
+
+// splitPlan is what planSplit decided for a lease whose range is gone.
+type splitPlan struct {
+	over     []Partition     // the live partitions that took over the parent's keys
+	route    bool            // an EPK lease inside one partition again: keep it, read from there
+	children []*leases.Lease // the leases that replace the parent, unowned, to create and take
+	err      error           // the split cannot be planned now: retried after a backoff
+}
+
+// splitOver returns the live partitions of parts that took over parent's keys: those over its
+// range, or, for a lease without one (a Java PK-range lease), those whose parents name it.
+func splitOver(parent *leases.Lease, parts []Partition) []Partition {
+	if parent.HasRange() {
+		return overlapping(parts, parent.Range)
+	}
+	var over []Partition
+	for _, part := range parts {
+		if slices.Contains(part.Parents, parent.Token) {
+			over = append(over, part)
+		}
+	}
+	return over
+}
+
+// splitNeedsList reports whether planSplit needs the listing of the leases to plan the split
+// of parent over parts: for a Java PK-range lease (where the merged child starts, see
+// mergedStart) and for a lease with a range that is replaced (the children of an earlier
+// attempt, see notYetCovered).
+func splitNeedsList(parent *leases.Lease, parts []Partition) bool {
+	over := splitOver(parent, parts)
+	switch {
+	case len(over) == 0, len(over) == 1 && !parent.NamesPartition():
+		return false
+	}
+	return parent.Family == leases.FamilyJavaPK || parent.HasRange()
+}
+
+// planSplit decides how the live partitions parts replace parent, whose range is gone, the
+// way its SDK does (docs/architecture.md, "Splits and merges"), from parent as this host holds
+// it (its continuation the position the children start from) and all, the leases listed when
+// splitNeedsList says so. A .NET v0 lease whose range now lies in one partition (a merge)
+// becomes one EPK lease over its range; an EPK lease in that case is routed, not replaced; a
+// Java PK-range lease gets a lease per partition whose parents name it, the merged one starting
+// low enough for both parents; a .NET v0 lease's child partition that reaches past the
+// parent's range gets an EPK lease over the common part. Children that other leases within
+// the parent's range already cover (an earlier attempt's) are left out. Children are unowned
+// and carry none of cfp's handoff properties.
+func planSplit(parent *leases.Lease, parts []Partition, all []*leases.Lease) splitPlan {
+	sp := splitPlan{over: splitOver(parent, parts)}
+	over := sp.over
+	switch {
+	case len(over) == 0:
+		sp.err = fmt.Errorf("no partition covers the range of lease %s", parent.Token)
+		return sp
+	case len(over) == 1 && !parent.NamesPartition():
+		sp.route = true
+		return sp
+	case len(over) == 1 && parent.Family != leases.FamilyJavaPK:
+		m := parent.Merged()
+		if m == parent {
+			sp.err = fmt.Errorf("lease %s has no range to merge", parent.Token)
+			return sp
+		}
+		sp.children = []*leases.Lease{m}
+	case parent.Family == leases.FamilyJavaPK:
+		// Java makes a PK-range lease per partition whose parents name the gone one, a merge
+		// included (a Java pkversion host reads no other lease kind), starting at the parent's
+		// continuation. A merged partition's items keep their parents' LSNs, so a child that
+		// starts at one parent's position would skip the other parent's undelivered changes:
+		// cfp starts it at the lowest position of the parents' leases (see mergedStart).
+		for _, part := range over {
+			c := parent.Child(part.ID, part.Range)
+			c.Continuation = mergedStart(parent, part, all)
+			sp.children = append(sp.children, c)
+		}
+	default:
+		sp.children = splitChildren(parent, over)
+	}
+	if parent.HasRange() && parent.Family != leases.FamilyJavaPK {
+		sp.children = notYetCovered(parent, sp.children, all)
+	}
+	for _, c := range sp.children {
+		// Created unowned, then acquired, as .NET does; the parent's handoff properties are
+		// stale on its children: none of them is asked for yet.
+		c.Owner, c.Timestamp = "", time.Time{}
+		delete(c.Properties, handoffKey)
+		delete(c.Properties, handoffAcceptedKey)
+	}
+	return sp
+}
+
+// splitChildren builds the children of a split of parent (not a Java PK-range lease) over the
+// partitions over: one per partition, over the partition's range for a PK-range lease, over
+// the common part of the parent's and the partition's range for an EPK lease.
+func splitChildren(parent *leases.Lease, over []Partition) []*leases.Lease {
+	var children []*leases.Lease
+	for _, part := range over {
+		if parent.NamesPartition() && !parent.HasRange() {
+			children = append(children, parent.Child(part.ID, part.Range))
+			continue
+		}
+		rng, _ := parent.Range.Intersect(part.Range)
+		if parent.Family == leases.FamilyDotNetV0 && !rng.Equal(part.Range) {
+			// The child partition reaches past the parent's range: it was merged with a
+			// neighbour before the split was handled. Its lease covers the parent's part
+			// only, as an EPK lease (the merge path's rule), or it would overlap the
+			// neighbour's. .NET makes a v0 lease over the whole partition here
+			// (PartitionSynchronizerCore.cs, HandlePartitionGoneAsync, lines 100-116).
+			children = append(children, parent.EPKChild(rng))
+			continue
+		}
+		if parent.NamesPartition() {
+			rng = part.Range
+		}
+		children = append(children, parent.Child(part.ID, rng))
+	}
+	return children
 }
 
 // mergedStart is where the child lease over part of the PK-range lease parent starts: the

@@ -245,7 +245,7 @@ type worker struct {
 	splitHeld     map[string]*leases.Lease
 	// ahead is the read of the next page, started while the page before it is handled.
 	ahead *readAhead
-	// fail is what the worker knows about the failures of its next batch (failure.go).
+	// fail is what the worker knows about the failures of its next batch (processor_failure.go).
 	fail failureState
 }
 
@@ -357,21 +357,9 @@ func (p *Processor) work(run context.Context, ol *ownedLease) (err error) {
 
 // loop runs until the lease ends; it returns why, and a StopError from the handler.
 func (w *worker) loop(hctx context.Context) (CloseReason, error) {
-	p, ol := w.p, w.ol
-	if p.lh != nil {
-		for n := 1; ; n++ {
-			err := p.lh.OpenLease(hctx, w.info)
-			if err == nil {
-				break
-			}
-			if ol.ctx.Err() != nil {
-				return w.reason(), nil
-			}
-			p.handlerError(hctx, w.info, fmt.Errorf("open lease %s: %w", w.info.Token, err))
-			if sleepCtx(ol.ctx, p.backoff(n)) != nil {
-				return w.reason(), nil
-			}
-		}
+	ol := w.ol
+	if !w.openLease(hctx) {
+		return w.reason(), nil
 	}
 	failures, attempt := 0, 1
 	defer w.dropAhead()
@@ -381,21 +369,9 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 		}
 		if w.reader == nil {
 			if err := w.route(ol.ctx); err != nil {
-				if IsRangeGone(err) {
-					if reason, serr := w.split(); serr != nil || reason != "" {
-						return reason, serr
-					}
-					continue
+				if reason, serr, stop := w.readError(err, "route lease", &failures); stop {
+					return reason, serr
 				}
-				failures++
-				if ol.ctx.Err() == nil {
-					if !IsPermanent(err) {
-						p.infraError(ol.ctx, "route lease", w.info.Token, err)
-					} else if gone := p.readFailed(ol.ctx, ol, "route lease", err); gone != nil {
-						return CloseShutdown, gone
-					}
-				}
-				_ = sleepCtx(ol.ctx, p.backoff(failures))
 				continue
 			}
 		}
@@ -405,92 +381,145 @@ func (w *worker) loop(hctx context.Context) (CloseReason, error) {
 			if ol.ctx.Err() != nil {
 				return w.reason(), nil
 			}
-			if IsRangeGone(err) {
-				if reason, serr := w.split(); serr != nil || reason != "" {
-					return reason, serr
-				}
-				continue // merged into one partition (the lease stays), or retry the split
+			// A range gone splits, merges (the lease stays) or retries the split.
+			if reason, serr, stop := w.readError(err, "read change feed", &failures); stop {
+				return reason, serr
 			}
-			failures++
-			if !IsPermanent(err) {
-				p.infraError(ol.ctx, "read change feed", w.info.Token, err)
-			} else if gone := p.readFailed(ol.ctx, ol, "read change feed", err); gone != nil {
-				return CloseShutdown, gone
-			}
-			_ = sleepCtx(ol.ctx, p.backoff(failures))
 			continue
 		}
 		if failures > 0 || ReadFailure(ol.current()) != "" {
-			p.readRecovered(ol.ctx, ol) // also a mark left by an earlier owner
+			w.p.readRecovered(ol.ctx, ol) // also a mark left by an earlier owner
 		}
 		failures = 0
-		p.limit.reset(limitKey("read change feed", w.info.Token))
+		w.p.limit.reset(limitKey("read change feed", w.info.Token))
 		if len(page.Items) == 0 {
-			if w.checkpointed == "" && w.pending == "" && w.base.Kind == StartNow {
-				w.base = w.reader.Position() // "now" resolved: rewind here, not to a later now
-			}
-			// .NET never checkpoints an empty page. Java's EPK processor does
-			// (epkversion/PartitionProcessorImpl.java, run: "still need to checkpoint with the
-			// new continuation token"), and its estimator reads the lease's continuation, so an
-			// idle range cfp owns would show a growing lag there. cfp writes it only when the
-			// continuation moved and no batch is held back (Java writes every empty page).
-			if ol.current().Family == leases.FamilyJavaEPK && page.Continuation != "" &&
-				page.Continuation != w.checkpointed && (w.pending == "" || w.coalesced()) {
-				w.pending, w.deferred = page.Continuation, false
-			}
-			if lost := w.checkpointDue(ol.ctx); lost {
+			if lost := w.emptyPage(page); lost {
 				return CloseLeaseLost, nil
 			}
 			continue
 		}
-		// A lease lost (or expired under us) between the read and here is not delivered.
-		if ol.ctx.Err() != nil || !ol.valid(p.opts.Now(), p.opts.Expiration) {
-			release(page)
-			if ol.ctx.Err() == nil {
-				ol.lose(&expiredError{token: w.info.Token})
-			}
-			return w.reason(), nil
-		}
-		w.readNextAhead(readCtx)
-		b := Batch{
-			LeaseToken: w.info.Token, Range: w.info.Range, Owner: p.opts.Instance,
-			Items: page.Items, Continuation: page.Continuation, LatestLSN: page.LatestLSN, Attempt: attempt,
-			Checkpoint: w.checkpointed, Mode: p.opts.Mode,
-		}
-		stopWatch := w.watchInFlight(ol.ctx, b, p.opts.Now())
-		herr := p.h.Handle(hctx, b)
-		stopWatch()
-		release(page) // the handler kept nothing of the items (ReuseItems), b.Items is not read again
-		var stop *StopError
-		switch {
-		case herr == nil:
-			attempt = 1
-			p.notify(Event{Type: EventBatch, Lease: b.LeaseToken, Range: b.Range, Items: len(b.Items), Continuation: b.Continuation})
-			w.pending, w.deferred = page.Continuation, false
-			if lost := w.checkpointDue(ol.ctx); lost {
-				return CloseLeaseLost, nil
-			}
-		case errors.Is(herr, ErrNoCheckpoint):
-			attempt = 1
-			p.notify(Event{Type: EventBatch, Lease: b.LeaseToken, Range: b.Range, Items: len(b.Items), Continuation: b.Continuation})
-			w.pending, w.deferred = page.Continuation, true
-		case errors.As(herr, &stop):
-			p.handlerError(hctx, w.info, herr)
-			w.batchFailed(ol.ctx, b, herr, true)
-			return CloseShutdown, herr
-		case hctx.Err() != nil:
-			// Lost, or shutdown with the grace period over: the batch stays unprocessed.
-			return w.reason(), nil
-		default:
-			p.handlerError(hctx, w.info, herr)
-			w.batchFailed(ol.ctx, b, herr, false)
-			attempt++
-			w.rewind()
-			if sleepCtx(ol.ctx, p.backoff(attempt-1)) != nil {
-				return w.reason(), nil
-			}
+		if reason, herr, stop := w.deliver(hctx, readCtx, page, &attempt); stop {
+			return reason, herr
 		}
 	}
+}
+
+// openLease calls the LeaseHandler's OpenLease until it succeeds, with a backoff; it reports
+// false when the lease stopped first.
+func (w *worker) openLease(hctx context.Context) bool {
+	p, ol := w.p, w.ol
+	if p.lh == nil {
+		return true
+	}
+	for n := 1; ; n++ {
+		err := p.lh.OpenLease(hctx, w.info)
+		if err == nil {
+			return true
+		}
+		if ol.ctx.Err() != nil {
+			return false
+		}
+		p.handlerError(hctx, w.info, fmt.Errorf("open lease %s: %w", w.info.Token, err))
+		if sleepCtx(ol.ctx, p.backoff(n)) != nil {
+			return false
+		}
+	}
+}
+
+// readError handles a failed route or read (op names it): a range gone is split (or merged);
+// another error counts in failures, is logged (a permanent one marks the lease, see
+// readFailed) and waits a backoff. It reports stop with the loop's result when the worker
+// ends.
+func (w *worker) readError(err error, op string, failures *int) (reason CloseReason, serr error, stop bool) {
+	p, ol := w.p, w.ol
+	if IsRangeGone(err) {
+		reason, serr = w.split()
+		return reason, serr, serr != nil || reason != ""
+	}
+	*failures++
+	if ol.ctx.Err() == nil {
+		if !IsPermanent(err) {
+			p.infraError(ol.ctx, op, w.info.Token, err)
+		} else if gone := p.readFailed(ol.ctx, ol, op, err); gone != nil {
+			return CloseShutdown, gone, true
+		}
+	}
+	_ = sleepCtx(ol.ctx, p.backoff(*failures))
+	return "", nil, false
+}
+
+// emptyPage handles a page without items; it reports whether the lease was lost on the
+// checkpoint it may write.
+func (w *worker) emptyPage(page Page) (lost bool) {
+	ol := w.ol
+	if w.checkpointed == "" && w.pending == "" && w.base.Kind == StartNow {
+		w.base = w.reader.Position() // "now" resolved: rewind here, not to a later now
+	}
+	// .NET never checkpoints an empty page. Java's EPK processor does
+	// (epkversion/PartitionProcessorImpl.java, run: "still need to checkpoint with the
+	// new continuation token"), and its estimator reads the lease's continuation, so an
+	// idle range cfp owns would show a growing lag there. cfp writes it only when the
+	// continuation moved and no batch is held back (Java writes every empty page).
+	if ol.current().Family == leases.FamilyJavaEPK && page.Continuation != "" &&
+		page.Continuation != w.checkpointed && (w.pending == "" || w.coalesced()) {
+		w.pending, w.deferred = page.Continuation, false
+	}
+	return w.checkpointDue(ol.ctx)
+}
+
+// deliver hands page to the handler as a batch (attempt counts the deliveries of the same
+// batch) and acts on its answer: checkpoint, hold back, retry after a backoff, or stop. It
+// reports stop with the loop's result when the worker ends.
+func (w *worker) deliver(hctx, readCtx context.Context, page Page, attempt *int) (reason CloseReason, herr error, stop bool) {
+	p, ol := w.p, w.ol
+	// A lease lost (or expired under us) between the read and here is not delivered.
+	if ol.ctx.Err() != nil || !ol.valid(p.opts.Now(), p.opts.Expiration) {
+		release(page)
+		if ol.ctx.Err() == nil {
+			ol.lose(&expiredError{token: w.info.Token})
+		}
+		return w.reason(), nil, true
+	}
+	w.readNextAhead(readCtx)
+	b := Batch{
+		LeaseToken: w.info.Token, Range: w.info.Range, Owner: p.opts.Instance,
+		Items: page.Items, Continuation: page.Continuation, LatestLSN: page.LatestLSN, Attempt: *attempt,
+		Checkpoint: w.checkpointed, Mode: p.opts.Mode,
+	}
+	stopWatch := w.watchInFlight(ol.ctx, b, p.opts.Now())
+	herr = p.h.Handle(hctx, b)
+	stopWatch()
+	release(page) // the handler kept nothing of the items (ReuseItems), b.Items is not read again
+	var stopErr *StopError
+	switch {
+	case herr == nil:
+		*attempt = 1
+		p.notify(Event{Type: EventBatch, Lease: b.LeaseToken, Range: b.Range, Items: len(b.Items), Continuation: b.Continuation})
+		w.pending, w.deferred = page.Continuation, false
+		if lost := w.checkpointDue(ol.ctx); lost {
+			return CloseLeaseLost, nil, true
+		}
+	case errors.Is(herr, ErrNoCheckpoint):
+		*attempt = 1
+		p.notify(Event{Type: EventBatch, Lease: b.LeaseToken, Range: b.Range, Items: len(b.Items), Continuation: b.Continuation})
+		w.pending, w.deferred = page.Continuation, true
+	case errors.As(herr, &stopErr):
+		p.handlerError(hctx, w.info, herr)
+		w.batchFailed(ol.ctx, b, herr, true)
+		return CloseShutdown, herr, true
+	case hctx.Err() != nil:
+		// Lost, or shutdown with the grace period over: the batch stays unprocessed.
+		return w.reason(), nil, true
+	default:
+		p.handlerError(hctx, w.info, herr)
+		w.batchFailed(ol.ctx, b, herr, false)
+		*attempt++
+		w.rewind()
+		if sleepCtx(ol.ctx, p.backoff(*attempt-1)) != nil {
+			return w.reason(), nil, true
+		}
+	}
+	return "", nil, false
 }
 
 // release hands page's memory back to the source, when it was read for reuse.

@@ -1,5 +1,5 @@
 // Package feed is cfp's engine: the change-feed reader, the processor host (balancing in
-// acquire.go and balance.go, handoffs, presence, renewals, workers, splits and merges), the lag
+// processor_acquire.go and processor_balance.go, handoffs, presence, renewals, workers, splits and merges), the lag
 // estimator, the tail driver, the replay driver (Replay: a window of history through a handler,
 // its progress under its own lease prefix), and positions (ParsePosition for the position
 // grammar of every command; PositionAt, the continuation just before a time). It speaks only

@@ -322,6 +322,13 @@ func Tail(ctx context.Context, src Source, opts TailOptions, emit func(Change) e
 		opts.Flush()
 	}
 
+	return t.finish(ctx, err)
+}
+
+// finish closes the run and returns its summary: why it stopped, and err, the run's error
+// (nil on a normal stop, ctx's on interruption), or the state's save error.
+func (t *tailRun) finish(ctx context.Context, err error) (TailSummary, error) {
+	opts := t.opts
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
@@ -617,45 +624,59 @@ func (t *tailRun) deliver(tr *tailRange, before StartFrom, page Page) (bool, err
 			return true, nil
 		}
 		ch.PartitionID, ch.Range = tr.partition, tr.rng
-		// emitMu is held from the check of the stop reason until the change is counted, so that
-		// two ranges never both emit the change that reaches MaxItems (a tail -n 25 printed 26).
-		t.emitMu.Lock()
-		t.mu.Lock()
-		stop := t.reason != "" || t.closed
-		t.mu.Unlock()
-		if stop {
-			t.emitMu.Unlock()
-			return true, nil
-		}
-		err := t.emit(ch)
-		t.mu.Lock()
-		t.emitMu.Unlock()
-		if t.closed {
-			t.mu.Unlock()
-			return true, nil
-		}
-		if err != nil {
-			t.move(tr, resumeAt(lsns, skips, i, before))
-			t.mu.Unlock()
+		if stop, err := t.emitAt(tr, page, before, ch, i); stop {
 			return true, err
 		}
-		t.sum.Items++
-		next := position{pos: continuationAfter(page, before)}
-		if i < len(page.Items)-1 {
-			next = resumeAt(lsns, skips, i+1, before)
-		}
-		t.move(tr, next)
-		if t.opts.MaxItems > 0 && t.sum.Items >= t.opts.MaxItems {
-			t.stopAll(TailStopMaxItems)
-			t.mu.Unlock()
-			return true, nil
-		}
-		stopped := t.reason != ""
-		t.mu.Unlock()
-		if stopped {
-			return true, nil
-		}
 	}
+	return t.pageDone(tr, before, page)
+}
+
+// emitAt emits ch, the change at index i of page, and moves tr past it; it reports stop when
+// the tail ends (closed, stopped by another range, MaxItems reached, or emit's error).
+func (t *tailRun) emitAt(tr *tailRange, page Page, before StartFrom, ch Change, i int) (stop bool, err error) {
+	lsns, skips := tr.meta.lsns, tr.meta.skips
+	// emitMu is held from the check of the stop reason until the change is counted, so that
+	// two ranges never both emit the change that reaches MaxItems (a tail -n 25 printed 26).
+	t.emitMu.Lock()
+	t.mu.Lock()
+	stop = t.reason != "" || t.closed
+	t.mu.Unlock()
+	if stop {
+		t.emitMu.Unlock()
+		return true, nil
+	}
+	err = t.emit(ch)
+	t.mu.Lock()
+	t.emitMu.Unlock()
+	if t.closed {
+		t.mu.Unlock()
+		return true, nil
+	}
+	if err != nil {
+		t.move(tr, resumeAt(lsns, skips, i, before))
+		t.mu.Unlock()
+		return true, err
+	}
+	t.sum.Items++
+	next := position{pos: continuationAfter(page, before)}
+	if i < len(page.Items)-1 {
+		next = resumeAt(lsns, skips, i+1, before)
+	}
+	t.move(tr, next)
+	if t.opts.MaxItems > 0 && t.sum.Items >= t.opts.MaxItems {
+		t.stopAll(TailStopMaxItems)
+		t.mu.Unlock()
+		return true, nil
+	}
+	stopped := t.reason != ""
+	t.mu.Unlock()
+	return stopped, nil
+}
+
+// pageDone moves tr past page, every change of which was emitted; it counts the range caught
+// up or not, and reports whether the range is done (Until passed, or ExitAtEnd at its end).
+func (t *tailRun) pageDone(tr *tailRange, before StartFrom, page Page) (bool, error) {
+	until := t.opts.Until
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.move(tr, position{pos: continuationAfter(page, before)})

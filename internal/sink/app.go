@@ -261,6 +261,17 @@ func (a *App) Stopped(ctx context.Context, summary any) error {
 	return a.sendWait(ctx, append(b, '\n'))
 }
 
+// ParentGone ends the channel because the process at its other end is gone although the pipes
+// are still open (another process holds them: nobody will answer or read): every message that
+// waits for an answer fails with ErrParentGone, nothing more is written, and Stopping is closed.
+func (a *App) ParentGone(why string) {
+	a.brokenOnce.Do(func() {
+		a.brokenErr = fmt.Errorf("%s: %w", why, ErrParentGone)
+		close(a.broken)
+	})
+	a.stop()
+}
+
 // Close stops the writer (a write in progress is abandoned to its goroutine). Call it after
 // Stopped.
 func (a *App) Close() error {

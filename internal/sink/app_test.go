@@ -421,3 +421,30 @@ func TestApp_ParentGoneIsNeitherRetriedNorSkipped(t *testing.T) {
 		})
 	}
 }
+
+// TestApp_ParentGoneFailsWhatWaitsAndWritesNothingMore: when cfp learns that its parent exited
+// although the pipes are open (another process holds them), the batch waiting for its answer
+// counts as not processed, a release is not asked, and nothing more is written (a write would
+// block on the pipe nobody reads: synctest reports the deadlock).
+func TestApp_ParentGoneFailsWhatWaitsAndWritesNothingMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newParent(t)
+		done := make(chan error, 1)
+		go func() { done <- p.app.Handle(context.Background(), batchOf("0", `{"id":"x"}`)) }()
+		p.next()
+		p.app.ParentGone("the application that started cfp (pid 7) exited")
+		if err := <-done; !errors.Is(err, sink.ErrParentGone) {
+			t.Errorf("Handle = %v, want ErrParentGone", err)
+		}
+		<-p.app.Stopping()
+		if err := p.app.CloseLease(context.Background(), feed.LeaseInfo{Token: "0"}, feed.CloseShutdown); !errors.Is(err, feed.ErrNoCheckpoint) {
+			t.Errorf("CloseLease after the parent is gone = %v, want ErrNoCheckpoint at once", err)
+		}
+		if err := p.app.Handle(context.Background(), batchOf("1", `{"id":"y"}`)); !errors.Is(err, sink.ErrParentGone) {
+			t.Errorf("a later Handle = %v, want ErrParentGone without a write", err)
+		}
+		if err := p.app.Stopped(context.Background(), map[string]any{"reason": "shutdown"}); err == nil {
+			t.Error("Stopped wrote its line to a parent that is gone")
+		}
+	})
+}

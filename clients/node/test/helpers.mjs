@@ -33,13 +33,14 @@ export async function cfpBinary() {
 }
 
 /**
- * Starts `cfp emulator` on 127.0.0.1:0 with its own data directory; resolves with
+ * Starts `cfp emulator` on 127.0.0.1:0 with its own data directory and 4 physical partitions
+ * per new container (the tests count on 4 leases); resolves with
  * {endpoint, key, dir, stop()} once it serves.
  */
 export async function startEmulator() {
   const cfp = await cfpBinary();
   const dir = tempDir('cfp-emu-');
-  const child = spawn(cfp, ['emulator', '--data', path.join(dir, 'data'), '--addr', '127.0.0.1:0'], {
+  const child = spawn(cfp, ['emulator', '--data', path.join(dir, 'data'), '--addr', '127.0.0.1:0', '--partitions', '4'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

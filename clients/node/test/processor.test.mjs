@@ -30,7 +30,19 @@ before(async () => {
   work = tempDir();
 });
 
+// Processors a failed test left running are stopped before the emulator, so they do not
+// flood the output with errors about an emulator that is gone.
+const started = new Set();
+class Tracked extends ChangeFeedProcessor {
+  start() {
+    started.add(this);
+    return super.start();
+  }
+}
+
 after(async () => {
+  const stopped = [...started].map((p) => p.stop().catch(() => {}));
+  await Promise.race([Promise.all(stopped), new Promise((r) => setTimeout(r, 10000))]);
   if (emu) await emu.stop();
 });
 
@@ -164,7 +176,7 @@ test('manual checkpoints: only what ctx.checkpoint() covered is not delivered ag
 
   // Run 1: handle everything, checkpoint nothing.
   let seen = [];
-  let p = new ChangeFeedProcessor({ ...opts, instance: 'm1' });
+  let p = new Tracked({ ...opts, instance: 'm1' });
   p.onChanges(async (changes) => { seen.push(...changes.map((c) => c.id)); });
   await p.start();
   await until('60 changes', () => new Set(seen).size === 60);
@@ -178,7 +190,7 @@ test('manual checkpoints: only what ctx.checkpoint() covered is not delivered ag
   seen = [];
   const checkpointedThrough = new Map(); // lease -> ids up to its last checkpoint
   const sinceCheckpoint = new Map();
-  p = new ChangeFeedProcessor({ ...opts, instance: 'm2' });
+  p = new Tracked({ ...opts, instance: 'm2' });
   p.onChanges(async (changes, ctx) => {
     seen.push(...changes.map((c) => c.id));
     const pending = [...(sinceCheckpoint.get(ctx.lease) || []), ...changes.map((c) => c.id)];
@@ -198,7 +210,7 @@ test('manual checkpoints: only what ctx.checkpoint() covered is not delivered ag
 
   // Run 3: exactly the changes not covered by a checkpoint come again.
   seen = [];
-  p = new ChangeFeedProcessor({ ...opts, instance: 'm3' });
+  p = new Tracked({ ...opts, instance: 'm3' });
   p.onChanges(async (changes, ctx) => {
     seen.push(...changes.map((c) => c.id));
     await ctx.checkpoint();
@@ -218,7 +230,7 @@ test('a slow handler applies backpressure: cfp reads no more pages while batches
   await writeOrders(emu, DB, container, 0, 2000);
   const port = await freePort();
   const addr = `127.0.0.1:${port}`;
-  const p = new ChangeFeedProcessor(base(container, 'slow', { batchSize: 10, metricsAddr: addr, instance: 'slow-1' }));
+  const p = new Tracked(base(container, 'slow', { batchSize: 10, metricsAddr: addr, instance: 'slow-1' }));
   let release;
   const gate = new Promise((r) => { release = r; });
   const waiting = new Set();
@@ -262,13 +274,13 @@ test('stop() releases the leases, and the other process takes them within one ac
   // A long expiration: a takeover faster than it proves the leases were released, not expired.
   const opts = base(container, 'takeover', { leaseExpiration: '60s', leaseAcquireInterval: '1s' });
   const owned = (ls, who) => ls.filter((l) => l.owner === who).length;
-  const a = new ChangeFeedProcessor({ ...opts, instance: 'a' });
+  const a = new Tracked({ ...opts, instance: 'a' });
   a.onChanges(async () => {});
   const released = [];
   a.onLeaseReleased((l, reason) => { released.push(reason); });
   await a.start();
   await until('a holds every lease', async () => owned(await leaseList(container, 'takeover'), 'a') === 4);
-  const b = new ChangeFeedProcessor({ ...opts, instance: 'b' });
+  const b = new Tracked({ ...opts, instance: 'b' });
   b.onChanges(async () => {});
   const bAcquired = [];
   b.onLeaseAcquired((l) => { bAcquired.push({ token: l.token, at: Date.now() }); });
@@ -294,7 +306,7 @@ test('stop() releases the leases, and the other process takes them within one ac
 test('a cfp child that dies is an error, never hidden', async () => {
   const container = 'dies';
   await writeOrders(emu, DB, container, 0, 4);
-  const p = new ChangeFeedProcessor(base(container, 'dies', { instance: 'dies' }));
+  const p = new Tracked(base(container, 'dies', { instance: 'dies' }));
   p.onChanges(async () => {});
   const errors = [];
   p.onError((err) => errors.push(err));
@@ -309,7 +321,7 @@ test('a cfp child that dies is an error, never hidden', async () => {
 test('a handler that throws: the batch comes again, the engine reports it as an EngineError', async () => {
   const container = 'throws';
   await writeOrders(emu, DB, container, 0, 1);
-  const p = new ChangeFeedProcessor(base(container, 'throws', { instance: 'throws', retries: 5 }));
+  const p = new Tracked(base(container, 'throws', { instance: 'throws', retries: 5 }));
   let calls = 0;
   const attempts = [];
   p.onChanges(async (changes, ctx) => {
@@ -329,10 +341,10 @@ test('a handler that throws: the batch comes again, the engine reports it as an 
 });
 
 test('start() fails with the reason when cfp cannot start, and with BinaryNotFoundError without a binary', async () => {
-  const p = new ChangeFeedProcessor({ ...base('nope', 'nope'), mode: 'all-versions', startFrom: 'beginning' });
+  const p = new Tracked({ ...base('nope', 'nope'), mode: 'all-versions', startFrom: 'beginning' });
   p.onChanges(async () => {});
   await assert.rejects(p.start(), (err) => err instanceof ProcessExitedError && err.exitCode === 2 && /all-versions/.test(err.message));
-  const q = new ChangeFeedProcessor({ ...base('nope', 'nope'), cfpPath: path.join(work, 'no-such-cfp') });
+  const q = new Tracked({ ...base('nope', 'nope'), cfpPath: path.join(work, 'no-such-cfp') });
   q.onChanges(async () => {});
   await assert.rejects(q.start(), BinaryNotFoundError);
 });
@@ -340,7 +352,7 @@ test('start() fails with the reason when cfp cannot start, and with BinaryNotFou
 test('estimate() gives the lag per lease', async () => {
   const container = 'lag';
   await writeOrders(emu, DB, container, 0, 20);
-  const p = new ChangeFeedProcessor(base(container, 'lag', { instance: 'lag' }));
+  const p = new Tracked(base(container, 'lag', { instance: 'lag' }));
   let n = 0;
   p.onChanges(async (changes) => { n += changes.length; });
   await p.start();

@@ -72,9 +72,10 @@ type Options struct {
 	Now func() time.Time
 	// Trace, when set, receives the host's DefaultTrace lines.
 	Trace func(format string, args ...any)
-	// HandledGone, when set, is told of every gone lease the host handled: the gone lease's
-	// range and the ranges of the leases it created for it (none when they existed, or when
-	// an EPK lease was redirected). The simulation attributes .NET's own overlaps with it.
+	// HandledGone, when set, is told of every gone lease the host handled, or tried to: the
+	// gone lease's range and the ranges of the leases it created for it (none when they
+	// existed; not called when an EPK lease was redirected). A failed attempt reports the
+	// leases it created before it failed. The simulation attributes .NET's own overlaps with it.
 	HandledGone func(token string, gone leases.Range, created []leases.Range)
 }
 
@@ -448,7 +449,7 @@ func (h *Host) handlePartitionGone(ctx context.Context, l *lease) ([]*lease, boo
 			for _, p := range overlapping {
 				n, err := h.createPKRangeLease(ctx, p, cont)
 				if err != nil {
-					return nil, false, err
+					return added, false, err
 				}
 				if n != nil {
 					added = append(added, n)
@@ -475,7 +476,7 @@ func (h *Host) handlePartitionGone(ctx context.Context, l *lease) ([]*lease, boo
 		for i := 0; i < len(overlapping)-1; i++ {
 			n, err := h.createEPKLease(ctx, leases.Range{Min: min, Max: overlapping[i].Range.Max}, cont)
 			if err != nil {
-				return nil, false, err
+				return added, false, err
 			}
 			if n != nil {
 				added = append(added, n)
@@ -484,7 +485,7 @@ func (h *Host) handlePartitionGone(ctx context.Context, l *lease) ([]*lease, boo
 		}
 		n, err := h.createEPKLease(ctx, leases.Range{Min: min, Max: max}, cont)
 		if err != nil {
-			return nil, false, err
+			return added, false, err
 		}
 		if n != nil {
 			added = append(added, n)
@@ -1031,11 +1032,7 @@ func (h *Host) handleGone(l *lease, last *string) {
 	ctx := context.WithoutCancel(h.shutdownCtx)
 	l.Continuation = last
 	added, del, err := h.handlePartitionGone(ctx, l)
-	if err != nil {
-		h.notifyError(l.LeaseToken, err)
-		return
-	}
-	if h.opts.HandledGone != nil && del {
+	if h.opts.HandledGone != nil && (del || err != nil) && l.FeedRange != nil {
 		var created []leases.Range
 		for _, n := range added {
 			if n.FeedRange != nil {
@@ -1043,6 +1040,13 @@ func (h *Host) handleGone(l *lease, last *string) {
 			}
 		}
 		h.opts.HandledGone(l.LeaseToken, *l.FeedRange, created)
+	}
+	if err != nil {
+		// The children created so far stay, the gone lease too (it is released): the next
+		// host to take it handles it again, with the partitions of that moment
+		// (PartitionControllerCore.HandlePartitionGoneAsync's catch, :201-205).
+		h.notifyError(l.LeaseToken, err)
+		return
 	}
 	var wg sync.WaitGroup
 	for _, n := range added {

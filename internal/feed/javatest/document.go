@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -260,6 +259,7 @@ func parseState(s string) (state, error) {
 	}
 	var w wireState
 	if err := json.Unmarshal(b, &w); err != nil {
+		//lint:ignore ST1005 the Java SDK's own message, word for word
 		return state{}, fmt.Errorf("The change feed state continuation contains invalid or unsupported json: %w", err)
 	}
 	st := state{Rid: w.Rid, Mode: w.Mode, StartFrom: w.StartFrom.Type}
@@ -273,13 +273,4 @@ func parseState(s string) (state, error) {
 		}
 	}
 	return st, nil
-}
-
-// lsn is the LSN of a raw ETag token, -1 when it has none.
-func lsn(token string) int64 {
-	n, err := strconv.ParseInt(strings.Trim(token, `"`), 10, 64)
-	if err != nil {
-		return -1
-	}
-	return n
 }

@@ -91,6 +91,13 @@ type Options struct {
 	Trace func(format string, args ...any)
 	// Rand picks among expired leases (java.util.Random); default a fixed seed.
 	Rand *rand.Rand
+	// CheckpointEveryEmptyPage checkpoints every empty page, its continuation moved or not,
+	// as the repository's history did before 4.81.0's hasServerContinuationTokenChange (a
+	// write of each idle lease every poll delay).
+	CheckpointEveryEmptyPage bool
+	// HandledGone, when set, is told of every split the host handled: the gone lease's token
+	// and range and the child leases it created.
+	HandledGone func(token string, gone leases.Range, created []leases.Range)
 }
 
 func (o Options) withDefaults() Options {
@@ -869,6 +876,7 @@ func (h *Host) handleFeedRangeGone(l *lease, last *string, w *worker) {
 	}
 	switch {
 	case len(parts) == 0:
+		//lint:ignore ST1005 the Java SDK's own message, word for word
 		h.notifyError(l.Token, fmt.Errorf("Lease %s is gone but we failed to find at least one child partition", l.Token))
 	case len(parts) > 1:
 		lo, hi := l.FeedRange.Min, l.FeedRange.Max
@@ -878,6 +886,7 @@ func (h *Host) handleFeedRangeGone(l *lease, last *string, w *worker) {
 			lo = parts[i].Range.Max
 		}
 		ranges = append(ranges, leases.Range{Min: lo, Max: hi})
+		var created []leases.Range
 		for _, r := range ranges {
 			cont := childContinuation(l.Continuation, r)
 			n, err := h.createLease(ctx, r, cont)
@@ -888,12 +897,16 @@ func (h *Host) handleFeedRangeGone(l *lease, last *string, w *worker) {
 			if n == nil {
 				continue
 			}
+			created = append(created, r)
 			n.Properties = l.Properties
 			if err := h.addOrUpdateLease(ctx, n); err != nil {
 				h.opts.Trace("lease %s: child %s not acquired: %v", l.Token, n.Token, err)
 			}
 		}
 		h.opts.Trace("Lease with token %s split into %d", l.Token, len(ranges))
+		if h.opts.HandledGone != nil {
+			h.opts.HandledGone(l.Token, *l.FeedRange, created)
+		}
 		if err := h.delete(ctx, l); err != nil {
 			h.notifyError(l.Token, err)
 		}
@@ -1108,7 +1121,7 @@ func (p *processor) run(ctx context.Context) {
 				p.fail(fmt.Errorf("ObserverException: %w", err))
 				return
 			}
-		} else if !changed && !more {
+		} else if !changed && !more && !h.opts.CheckpointEveryEmptyPage {
 			continue
 		}
 		if ctx.Err() != nil || h.isKilled() {

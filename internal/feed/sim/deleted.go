@@ -16,7 +16,7 @@ import (
 // their sources:
 //
 //   - cfp: its next renew or look answers 404, the worker stops at once (a LeaseLostError with
-//     Gone), the host logs an error naming the range (internal/feed/deleted.go); it recreates
+//     Gone), the host logs an error naming the range (internal/feed/processor_deleted.go); it recreates
 //     nothing (the .info marker is still there: one lease was deleted, not the set).
 //   - .NET: its renewer logs the 404 and goes on (LeaseRenewerCore.cs:70-74); the processor
 //     delivers its next batch and fails its checkpoint's replace with 404, a lost lease

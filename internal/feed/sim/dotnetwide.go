@@ -36,8 +36,29 @@ func (w *World) noteGone(host, token string, gone leases.Range, created []leases
 	held := w.owner[token].owner == host
 	w.mu.Unlock()
 	pr := gone.Normal()
+	// The leases that were there before: the children of an earlier attempt at this gone
+	// lease (by any host) made for the partitions of that moment, or what replaced them.
+	var before []*leases.Lease
+	for _, l := range w.leaseSet() {
+		mine := l.Token == token
+		for _, c := range created {
+			mine = mine || l.HasRange() && l.Range.Normal().Equal(c.Normal())
+		}
+		if !mine && l.HasRange() {
+			before = append(before, l)
+		}
+	}
 	for _, c := range created {
 		cr := c.Normal()
+		for _, l := range before {
+			if common, ok := l.Range.Normal().Intersect(cr); ok {
+				w.logf("dotnet %s replaced gone lease %s over %s by a lease over %s where lease %s over %s was already: .NET's own overlap over %s (an earlier attempt's child; PartitionSynchronizerCore.HandlePartitionGoneAsync looks at no lease)",
+					host, token, pr, cr, l.Token, l.Range, common)
+				w.mu.Lock()
+				w.wide = append(w.wide, common)
+				w.mu.Unlock()
+			}
+		}
 		var beyond []leases.Range
 		switch {
 		case !held:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/feed/javatest"
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // Java is the kind of a model Java v4 host (javatest): EPK leases, latest version. A lease set
@@ -32,6 +33,9 @@ func (w *World) startJava(name string, t Timing, skew time.Duration) (*host, err
 		LockTime: 3 * time.Second, SleepTime: 2 * time.Second, PollDelay: 500 * time.Millisecond,
 		MaxItems: w.batch, StartFromBeginning: true, Now: h.now,
 		Rand: rand.New(rand.NewPCG(seed.Sum64(), 7)),
+		HandledGone: func(token string, gone leases.Range, created []leases.Range) {
+			w.noteJavaGone(name, token, gone, created)
+		},
 		Handle: func(ctx context.Context, b javatest.Batch) error {
 			items := make([]json.RawMessage, len(b.Items))
 			for i, it := range b.Items {
@@ -93,4 +97,26 @@ func (h *host) javaBelievesItOwns(now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// noteJavaGone is a Java host's report of a split it handled (javatest.Options.HandledGone).
+// Java's children never reach past the gone lease (FeedRangeGoneSplitHandler cuts its range at
+// the partitions' bounds), but a Java host handles the gone range of the lease it cached
+// without reading the lease again (PartitionControllerImpl.handleFeedRangeGone): a host that
+// was frozen while another took the lease and handled its split creates children over keys the
+// other host's children cover (or over a partition merged back since, where a lease of the
+// same range was deleted). Those keys are Java's own overlap, excused as .NET's is
+// (dotnetwide.go); a split of a lease the host still held is not.
+func (w *World) noteJavaGone(host, token string, gone leases.Range, created []leases.Range) {
+	w.mu.Lock()
+	held := w.owner[token].owner == host
+	w.mu.Unlock()
+	if held || len(created) == 0 {
+		return
+	}
+	w.logf("java %s split gone lease %s over %s, which it no longer held, into %s: Java's own overlap (PartitionControllerImpl.handleFeedRangeGone)",
+		host, token, gone.Normal(), rangesString(created))
+	w.mu.Lock()
+	w.wide = append(w.wide, created...)
+	w.mu.Unlock()
 }

@@ -57,23 +57,17 @@ func TestSim(t *testing.T) {
 	runSeeds(t, first, n, opts, faultArg())
 }
 
-// ciMixedFaults are the fault kinds of the mixed part of TestSim_CI: all but splits and
-// merges, under which the .NET model alone leaves overlapping leases (an open finding,
-// docs/architecture.md).
-var ciMixedFaults = []string{"timing", "skew", "burst", "join", "kill", "stop", "restart", "pause",
-	"lease-429", "lease-503", "lease-412", "lease-answer-lost", "feed-429", "feed-503", "feed-410", "handler-error", "handler-slow"}
-
-// TestSim_CI is the simulation's CI part: 120 seeds of cfp hosts under every fault kind and
-// 80 seeds of cfp and .NET hosts under every kind but splits and merges (25 and 15 under the
-// race detector), safety invariants enforced (the liveness bounds are logged; -strict
-// enforces them).
+// TestSim_CI is the simulation's CI part: 120 seeds of cfp hosts, 80 seeds of cfp and .NET
+// hosts (the full mix) and 40 seeds of cfp and Java hosts, each under every fault kind (25, 15
+// and 8 under the race detector), safety invariants enforced (the liveness bounds are logged;
+// -strict enforces them).
 func TestSim_CI(t *testing.T) {
 	if *seedFlag != 0 || *seedsFlag != 0 {
 		t.Skip("TestSim runs the seeds asked for")
 	}
-	nCFP, nMixed := 120, 80
+	nCFP, nMixed, nJava := 120, 80, 40
 	if raceEnabled {
-		nCFP, nMixed = 25, 15 // the same seeds, fewer: the detector is after data races here
+		nCFP, nMixed, nJava = 25, 15, 8 // the same seeds, fewer: the detector is after data races here
 	}
 	t.Run("cfp", func(t *testing.T) {
 		t.Parallel()
@@ -81,7 +75,11 @@ func TestSim_CI(t *testing.T) {
 	})
 	t.Run("mixed", func(t *testing.T) {
 		t.Parallel()
-		runSeeds(t, 1001, nMixed, Options{Faults: ciMixedFaults, Strict: *strictFlag}, " -faults="+strings.Join(ciMixedFaults, ","))
+		runSeeds(t, 1001, nMixed, Options{Strict: *strictFlag}, "")
+	})
+	t.Run("java", func(t *testing.T) {
+		t.Parallel()
+		runSeeds(t, 2001, nJava, Options{Peer: Java, Strict: *strictFlag}, " -peer=java")
 	})
 }
 

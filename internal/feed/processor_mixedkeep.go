@@ -227,16 +227,6 @@ func (p *Processor) noteRebuff(ol *ownedLease, cause error) {
 		"lease", ol.token, "owner", lost.Owner, "until", f.rebuffs[ol.token].until)
 }
 
-// rebuffed reports whether l, owned by another host, is one this host lost to that host soon
-// after taking it, less than two expirations ago.
-func (p *Processor) rebuffed(l *leases.Lease, now time.Time) bool {
-	f := &p.others
-	f.rebuffMu.Lock()
-	defer f.rebuffMu.Unlock()
-	r, ok := f.rebuffs[l.Token]
-	return ok && now.Before(r.until) && strings.EqualFold(r.owner, l.Owner)
-}
-
 // cmpBool orders false before true.
 func cmpBool(a, b bool) int {
 	switch {

@@ -94,17 +94,18 @@ func handedOver(l *leases.Lease) bool {
 	return ok && l.Owner != "" && strings.EqualFold(to, l.Owner) && !strings.EqualFold(from, l.Owner)
 }
 
-// askFirst reports whether a steal of the live lease l should be a handoff request: yes,
-// unless the lease cannot carry one or an earlier request went unanswered for too long.
-func (p *Processor) askFirst(l *leases.Lease, now time.Time) bool {
+// askFirstOf reports whether a steal of the live lease l should be a handoff request: yes,
+// unless the lease cannot carry one or an earlier request (asked, by token) went unanswered
+// for longer than an expiration.
+func askFirstOf(l *leases.Lease, asked map[string]handoffAsk, now time.Time, expiration time.Duration) bool {
 	if l.Family == leases.FamilyJavaPK || l.Family == leases.FamilyJavaEPK {
 		return false
 	}
-	asked, ok := p.ho.askedOf(l.Token)
-	if !ok || asked.owner != l.Owner {
+	a, ok := asked[l.Token]
+	if !ok || a.owner != l.Owner {
 		return true
 	}
-	return now.Sub(asked.at) < p.opts.Expiration
+	return now.Sub(a.at) < expiration
 }
 
 // askHandoff writes the handoff request on l (once per owner, again when another host's
@@ -117,7 +118,7 @@ func (p *Processor) askHandoff(ctx context.Context, l *leases.Lease, now time.Ti
 		if strings.EqualFold(l.Properties[handoffKey], l.Owner+handoffSep+p.opts.Instance) {
 			return // asked already: wait for the answer
 		}
-		// Overwritten: ask again; askFirst still counts the expiration from the first request.
+		// Overwritten: ask again; askFirstOf still counts the expiration from the first request.
 		at = asked.at
 	}
 	seen := l.Owner
@@ -224,17 +225,8 @@ func (p *Processor) withdrawSated(ctx context.Context, ol *ownedLease, l *leases
 // no request of a host that holds its share already is accepted (see handoffs.accept). It
 // returns the floor of the share.
 func (p *Processor) setView(n int, live []string, held map[string]int) int {
-	hosts := len(live)
-	if !slices.ContainsFunc(live, func(h string) bool { return strings.EqualFold(h, p.opts.Instance) }) {
-		hosts++
-	}
-	return p.ho.setView(n/hosts, (n+hosts-1)/hosts, held)
-}
-
-// coolingDown reports whether this host handed token off lately, and to whom.
-func (p *Processor) coolingDown(token string, now time.Time) (string, bool) {
-	h, ok := p.ho.handedOffOf(token)
-	return h.owner, ok && now.Sub(h.at) < 3*p.opts.AcquireInterval
+	floor, ceil := fairShare(n, live, p.opts.Instance)
+	return p.ho.setView(floor, ceil, held)
 }
 
 // pruneHandoffs forgets old requests and cool-downs.
@@ -270,6 +262,27 @@ type handoffs struct {
 
 func newHandoffs() *handoffs {
 	return &handoffs{asked: map[string]handoffAsk{}, handedOff: map[string]handoffAsk{}}
+}
+
+// askedAll returns a copy of the requests this host made, by token.
+func (h *handoffs) askedAll() map[string]handoffAsk {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.asked)
+}
+
+// coolingDown returns, by token, the host each lease this host handed off less than coolDown
+// before now went to.
+func (h *handoffs) coolingDown(now time.Time, coolDown time.Duration) map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]string{}
+	for t, a := range h.handedOff {
+		if now.Sub(a.at) < coolDown {
+			out[t] = a.owner
+		}
+	}
+	return out
 }
 
 // askedOf returns the request this host made for token, if any.

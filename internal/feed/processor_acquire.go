@@ -11,8 +11,8 @@ import (
 )
 
 // Acquire: the balancing goroutine. Every AcquireInterval it lists the leases and the presence
-// records, plans with PlanAcquireWithHosts (balance.go) and takes its share: free and expired
-// leases at once, live leases of cfp hosts by asking for them (handoff.go), live leases of .NET
+// records, plans with PlanAcquireWithHosts (processor_balance.go) and takes its share: free and expired
+// leases at once, live leases of cfp hosts by asking for them (processor_handoff.go), live leases of .NET
 // and Java hosts the .NET way, one per cycle.
 
 // balanceLoop runs an acquire cycle at once and then every AcquireInterval until ctx ends,
@@ -123,93 +123,40 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 	p.pruneHandoffs(now)
 	p.observeTimings(all, hosts, now)
 
-	candidates := make([]*leases.Lease, 0, len(all))
-	for _, l := range all {
-		if to, ok := p.coolingDown(l.Token, now); ok && l.Expired(now, p.opts.Expiration) {
-			// Handed off lately and not taken yet: count it for the host that asked for it,
-			// so that this host does not plan to take it back.
-			l = l.Clone()
-			l.Owner, l.Timestamp = to, now
-		}
-		candidates = append(candidates, l)
-	}
-	// Leases a .NET host took back soon after this host stole them go last, so that a steal
-	// picks another lease of that host, if it has one (see rebuffed).
-	slices.SortStableFunc(candidates, func(a, b *leases.Lease) int {
-		return cmpBool(p.rebuffed(a, now), p.rebuffed(b, now))
-	})
-	live := leases.LiveHosts(candidates, hosts, now, p.opts.Expiration)
-	held := heldBy(candidates, now, p.opts.Expiration)
-	floor := p.setView(len(all), live, held)
+	v := p.viewCycle(first, now, all, hosts)
+	v.floor = p.setView(len(all), v.live, v.held)
 	p.answerRequests(ctx, all, true)
-	donor = p.holding() > floor && hungry(held, live, p.opts.Instance, floor)
-	plan := PlanAcquireWithHosts(candidates, live, p.opts.Instance, now, p.opts.Expiration)
-	p.calm.settle(len(plan) == 0 && !donor && p.holding() >= floor && settledLeases(all, hosts, now, p.opts.Expiration),
-		liveRecords(hosts, now, p.opts.Expiration), p.holding())
-	var mine []*leases.Lease
-	for _, l := range all {
-		switch {
-		case first && strings.EqualFold(l.Owner, p.opts.Instance) && !p.isOwned(l.Token):
-			// Also a lease asked for (or handed off, accepted) before this host stopped: no
-			// worker of this instance answers that request any more, and left alone the lease
-			// counted as this host's for every host until it expired. The acquire removes the
-			// request; its requester asks again.
-			mine = append(mine, l)
-		case !first && p.handedToMe(l):
-			mine = append(mine, l) // handed over by its owner (see handOver)
-		}
-	}
-	plan = append(mine, plan...)
-	tried := map[string]bool{}
-	fill := p.rangeFiller(ctx)
-	cfp := make(map[string]bool, len(hosts))
-	for _, h := range hosts {
-		cfp[strings.ToLower(h.Instance)] = true
-	}
-	stoleForeign := false
-	for _, l := range plan {
-		if ctx.Err() != nil {
-			return
-		}
-		if tried[l.Token] || p.isOwned(l.Token) {
-			continue
-		}
-		tried[l.Token] = true
-		live := !l.Expired(now, p.opts.Expiration) && !strings.EqualFold(l.Owner, p.opts.Instance)
-		if live && (handoffAccepted(l) || handedOver(l)) {
-			// Its owner finishes the batch in flight, then hands it over; or it was handed
-			// over and its new owner starts it at its next cycle: asking now would overwrite
-			// the sign that new owner looks for.
-			continue
-		}
-		switch {
-		case live && !cfp[strings.ToLower(l.Owner)]:
-			// An owner without a presence record is not a cfp host (a .NET or Java host):
-			// it never answers a handoff request, so steal the .NET way, at once and one
-			// lease per cycle (FeedManagement/EqualPartitionsBalancingStrategy.cs lines 77-78,
-			// 87-93).
-			if stoleForeign || p.rebuffed(l, now) {
-				continue
-			}
-			stoleForeign = true
-			p.noteSteal(l, now)
-		case live && p.askFirst(l, now):
-			asked = true
-			if first {
-				// Not yet: hosts started together (a scale-out) write their presence records
-				// within a moment of each other, and the first of them to plan would count
-				// fewer hosts, so a larger share, and ask for too many leases (at a join of 25
-				// hosts to 25, hosts went up to 28 of 20, and the surplus took two cycles more
-				// to move on). The second cycle, half an interval later, asks.
-				continue
-			}
-			p.askHandoff(ctx, l, now)
-			continue
-		}
-		p.take(ctx, l, fill(l))
+	v.owned, v.holding = p.ownedTokens(), p.holding()
+	plan := planCycle(v)
+	p.calm.settle(plan.settled, liveRecords(hosts, now, p.opts.Expiration), v.holding)
+	if !p.runCycle(ctx, plan.actions, now) {
+		return
 	}
 	p.cycleDone(nil)
-	return donor, asked
+	return plan.donor, plan.asked
+}
+
+// runCycle performs an acquire cycle's actions in order; it reports false when it stopped
+// early because ctx ended.
+func (p *Processor) runCycle(ctx context.Context, actions []cycleAction, now time.Time) bool {
+	fill := p.rangeFiller(ctx)
+	for _, a := range actions {
+		if ctx.Err() != nil {
+			return false
+		}
+		if p.isOwned(a.lease.Token) {
+			continue // a worker started for it since the view was taken
+		}
+		switch a.kind {
+		case actAsk:
+			p.askHandoff(ctx, a.lease, now)
+			continue
+		case actSteal:
+			p.noteSteal(a.lease, now)
+		}
+		p.take(ctx, a.lease, fill(a.lease))
+	}
+	return true
 }
 
 // answerRequests answers the handoff requests that all, a listing, shows on the leases this
