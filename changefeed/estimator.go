@@ -74,19 +74,13 @@ type LeaseEstimate struct {
 // Errors: ErrNotFound when a container is missing, ErrThrottled when the service kept throttling
 // the reads.
 func (e *Estimator) Estimate(ctx context.Context) (Estimate, error) {
-	store, err := e.e.store(ctx)
+	ls, err := e.Leases(ctx)
 	if err != nil {
 		return Estimate{}, err
 	}
-	ls, err := store.List(ctx)
+	lags, sum, err := e.EstimateLeases(ctx, ls, EstimateOptions{})
 	if err != nil {
-		return Estimate{}, fmt.Errorf("changefeed: list leases: %w", err)
-	}
-	lags, sum, err := feed.Estimate(ctx, e.e.monitored, ls, feed.EstimateOptions{
-		Expiration: e.e.cfg.Expiration, Logger: e.e.log,
-	})
-	if err != nil {
-		return Estimate{}, fmt.Errorf("changefeed: %w", err)
+		return Estimate{}, err
 	}
 	out := Estimate{TotalLag: sum.TotalLag, Leases: make([]LeaseEstimate, len(lags))}
 	for i, l := range lags {
@@ -99,9 +93,41 @@ func (e *Estimator) Estimate(ctx context.Context) (Estimate, error) {
 	return out, nil
 }
 
+// Leases lists the processor's leases, in the order of the lease container: what
+// EstimateLeases takes, whole or in part.
+func (e *Estimator) Leases(ctx context.Context) ([]*Lease, error) {
+	store, err := e.e.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("changefeed: list leases: %w", err)
+	}
+	return ls, nil
+}
+
+// EstimateLeases estimates the leases ls (from Leases) as `cfp estimate` does: opts chooses the
+// formula, the verdicts' thresholds and the reads in flight; a zero Expiration or Logger is
+// the Config's. The leases keep the order of ls; to judge a lease of .NET or Java hosts stuck
+// over successive estimates, give each result to one ProgressTracker.
+func (e *Estimator) EstimateLeases(ctx context.Context, ls []*Lease, opts EstimateOptions) ([]LeaseLag, EstimateSummary, error) {
+	if opts.Expiration == 0 {
+		opts.Expiration = e.e.cfg.Expiration
+	}
+	if opts.Logger == nil {
+		opts.Logger = e.e.log
+	}
+	lags, sum, err := EstimateLeases(ctx, e.e.monitored, ls, opts)
+	if err != nil {
+		return nil, EstimateSummary{}, fmt.Errorf("changefeed: %w", err)
+	}
+	return lags, sum, nil
+}
+
 // The lease-level estimate: what Estimator.Estimate is built on, and what `cfp estimate` and
-// the live view of `cfp process` use, for a host that reads its own lease documents (a subset,
-// repeated estimates with a ProgressTracker, the verdicts). The types are the engine's.
+// the live view of `cfp process` use (a subset of the leases, repeated estimates with a
+// ProgressTracker, the verdicts). The types are the engine's.
 type (
 	// EstimateOptions configures EstimateLeases; zero fields take the defaults.
 	EstimateOptions = feed.EstimateOptions
