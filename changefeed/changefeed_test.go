@@ -248,6 +248,33 @@ func TestProcessor_TwoHostsThenEstimate(t *testing.T) {
 		if sum != e.TotalLag {
 			t.Errorf("the leases' lags add up to %d, TotalLag is %d", sum, e.TotalLag)
 		}
+
+		// The lease-level estimate, as cfp estimate uses it: the same lags, each lease judged
+		// (released with changes pending: stalled), a subset estimated on its own.
+		ls, err := est.Leases(context.Background())
+		if err != nil {
+			t.Fatalf("Leases() error = %v", err)
+		}
+		lags, total, err := est.EstimateLeases(context.Background(), ls, changefeed.EstimateOptions{Formula: changefeed.FormulaDotNet})
+		if err != nil {
+			t.Fatalf("EstimateLeases() error = %v", err)
+		}
+		if total.TotalLag != later || changefeed.Summarize(lags).TotalLag != later {
+			t.Errorf("EstimateLeases() total lag = %d (Summarize %d), want %d", total.TotalLag, changefeed.Summarize(lags).TotalLag, later)
+		}
+		for i, l := range lags {
+			want := changefeed.VerdictIdle
+			if l.Lag > 0 {
+				want = changefeed.VerdictStalled
+			}
+			if l.Token != e.Leases[i].Lease || l.Lag != e.Leases[i].Lag || l.Verdict != want {
+				t.Errorf("EstimateLeases() lease %d = %s lag %d verdict %q, want %s lag %d verdict %q", i, l.Token, l.Lag, l.Verdict, e.Leases[i].Lease, e.Leases[i].Lag, want)
+			}
+		}
+		one, _, err := est.EstimateLeases(context.Background(), ls[1:2], changefeed.EstimateOptions{})
+		if err != nil || len(one) != 1 || one[0].Token != lags[1].Token || one[0].Lag != lags[1].Lag {
+			t.Errorf("EstimateLeases(one lease) = %+v, %v, want lease %s alone with lag %d", one, err, lags[1].Token, lags[1].Lag)
+		}
 	})
 }
 

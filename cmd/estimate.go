@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
@@ -171,8 +171,8 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 				return usageErrorf("--max-stuck must not be negative")
 			}
 			for _, v := range opts.FailOn {
-				if !slices.Contains(feed.Verdicts, v) {
-					return usageErrorf("--fail-on: unknown verdict %q (want %s)", v, strings.Join(feed.Verdicts, ", "))
+				if !slices.Contains(changefeed.Verdicts, v) {
+					return usageErrorf("--fail-on: unknown verdict %q (want %s)", v, strings.Join(changefeed.Verdicts, ", "))
 				}
 			}
 			if opts.StuckAfter < 1 {
@@ -193,7 +193,7 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 			if opts.Concurrency <= 0 {
 				return usageErrorf("--concurrency must be positive")
 			}
-			if opts.ReadFromBeginning && opts.Formula == feed.FormulaJava.String() {
+			if opts.ReadFromBeginning && opts.Formula == changefeed.FormulaJava.String() {
 				return usageErrorf("--read-from-beginning applies to --formula dotnet only (java always reads from now)")
 			}
 			return runEstimate(contextOf(c), opts)
@@ -206,18 +206,18 @@ at /metrics, with /healthz and /readyz probes beside it, and implies --watch.`,
 	fs.Int64Var(&opts.MaxLag, "max-lag", 0, "exit 3 when the total lag exceeds `N` (LSNs)")
 	fs.DurationVar(&opts.MaxStuck, "max-stuck", 0, "exit 3 when a lease has been stuck for longer than `D`")
 	fs.StringArrayVar(&opts.Leases, "lease", nil, "estimate only the lease with this `TOKEN` (repeatable; default all)")
-	fs.StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 3 when a lease's verdict is one of `VERDICTS` (comma-separated: "+strings.Join(feed.Verdicts, ", ")+")")
-	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", feed.DefaultStuckThreshold, "a lease whose owner renews it, with changes pending and a continuation unmoved for longer, is stuck")
-	positiveDurationVar(fs, &opts.LagThreshold, "lag-threshold", feed.DefaultLagThreshold, "a lease whose oldest pending change has waited longer is lagging")
-	fs.IntVar(&opts.StuckAfter, "stuck-after", feed.DefaultStuckAfter, "with --watch, a lease without a progress stamp (.NET, Java hosts) whose continuation has not moved for `N` estimates, with lag > 0, is stuck")
+	fs.StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 3 when a lease's verdict is one of `VERDICTS` (comma-separated: "+strings.Join(changefeed.Verdicts, ", ")+")")
+	positiveDurationVar(fs, &opts.StuckThreshold, "stuck-threshold", changefeed.DefaultStuckThreshold, "a lease whose owner renews it, with changes pending and a continuation unmoved for longer, is stuck")
+	positiveDurationVar(fs, &opts.LagThreshold, "lag-threshold", changefeed.DefaultLagThreshold, "a lease whose oldest pending change has waited longer is lagging")
+	fs.IntVar(&opts.StuckAfter, "stuck-after", changefeed.DefaultStuckAfter, "with --watch, a lease without a progress stamp (.NET, Java hosts) whose continuation has not moved for `N` estimates, with lag > 0, is stuck")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics and /healthz, /readyz at `ADDR` (e.g. :9464), implies --watch")
-	fs.IntVar(&opts.Concurrency, "concurrency", feed.DefaultEstimateConcurrency, "change-feed reads in flight")
+	fs.IntVar(&opts.Concurrency, "concurrency", changefeed.DefaultEstimateConcurrency, "change-feed reads in flight")
 	positiveDurationVar(fs, &opts.Expiration, "lease-expiration", leases.DefaultExpiration, "an owner that has not renewed for this long is expired")
 	fs.BoolVar(&opts.AllowEmpty, "allow-empty", false, "report a processor without leases (total lag 1, like the .NET estimator) instead of exiting 5")
 	fs.BoolVar(&opts.ReadFromBeginning, "read-from-beginning", false, "read leases without a continuation from the beginning instead of reporting 1")
-	enumFlag(fs, &opts.Formula, "formula", "", feed.FormulaDotNet.String(),
+	enumFlag(fs, &opts.Formula, "formula", "", changefeed.FormulaDotNet.String(),
 		"whose lag number: dotnet (.NET estimator, KEDA) or java (Java EPK getCurrentState)",
-		feed.FormulaDotNet.String(), feed.FormulaJava.String())
+		changefeed.FormulaDotNet.String(), changefeed.FormulaJava.String())
 	groupFlags(fs, "Threshold", "max-lag", "max-stuck", "fail-on", "stuck-threshold", "lag-threshold", "stuck-after", "lease-expiration")
 	groupFlags(fs, "Watch", "watch", "count", "metrics-addr")
 	return c
@@ -239,20 +239,20 @@ func runEstimate(ctx context.Context, opts *estimateOptions) error {
 			return err
 		}
 	}
-	formula, err := feed.ParseFormula(cmp.Or(opts.Formula, feed.FormulaDotNet.String()))
+	formula, err := changefeed.ParseFormula(cmp.Or(opts.Formula, changefeed.FormulaDotNet.String()))
 	if err != nil {
 		return usageErrorf("--formula: %v", err)
 	}
-	e.eopts = feed.EstimateOptions{
+	e.eopts = changefeed.EstimateOptions{
 		Formula:           formula,
 		Concurrency:       opts.Concurrency,
 		Expiration:        opts.Expiration,
 		ReadFromBeginning: opts.ReadFromBeginning,
-		Thresholds:        feed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold},
+		Thresholds:        changefeed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold},
 		Now:               f.Now,
 		Logger:            f.Log,
 	}
-	e.tracker = &feed.ProgressTracker{StuckAfter: opts.StuckAfter}
+	e.tracker = &changefeed.ProgressTracker{StuckAfter: opts.StuckAfter}
 
 	if opts.watching {
 		return watchEstimate(ctx, opts, p, e)
@@ -291,8 +291,8 @@ func (o *estimateOptions) checkFailOn(v estimateView) error {
 type estimator struct {
 	f       *factory
 	opts    *estimateOptions
-	eopts   feed.EstimateOptions
-	tracker *feed.ProgressTracker
+	eopts   changefeed.EstimateOptions
+	tracker *changefeed.ProgressTracker
 
 	// t and store are set once by open; mu guards them for the live view's reads.
 	mu    sync.Mutex
@@ -353,13 +353,13 @@ func (e *estimator) estimate(ctx context.Context) (estimateView, error) {
 		}
 	}
 	e.eopts.Partitions = nil
-	lags, _, err := feed.Estimate(ctx, e.t.monitored, ls, e.eopts)
+	lags, _, err := changefeed.EstimateLeases(ctx, e.t.monitored, ls, e.eopts)
 	if err != nil {
 		return estimateView{}, err
 	}
 	now := e.f.Now()
 	e.tracker.Observe(lags, now)
-	return render.NewEstimateView(e.t.prefix, lags, feed.Summarize(lags), now), nil
+	return render.NewEstimateView(e.t.prefix, lags, changefeed.Summarize(lags), now), nil
 }
 
 // checkMaxStuck fails with exit code 3 when a lease has been stuck for longer than --max-stuck.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/emulator"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
@@ -46,7 +46,7 @@ func BenchmarkEstimate(b *testing.B) {
 		b.ReportAllocs()
 		start := time.Now()
 		for b.Loop() {
-			lags, sum, err := feed.Estimate(ctx, c, ls, feed.EstimateOptions{Concurrency: concurrency, Partitions: parts})
+			lags, sum, err := changefeed.EstimateLeases(ctx, c, ls, changefeed.EstimateOptions{Concurrency: concurrency, Partitions: parts})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func BenchmarkEstimate(b *testing.B) {
 	var sequential time.Duration
 	b.Run("sequential", func(b *testing.B) { sequential = run(b, 1) })
 	b.Run("parallel", func(b *testing.B) {
-		parallel := run(b, feed.DefaultEstimateConcurrency)
+		parallel := run(b, changefeed.DefaultEstimateConcurrency)
 		if sequential > 0 && parallel > 0 {
 			b.ReportMetric(float64(sequential)/float64(parallel), "x-speedup")
 		}

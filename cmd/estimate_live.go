@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cfp-dev/cfp/internal/feed"
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/render"
 )
 
@@ -47,7 +47,7 @@ func startEstimateLive(ctx context.Context, f *factory, opts *estimateOptions, e
 				return nil, err
 			}
 			v, err := showLease(ctx, f, t, st, all, token, opts.Expiration,
-				feed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold})
+				changefeed.Thresholds{Stuck: opts.StuckThreshold, Lagging: opts.LagThreshold})
 			if err != nil {
 				return nil, err
 			}

@@ -5,14 +5,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/changefeed/prom"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // estimateStates are the values of the state label of cfp_estimate_lease_state: the ownership
 // states, then the progress states.
-var estimateStates = append([]string{leases.StateOwned, leases.StateExpired, leases.StateUnowned}, feed.Progresses...)
+var estimateStates = append([]string{leases.StateOwned, leases.StateExpired, leases.StateUnowned}, changefeed.Progresses...)
 
 // estimateGauges are the Prometheus metrics of `cfp estimate --metrics-addr` (names and labels
 // are a public contract, documented in docs/scripting.md).
@@ -107,7 +107,7 @@ func (g *estimateGauges) set(v estimateView) {
 			}
 			g.state.WithLabelValues(l.Lease, s).Set(on)
 		}
-		for _, s := range feed.Verdicts {
+		for _, s := range changefeed.Verdicts {
 			on := 0.0
 			if s == l.Verdict {
 				on = 1

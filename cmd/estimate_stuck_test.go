@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/emulator"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 )
@@ -131,11 +131,11 @@ func TestEstimate_StuckLeaseAndHealth(t *testing.T) {
 		var p []string
 		for _, l := range v.Leases {
 			p = append(p, l.Progress)
-			if (l.Progress == feed.ProgressStuck) != (l.StuckSeconds != nil) {
+			if (l.Progress == changefeed.ProgressStuck) != (l.StuckSeconds != nil) {
 				t.Errorf("lease %s: progress %s with stuck_seconds %v", l.Lease, l.Progress, l.StuckSeconds)
 			}
 		}
-		if v.Summary.Stuck != strings.Count(strings.Join(p, ","), feed.ProgressStuck) {
+		if v.Summary.Stuck != strings.Count(strings.Join(p, ","), changefeed.ProgressStuck) {
 			t.Errorf("summary.stuck %d for progress %v", v.Summary.Stuck, p)
 		}
 		progress = append(progress, p)
@@ -144,11 +144,11 @@ func TestEstimate_StuckLeaseAndHealth(t *testing.T) {
 		t.Fatalf("%d estimates, want %d", len(progress), count)
 	}
 	for i, p := range progress {
-		want0 := feed.ProgressActive
+		want0 := changefeed.ProgressActive
 		if i >= stuckAfter {
-			want0 = feed.ProgressStuck // the first stuckAfter estimates saw it move or start
+			want0 = changefeed.ProgressStuck // the first stuckAfter estimates saw it move or start
 		}
-		wantAll := fmt.Sprint([]string{want0, feed.ProgressIdle, feed.ProgressWaiting, feed.ProgressWaiting})
+		wantAll := fmt.Sprint([]string{want0, changefeed.ProgressIdle, changefeed.ProgressWaiting, changefeed.ProgressWaiting})
 		if fmt.Sprint(p) != wantAll {
 			t.Errorf("estimate %d: progress %v, want %s", i+1, p, wantAll)
 		}

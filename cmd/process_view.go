@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cfp-dev/cfp/changefeed"
 	"github.com/cfp-dev/cfp/internal/account"
 	"github.com/cfp-dev/cfp/internal/cosmos"
-	"github.com/cfp-dev/cfp/internal/feed"
 	"github.com/cfp-dev/cfp/internal/leases"
 	"github.com/cfp-dev/cfp/internal/render"
 	"github.com/cfp-dev/cfp/internal/sink"
@@ -49,8 +49,8 @@ type processView struct {
 	place    int
 	instance string
 	interval time.Duration
-	eopts    feed.EstimateOptions
-	tracker  *feed.ProgressTracker
+	eopts    changefeed.EstimateOptions
+	tracker  *changefeed.ProgressTracker
 	out      io.Writer // the terminal the view is drawn on
 	hold     func()
 	release  func()
@@ -89,11 +89,11 @@ func newProcessView(o *processOptions) *processView {
 	}
 	// An estimate every poll interval, between one and five seconds: one read per lease.
 	v.interval = min(max(o.PollInterval, time.Second), 5*time.Second)
-	v.eopts = feed.EstimateOptions{
+	v.eopts = changefeed.EstimateOptions{
 		Expiration: o.Expiration, Now: f.Now, Logger: f.Log,
-		Thresholds: feed.Thresholds{Stuck: o.StuckThreshold, Lagging: feed.DefaultLagThreshold},
+		Thresholds: changefeed.Thresholds{Stuck: o.StuckThreshold, Lagging: changefeed.DefaultLagThreshold},
 	}
-	v.tracker = &feed.ProgressTracker{StuckAfter: o.StuckAfter}
+	v.tracker = &changefeed.ProgressTracker{StuckAfter: o.StuckAfter}
 	return v
 }
 
@@ -112,7 +112,7 @@ func (v *processView) discardStdout(f *factory) (restore func()) {
 }
 
 // count counts the changes of every batch h processed, for the host line.
-func (v *processView) count(h feed.Handler) feed.Handler {
+func (v *processView) count(h batchHandler) batchHandler {
 	if v == nil {
 		return h
 	}
@@ -184,9 +184,9 @@ func (v *processView) start(ctx context.Context, acct *account.Account, prefix s
 // estimate reads the leases and their lag and shows them.
 func (v *processView) estimate(ctx context.Context, mon *cosmos.Container, store *leases.Store) {
 	ls, err := store.List(ctx)
-	var lags []feed.LeaseLag
+	var lags []changefeed.LeaseLag
 	if err == nil {
-		lags, _, err = feed.Estimate(ctx, mon, ls, v.eopts)
+		lags, _, err = changefeed.EstimateLeases(ctx, mon, ls, v.eopts)
 	}
 	v.mu.Lock()
 	if err != nil {
@@ -196,7 +196,7 @@ func (v *processView) estimate(ctx context.Context, mon *cosmos.Container, store
 	} else {
 		now := v.f.Now()
 		v.tracker.Observe(lags, now)
-		ev := render.NewEstimateView(store.Prefix(), lags, feed.Summarize(lags), now)
+		ev := render.NewEstimateView(store.Prefix(), lags, changefeed.Summarize(lags), now)
 		v.last, v.status = &ev, ""
 		seen := make(map[string][]int64, len(ev.Leases))
 		for _, l := range ev.Leases {
@@ -258,15 +258,15 @@ func (v *processView) end() {
 
 // countedHandler counts what its delegate processed.
 type countedHandler struct {
-	h feed.Handler
+	h batchHandler
 	v *processView
 }
 
-var _ feed.LeaseHandler = (*countedHandler)(nil)
+var _ changefeed.LeaseHandler = (*countedHandler)(nil)
 
-func (c *countedHandler) Handle(ctx context.Context, b feed.Batch) error {
+func (c *countedHandler) Handle(ctx context.Context, b changefeed.Batch) error {
 	err := c.h.Handle(ctx, b)
-	if err == nil || errors.Is(err, feed.ErrNoCheckpoint) {
+	if err == nil || errors.Is(err, changefeed.ErrNoCheckpoint) {
 		c.v.changes.Add(int64(len(b.Items)))
 		c.v.batches.Add(1)
 	} else if ctx.Err() == nil {
@@ -275,10 +275,10 @@ func (c *countedHandler) Handle(ctx context.Context, b feed.Batch) error {
 	return err
 }
 
-func (c *countedHandler) OpenLease(ctx context.Context, l feed.LeaseInfo) error {
+func (c *countedHandler) OpenLease(ctx context.Context, l changefeed.LeaseInfo) error {
 	return sink.OpenLease(ctx, c.h, l)
 }
 
-func (c *countedHandler) CloseLease(ctx context.Context, l feed.LeaseInfo, reason feed.CloseReason) error {
+func (c *countedHandler) CloseLease(ctx context.Context, l changefeed.LeaseInfo, reason changefeed.CloseReason) error {
 	return sink.CloseLease(ctx, c.h, l, reason)
 }

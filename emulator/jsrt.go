@@ -546,123 +546,10 @@ func arg(args []goja.Value, i int) goja.Value {
 	return goja.Undefined()
 }
 
-// install sets up the script's global API.
+// install sets up the script's global API: getContext(), __, console.
 func (j *jsRun) install() {
 	vm := j.vm
-	coll := vm.NewObject()
-	self := "dbs/" + j.st.DBRID + "/colls/" + j.st.RID + "/"
-	_ = coll.Set("getSelfLink", j.fn(func([]goja.Value) goja.Value { return vm.ToValue(self) }))
-	_ = coll.Set("getAltLink", j.fn(func([]goja.Value) goja.Value { return vm.ToValue("dbs/" + j.st.DB + "/colls/" + j.st.ID) }))
-	docWrite := func(op opKind) func(args []goja.Value) goja.Value {
-		return func(args []goja.Value) goja.Value {
-			return j.callback(args, op == opDelete, func() (goja.Value, error) {
-				if op == opCreate || op == opUpsert {
-					if err := j.checkCollLink(arg(args, 0).String()); err != nil {
-						return nil, err
-					}
-					return j.write(op, "", arg(args, 1), optionsArg(args, 2))
-				}
-				id, err := j.docID(arg(args, 0).String())
-				if err != nil {
-					return nil, err
-				}
-				if id, err = j.resolveID(id); err != nil {
-					return nil, err
-				}
-				if op == opDelete {
-					return j.write(op, id, nil, optionsArg(args, 1))
-				}
-				return j.write(op, id, arg(args, 1), optionsArg(args, 2))
-			})
-		}
-	}
-	_ = coll.Set("createDocument", j.fn(docWrite(opCreate)))
-	_ = coll.Set("upsertDocument", j.fn(docWrite(opUpsert)))
-	_ = coll.Set("replaceDocument", j.fn(docWrite(opReplace)))
-	_ = coll.Set("deleteDocument", j.fn(docWrite(opDelete)))
-	_ = coll.Set("readDocument", j.fn(func(args []goja.Value) goja.Value {
-		return j.call(args, func() (goja.Value, error) {
-			id, err := j.docID(arg(args, 0).String())
-			if err != nil {
-				return nil, err
-			}
-			it, err := j.readDoc(id)
-			if err != nil {
-				return nil, err
-			}
-			j.charge += ChargeRead(len(it.Body))
-			return j.fromJSON(withoutLSN(it.Body)), nil
-		})
-	}))
-	_ = coll.Set("readDocuments", j.fn(func(args []goja.Value) goja.Value {
-		return j.call(args, func() (goja.Value, error) {
-			if err := j.checkCollLink(arg(args, 0).String()); err != nil {
-				return nil, err
-			}
-			return j.queryDocs(vm.ToValue("SELECT * FROM root"), optionsArg(args, 1))
-		})
-	}))
-	_ = coll.Set("queryDocuments", j.fn(func(args []goja.Value) goja.Value {
-		return j.call(args, func() (goja.Value, error) {
-			if err := j.checkCollLink(arg(args, 0).String()); err != nil {
-				return nil, err
-			}
-			return j.queryDocs(arg(args, 1), optionsArg(args, 2))
-		})
-	}))
-	for _, name := range []string{"filter", "map", "pluck", "flatten", "sortBy", "sortByDescending", "chain", "value"} {
-		_ = coll.Set(name, j.fn(func([]goja.Value) goja.Value {
-			panic(j.errorObject(&scriptError{status: http.StatusBadRequest, code: "BadRequest",
-				msg: "not supported by cfp emulator: the server-side query API (__." + name + "); use queryDocuments"}))
-		}))
-	}
-
-	request := vm.NewObject()
-	_ = request.Set("getBody", j.fn(func([]goja.Value) goja.Value { return j.reqBody }))
-	_ = request.Set("setBody", j.fn(func(args []goja.Value) goja.Value { j.reqBody = arg(args, 0); return goja.Undefined() }))
-	_ = request.Set("getOperationType", j.fn(func([]goja.Value) goja.Value { return vm.ToValue(j.opType) }))
-	_ = request.Set("getValue", j.fn(func(args []goja.Value) goja.Value {
-		if arg(args, 0).String() == "Body" {
-			return j.reqBody
-		}
-		return goja.Undefined()
-	}))
-	_ = request.Set("setValue", j.fn(func(args []goja.Value) goja.Value {
-		if arg(args, 0).String() != "Body" {
-			panic(j.errorObject(&scriptError{status: http.StatusBadRequest, code: "BadRequest", msg: "not supported by cfp emulator: request values other than Body"}))
-		}
-		j.reqBody = arg(args, 1)
-		return goja.Undefined()
-	}))
-
-	response := vm.NewObject()
-	setBody := func(v goja.Value) {
-		if b := j.toJSON(v); len(b) > maxScriptResponse {
-			panic(j.errorObject(&scriptError{status: http.StatusRequestEntityTooLarge, code: "RequestEntityTooLarge",
-				msg: fmt.Sprintf("the script's response body (%d bytes) is larger than %d bytes", len(b), maxScriptResponse)}))
-		}
-		j.respBody = v
-	}
-	appendBody := func(v goja.Value) {
-		prefix := ""
-		if !goja.IsUndefined(j.respBody) && !goja.IsNull(j.respBody) {
-			prefix = j.respBody.String()
-		}
-		setBody(vm.ToValue(prefix + v.String()))
-	}
-	_ = response.Set("getBody", j.fn(func([]goja.Value) goja.Value { return j.respBody }))
-	_ = response.Set("setBody", j.fn(func(args []goja.Value) goja.Value { setBody(arg(args, 0)); return goja.Undefined() }))
-	_ = response.Set("appendBody", j.fn(func(args []goja.Value) goja.Value { appendBody(arg(args, 0)); return goja.Undefined() }))
-	_ = response.Set("getMaxResponseBodySize", j.fn(func([]goja.Value) goja.Value { return vm.ToValue(maxScriptResponse) }))
-	onlyBody := func(args []goja.Value) {
-		if arg(args, 0).String() != "Body" {
-			panic(j.errorObject(&scriptError{status: http.StatusBadRequest, code: "BadRequest", msg: "not supported by cfp emulator: response values other than Body"}))
-		}
-	}
-	_ = response.Set("getValue", j.fn(func(args []goja.Value) goja.Value { onlyBody(args); return j.respBody }))
-	_ = response.Set("setValue", j.fn(func(args []goja.Value) goja.Value { onlyBody(args); setBody(arg(args, 1)); return goja.Undefined() }))
-	_ = response.Set("appendValue", j.fn(func(args []goja.Value) goja.Value { onlyBody(args); appendBody(arg(args, 1)); return goja.Undefined() }))
-
+	coll, request, response := j.collectionAPI(), j.requestAPI(), j.responseAPI()
 	ctx := vm.NewObject()
 	_ = ctx.Set("getCollection", j.fn(func([]goja.Value) goja.Value { return coll }))
 	_ = ctx.Set("getRequest", j.fn(func([]goja.Value) goja.Value { return request }))
@@ -678,6 +565,144 @@ func (j *jsRun) install() {
 		return goja.Undefined()
 	}))
 	_ = vm.Set("console", console)
+}
+
+// refuse panics with the script error of something the emulator does not serve.
+func (j *jsRun) refuse(what string) {
+	panic(j.errorObject(&scriptError{status: http.StatusBadRequest, code: "BadRequest", msg: "not supported by cfp emulator: " + what}))
+}
+
+// collectionAPI is getContext().getCollection(): the document operations on the script's
+// partition.
+func (j *jsRun) collectionAPI() *goja.Object {
+	vm := j.vm
+	coll := vm.NewObject()
+	self := "dbs/" + j.st.DBRID + "/colls/" + j.st.RID + "/"
+	_ = coll.Set("getSelfLink", j.fn(func([]goja.Value) goja.Value { return vm.ToValue(self) }))
+	_ = coll.Set("getAltLink", j.fn(func([]goja.Value) goja.Value { return vm.ToValue("dbs/" + j.st.DB + "/colls/" + j.st.ID) }))
+	for name, op := range map[string]opKind{"createDocument": opCreate, "upsertDocument": opUpsert, "replaceDocument": opReplace, "deleteDocument": opDelete} {
+		_ = coll.Set(name, j.fn(func(args []goja.Value) goja.Value {
+			return j.callback(args, op == opDelete, func() (goja.Value, error) { return j.docWrite(op, args) })
+		}))
+	}
+	_ = coll.Set("readDocument", j.fn(func(args []goja.Value) goja.Value {
+		return j.call(args, func() (goja.Value, error) {
+			id, err := j.docID(arg(args, 0).String())
+			if err != nil {
+				return nil, err
+			}
+			it, err := j.readDoc(id)
+			if err != nil {
+				return nil, err
+			}
+			j.charge += ChargeRead(len(it.Body))
+			return j.fromJSON(withoutLSN(it.Body)), nil
+		})
+	}))
+	query := func(spec func(args []goja.Value) goja.Value, optsAt int) func(args []goja.Value) goja.Value {
+		return func(args []goja.Value) goja.Value {
+			return j.call(args, func() (goja.Value, error) {
+				if err := j.checkCollLink(arg(args, 0).String()); err != nil {
+					return nil, err
+				}
+				return j.queryDocs(spec(args), optionsArg(args, optsAt))
+			})
+		}
+	}
+	_ = coll.Set("readDocuments", j.fn(query(func([]goja.Value) goja.Value { return vm.ToValue("SELECT * FROM root") }, 1)))
+	_ = coll.Set("queryDocuments", j.fn(query(func(args []goja.Value) goja.Value { return arg(args, 1) }, 2)))
+	for _, name := range []string{"filter", "map", "pluck", "flatten", "sortBy", "sortByDescending", "chain", "value"} {
+		_ = coll.Set(name, j.fn(func([]goja.Value) goja.Value {
+			j.refuse("the server-side query API (__." + name + "); use queryDocuments")
+			return nil
+		}))
+	}
+	return coll
+}
+
+// docWrite is createDocument, upsertDocument (link: the collection's), replaceDocument and
+// deleteDocument (link: the document's).
+func (j *jsRun) docWrite(op opKind, args []goja.Value) (goja.Value, error) {
+	if op == opCreate || op == opUpsert {
+		if err := j.checkCollLink(arg(args, 0).String()); err != nil {
+			return nil, err
+		}
+		return j.write(op, "", arg(args, 1), optionsArg(args, 2))
+	}
+	id, err := j.docID(arg(args, 0).String())
+	if err != nil {
+		return nil, err
+	}
+	if id, err = j.resolveID(id); err != nil {
+		return nil, err
+	}
+	if op == opDelete {
+		return j.write(op, id, nil, optionsArg(args, 1))
+	}
+	return j.write(op, id, arg(args, 1), optionsArg(args, 2))
+}
+
+// requestAPI is getContext().getRequest(): a trigger's document.
+func (j *jsRun) requestAPI() *goja.Object {
+	request := j.vm.NewObject()
+	_ = request.Set("getBody", j.fn(func([]goja.Value) goja.Value { return j.reqBody }))
+	_ = request.Set("setBody", j.fn(func(args []goja.Value) goja.Value { j.reqBody = arg(args, 0); return goja.Undefined() }))
+	_ = request.Set("getOperationType", j.fn(func([]goja.Value) goja.Value { return j.vm.ToValue(j.opType) }))
+	_ = request.Set("getValue", j.fn(func(args []goja.Value) goja.Value {
+		if arg(args, 0).String() == "Body" {
+			return j.reqBody
+		}
+		return goja.Undefined()
+	}))
+	_ = request.Set("setValue", j.fn(func(args []goja.Value) goja.Value {
+		if arg(args, 0).String() != "Body" {
+			j.refuse("request values other than Body")
+		}
+		j.reqBody = arg(args, 1)
+		return goja.Undefined()
+	}))
+	return request
+}
+
+// responseAPI is getContext().getResponse(): the body a stored procedure answers, or the
+// document a post-trigger sees.
+func (j *jsRun) responseAPI() *goja.Object {
+	response := j.vm.NewObject()
+	_ = response.Set("getBody", j.fn(func([]goja.Value) goja.Value { return j.respBody }))
+	_ = response.Set("setBody", j.fn(func(args []goja.Value) goja.Value { j.setBody(arg(args, 0)); return goja.Undefined() }))
+	_ = response.Set("appendBody", j.fn(func(args []goja.Value) goja.Value { j.appendBody(arg(args, 0)); return goja.Undefined() }))
+	_ = response.Set("getMaxResponseBodySize", j.fn(func([]goja.Value) goja.Value { return j.vm.ToValue(maxScriptResponse) }))
+	onlyBody := func(args []goja.Value) {
+		if arg(args, 0).String() != "Body" {
+			j.refuse("response values other than Body")
+		}
+	}
+	_ = response.Set("getValue", j.fn(func(args []goja.Value) goja.Value { onlyBody(args); return j.respBody }))
+	_ = response.Set("setValue", j.fn(func(args []goja.Value) goja.Value { onlyBody(args); j.setBody(arg(args, 1)); return goja.Undefined() }))
+	_ = response.Set("appendValue", j.fn(func(args []goja.Value) goja.Value {
+		onlyBody(args)
+		j.appendBody(arg(args, 1))
+		return goja.Undefined()
+	}))
+	return response
+}
+
+// setBody sets the response body, within maxScriptResponse (413 past it).
+func (j *jsRun) setBody(v goja.Value) {
+	if b := j.toJSON(v); len(b) > maxScriptResponse {
+		panic(j.errorObject(&scriptError{status: http.StatusRequestEntityTooLarge, code: "RequestEntityTooLarge",
+			msg: fmt.Sprintf("the script's response body (%d bytes) is larger than %d bytes", len(b), maxScriptResponse)}))
+	}
+	j.respBody = v
+}
+
+// appendBody appends v's text to the response body's.
+func (j *jsRun) appendBody(v goja.Value) {
+	prefix := ""
+	if !goja.IsUndefined(j.respBody) && !goja.IsNull(j.respBody) {
+		prefix = j.respBody.String()
+	}
+	j.setBody(j.vm.ToValue(prefix + v.String()))
 }
 
 // formatLog formats console.log's arguments as the service does: %s, %d, %i, %f and %j in the

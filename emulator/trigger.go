@@ -1,11 +1,13 @@
 package emulator
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/cfp-dev/cfp/emulator/query"
 	"github.com/cfp-dev/cfp/internal/epk"
 )
 
@@ -144,7 +146,6 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 	var status int
 	var res writeResult
 	var charge float64
-	var body []byte
 	var timedOut error // a trigger that timed out is not run again (see sprocTx)
 	err = e.store.updateItems(st.DB, st.ID, func(t *itemTx) (err error) {
 		if timedOut != nil {
@@ -155,33 +156,21 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 				timedOut = err
 			}
 		}()
-		body, charge = req.Body, 0
-		comps := req.PK
+		tw := triggeredWrite{e: e, ctx: r.Context(), t: t, st: st, op: req.Op, udfs: udfs, body: req.Body, comps: req.PK}
 		if !req.HasPK && req.Op != opDelete {
 			var doc map[string]any
 			if json.Unmarshal(req.Body, &doc) != nil {
 				return badRequest("the request body is not a JSON object")
 			}
-			comps = epk.FromDocument(doc, st.Paths)
+			tw.comps = epk.FromDocument(doc, st.Paths)
 		}
 		for _, tr := range pre {
-			j := newJSRun(t, st, comps, tr.id)
-			j.opType, j.udfs = opTypeName(req.Op), udfs
-			if body != nil {
-				j.reqBody = j.fromJSON(body)
-			}
-			if err := j.run(r.Context(), tr.body, e.scriptTimeout()); err != nil {
+			if err := tw.run(tr, nil); err != nil {
 				return err
-			}
-			charge += j.charge
-			if body != nil {
-				if body = j.toJSON(j.reqBody); body == nil {
-					return badRequest("the pre-trigger %q left the request without a body", tr.id)
-				}
 			}
 		}
 		op := req
-		op.Body = body
+		op.Body = tw.body
 		wr, doc, err := prepareWrite(st, op)
 		if err != nil {
 			return err
@@ -192,21 +181,13 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 		}
 		var wc float64
 		status, wc = writeOutcome(st, req.Op, res, doc)
-		charge += wc
+		tw.charge += wc
 		for _, tr := range post {
-			j := newJSRun(t, st, comps, tr.id)
-			j.opType, j.udfs = opTypeName(req.Op), udfs
-			if body != nil {
-				j.reqBody = j.fromJSON(body)
-			}
-			if req.Op != opDelete {
-				j.respBody = j.fromJSON(withoutLSN(res.Item.Body))
-			}
-			if err := j.run(r.Context(), tr.body, e.scriptTimeout()); err != nil {
+			if err := tw.run(tr, &res.Item); err != nil {
 				return err
 			}
-			charge += j.charge
 		}
+		charge = tw.charge
 		return nil
 	})
 	if err != nil {
@@ -214,4 +195,40 @@ func (e *Emulator) runTriggers(w http.ResponseWriter, r *http.Request, st *collS
 		return
 	}
 	e.writeItemResponse(w, r, st, status, res, charge)
+}
+
+// triggeredWrite is a document write's triggers running in its transaction.
+type triggeredWrite struct {
+	e      *Emulator
+	ctx    context.Context
+	t      *itemTx
+	st     *collState
+	op     opKind
+	udfs   query.UDFs
+	comps  []any  // the write's partition key
+	body   []byte // the request's document, as the pre-triggers left it; nil for a delete
+	charge float64
+}
+
+// run runs one trigger: a pre-trigger (written nil) may replace the request's document, a
+// post-trigger sees the written one.
+func (tw *triggeredWrite) run(tr trigger, written *item) error {
+	j := newJSRun(tw.t, tw.st, tw.comps, tr.id)
+	j.opType, j.udfs = opTypeName(tw.op), tw.udfs
+	if tw.body != nil {
+		j.reqBody = j.fromJSON(tw.body)
+	}
+	if written != nil && tw.op != opDelete {
+		j.respBody = j.fromJSON(withoutLSN(written.Body))
+	}
+	if err := j.run(tw.ctx, tr.body, tw.e.scriptTimeout()); err != nil {
+		return err
+	}
+	tw.charge += j.charge
+	if written == nil && tw.body != nil {
+		if tw.body = j.toJSON(j.reqBody); tw.body == nil {
+			return badRequest("the pre-trigger %q left the request without a body", tr.id)
+		}
+	}
+	return nil
 }
