@@ -325,7 +325,14 @@ func Run(seed uint64, o Options) Result {
 	w.settle(&r, quiet, o.Strict)
 	r.MaxLate, r.LateBatches = w.maxLate, w.lateBatches
 
-	// Graceful stop of every host, then the end state.
+	w.finish(&r, &e)
+	return r
+}
+
+// finish stops every host gracefully (in start order, each run to a stop), waits for every
+// stopped or killed host, and checks the end state into r: every change delivered, the lease
+// set's coverage, the duplicate bound; then r's figures, log and fingerprint.
+func (w *World) finish(r *Result, e *ended) {
 	w.mu.Lock()
 	var up []*host
 	for _, n := range w.order {
@@ -335,7 +342,7 @@ func Run(seed uint64, o Options) Result {
 	}
 	w.mu.Unlock()
 	for _, h := range up {
-		w.stop(h, &e)
+		w.stop(h, e)
 		synctest.Wait()
 	}
 	for _, wait := range e.waits {
@@ -357,7 +364,6 @@ func Run(seed uint64, o Options) Result {
 		r.Violations = append(r.Violations, fmt.Sprintf("%d duplicate deliveries, more than one batch (%d) per ownership change (%d) and handler failure (%d): %d",
 			r.Duplicates, Batch, r.Changes, r.Retries, bound))
 	}
-	return r
 }
 
 func insert(q []timed, t timed) []timed {
