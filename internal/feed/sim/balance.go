@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"testing/synctest"
 	"time"
 )
 
@@ -23,8 +24,9 @@ func Balance(partitions, hosts, limit int) (BalanceCycles, error) {
 	w := newWorld(partitions, Batch)
 	var e ended
 	defer func() {
-		for _, h := range w.hosts {
-			w.stop(h, &e)
+		for _, n := range w.order {
+			w.stop(w.hosts[n], &e)
+			synctest.Wait()
 		}
 		for _, wait := range e.waits {
 			wait()
@@ -41,12 +43,14 @@ func Balance(partitions, hosts, limit int) (BalanceCycles, error) {
 				return 0, fmt.Errorf("%s: not balanced within %d acquire cycles:%s", what, limit, w.describe())
 			}
 			time.Sleep(10 * time.Millisecond)
+			synctest.Wait() // look once the instant's goroutines ran to a stop (order.go)
 		}
 	}
 	var c BalanceCycles
 	var err error
 	for i := range hosts {
 		w.startCFP(fmt.Sprintf("cfp-%d", i), Base, 0)
+		synctest.Wait() // one bootstrap at a time (order.go)
 	}
 	if c.Start, err = wait("start"); err != nil {
 		return c, err

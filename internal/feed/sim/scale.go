@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"testing/synctest"
 	"time"
 )
 
@@ -24,6 +25,7 @@ type ScaleCycles struct {
 func BalanceAtScale(kind Kind, partitions, hosts, limit int) (ScaleCycles, error) {
 	var c ScaleCycles
 	start := func(w *World, i int) error {
+		defer synctest.Wait() // one bootstrap at a time (order.go)
 		name := fmt.Sprintf("%s-%d", kind, i)
 		if kind == CFP {
 			if w.startCFP(name, Base, 0) == nil {
@@ -95,6 +97,7 @@ func (w *World) cyclesToBalance(what string, limit int) (int, error) {
 			return 0, fmt.Errorf("%s: not balanced within %d acquire cycles: %s", what, limit, why)
 		}
 		time.Sleep(Base.Acquire / 10)
+		synctest.Wait() // look once the instant's goroutines ran to a stop (order.go)
 	}
 }
 
@@ -102,12 +105,13 @@ func (w *World) cyclesToBalance(what string, limit int) (int, error) {
 func stopAll(w *World, e *ended, err error) error {
 	w.mu.Lock()
 	var up []*host
-	for _, h := range w.hosts {
-		up = append(up, h)
+	for _, n := range w.order {
+		up = append(up, w.hosts[n])
 	}
 	w.mu.Unlock()
 	for _, h := range up {
 		w.stop(h, e)
+		synctest.Wait()
 	}
 	for _, wait := range e.waits {
 		wait()
