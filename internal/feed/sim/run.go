@@ -98,6 +98,23 @@ type timed struct {
 	h  *host
 }
 
+// runner is one run's driver: its seed's stream, the world, the result so far and the
+// schedule's state.
+type runner struct {
+	o        Options
+	rng      *rand.Rand
+	w        *World
+	r        Result
+	e        ended
+	nextDoc  int
+	hostN    int
+	killed   map[string]*host // restartable names
+	resumes  []timed
+	clears   []timed
+	lastKill time.Time
+	del      *deleter
+}
+
 // Run plays the deployment and fault schedule of seed. It must run inside a synctest bubble
 // (synctest.Test): it sleeps on the bubble's clock, and every host runs there.
 func Run(seed uint64, o Options) Result {
@@ -105,228 +122,246 @@ func Run(seed uint64, o Options) Result {
 		o.Duration = Duration
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	allowed := func(f string) bool { return o.Faults == nil || slices.Contains(o.Faults, f) }
-	w := newWorld(2+rng.IntN(7), Batch)
-	w.seed = seed
+	x := &runner{o: o, rng: rng, r: Result{Seed: seed}, killed: map[string]*host{}}
+	x.w = newWorld(2+rng.IntN(7), Batch)
+	x.w.seed = seed
 	if o.Peer == Java || o.Only == int(Java)+1 {
-		w.format = leaseFormatOf(Java)
+		x.w.format = leaseFormatOf(Java)
 	}
-	w.trace = o.Trace
-	r := Result{Seed: seed}
-	var e ended
-	nextDoc := 0
-	writeN := func(n int) {
-		ids := make([]string, 0, n)
-		for range n {
-			if nextDoc > 0 && rng.IntN(5) == 0 {
-				ids = append(ids, fmt.Sprintf("doc%d", rng.IntN(nextDoc))) // an update
-				continue
-			}
-			ids = append(ids, fmt.Sprintf("doc%d", nextDoc))
-			nextDoc++
-		}
-		w.write(ids)
-	}
-	timing := func() Timing {
-		t := Base
-		if allowed("timing") && rng.IntN(4) == 0 {
-			switch rng.IntN(3) {
-			case 0:
-				t.Expiration = t.Expiration * 3 / 4
-			case 1:
-				t.Renew = t.Renew * 3 / 2
-			case 2:
-				t.Acquire = t.Acquire * 2
-			}
-		}
-		return t
-	}
-	skew := func() time.Duration {
-		if allowed("skew") && rng.IntN(4) == 0 {
-			return time.Duration(rng.IntN(1001)-500) * time.Millisecond
-		}
-		return 0
-	}
-	hostN := 0
-	killed := map[string]*host{} // restartable names
-	start := func(k Kind, name string) *host {
-		if o.Only > 0 {
-			k = Kind(o.Only - 1)
-		} else if k == DotNet && o.Peer == Java {
-			k = Java
-		}
-		if name == "" {
-			hostN++
-			name = fmt.Sprintf("%s-%d", k, hostN)
-			r.Hosts++
-		}
-		t, sk := timing(), skew()
-		defer synctest.Wait() // the host's bootstrap runs to a stop before the driver goes on (order.go)
-		if k == CFP {
-			w.logf("start cfp %s %+v skew %s", name, t, sk)
-			return w.startCFP(name, t, sk)
-		}
-		if k == Java {
-			w.logf("start java %s %+v skew %s", name, t, sk)
-			h, err := w.startJava(name, t, sk)
-			if err != nil {
-				w.violate("java %s: start failed: %v", name, err)
-			}
-			return h
-		}
-		w.logf("start dotnet %s %+v skew %s", name, t, sk)
-		h, err := w.startDotNet(name, t, sk)
-		if err != nil {
-			w.violate("dotnet %s: StartAsync failed: %v", name, err)
-		}
-		return h
-	}
-
-	writeN(20 + rng.IntN(100))
+	x.w.trace = o.Trace
+	x.writeN(20 + rng.IntN(100))
 	nCFP, nNet := 1+rng.IntN(3), rng.IntN(3)
 	for range nCFP {
-		start(CFP, "")
+		x.start(CFP, "")
 	}
 	for range nNet {
-		start(DotNet, "")
+		x.start(DotNet, "")
 	}
-
-	var resumes, clears []timed
-	del := newDeleter(w, seed, allowed("lease-delete"))
+	x.del = newDeleter(x.w, seed, x.allowed("lease-delete"))
 	end := time.Now().Add(o.Duration)
-	lastKill := time.Time{}
-	pick := func(names []string) *host {
-		if len(names) == 0 {
-			return nil
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.hosts[names[rng.IntN(len(names))]]
-	}
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
 		// The hosts' goroutines that woke at this instant run to a stop first: the driver's
 		// step (a write a reader polls for at this instant, a kill) never races them.
 		synctest.Wait()
-		now := time.Now()
-		// Each of the step's actions runs to a stop before the next (order.go).
-		for len(resumes) > 0 && !resumes[0].at.After(now) {
-			w.logf("resume %s", resumes[0].h.name)
-			w.resume(resumes[0].h)
-			resumes = resumes[1:]
-			synctest.Wait()
-		}
-		for len(clears) > 0 && !clears[0].at.After(now) {
-			w.logf("faults off %s", clears[0].h.name)
-			w.setFault(clears[0].h, faultNone)
-			clears = clears[1:]
-			synctest.Wait()
-		}
-		del.step(now)
-		synctest.Wait()
-		writeN(rng.IntN(6))
-		synctest.Wait()
-		live := w.live()
-		switch a := rng.IntN(40); {
-		case a < 2 && allowed("burst"):
-			n := 50 + rng.IntN(150)
-			w.logf("burst %d", n)
-			writeN(n)
-		case a < 5 && allowed("join") && len(live) < 6:
-			start(Kind(rng.IntN(2)), "")
-		case a < 8 && allowed("kill") && len(live) > 1:
-			h := pick(live)
-			w.logf("kill %s", h.name)
-			w.kill(h, &e)
-			killed[h.name] = h
-			r.Kills++
-			lastKill = now
-		case a < 10 && allowed("stop") && len(live) > 1:
-			h := pick(live)
-			w.logf("stop %s", h.name)
-			w.stop(h, &e)
-		case a < 13 && allowed("restart") && len(killed) > 0:
-			names := make([]string, 0, len(killed))
-			for n := range killed {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			old := killed[names[rng.IntN(len(names))]]
-			delete(killed, old.name)
-			w.logf("restart %s", old.name)
-			if start(old.kind, old.name) != nil {
-				r.Restarts++
-			}
-		case a < 16 && allowed("pause") && len(live) > 1:
-			h := pick(live)
-			d := time.Duration(float64(h.timing.Expiration) * (0.3 + 2.2*rng.Float64())).Truncate(time.Millisecond)
-			w.logf("pause %s for %s", h.name, d)
-			w.pause(h)
-			resumes = insert(resumes, timed{at: now.Add(d), h: h})
-			r.Pauses++
-		case a < 18 && allowed("split"):
-			ps := w.partitions()
-			if len(ps) < 12 {
-				p := ps[rng.IntN(len(ps))]
-				w.logf("split %s %s", p.ID, p.Range)
-				if ids, err := w.src.Split(p.ID); err != nil {
-					w.violate("split %s: %v", p.ID, err)
-				} else {
-					w.logf("  into %s", w.rangesOf(ids...))
-				}
-				r.Splits++
-			}
-		case a < 20 && allowed("merge"):
-			ps := w.partitions()
-			if len(ps) > 2 {
-				i := rng.IntN(len(ps) - 1)
-				w.logf("merge %s %s %s %s", ps[i].ID, ps[i].Range, ps[i+1].ID, ps[i+1].Range)
-				if id, err := w.src.Merge(ps[i].ID, ps[i+1].ID); err != nil {
-					w.violate("merge: %v", err)
-				} else {
-					w.logf("  into %s", w.rangesOf(id))
-				}
-				r.Merges++
-			}
-		case a < 26 && len(live) > 0:
-			h := pick(live)
-			f := faultKind(1 + rng.IntN(int(numFaults)-1))
-			if !allowed(f.String()) || (f == faultFeed410 && h.kind != CFP) {
-				break // the .NET SDK retries a stale route inside the read
-			}
-			d := time.Duration(1000+rng.IntN(7000)) * time.Millisecond
-			w.logf("fault %s on %s for %s", f, h.name, d)
-			w.setFault(h, f)
-			h.faulted = true
-			clears = insert(clears, timed{at: now.Add(d), h: h})
-			r.FaultWindows++
-		}
+		x.step(time.Now())
 	}
+	x.settle()
+	x.w.finish(&x.r, &x.e)
+	return x.r
+}
 
+func (x *runner) allowed(f string) bool { return x.o.Faults == nil || slices.Contains(x.o.Faults, f) }
+
+// writeN writes n documents, a fifth of them updates of earlier ones.
+func (x *runner) writeN(n int) {
+	ids := make([]string, 0, n)
+	for range n {
+		if x.nextDoc > 0 && x.rng.IntN(5) == 0 {
+			ids = append(ids, fmt.Sprintf("doc%d", x.rng.IntN(x.nextDoc))) // an update
+			continue
+		}
+		ids = append(ids, fmt.Sprintf("doc%d", x.nextDoc))
+		x.nextDoc++
+	}
+	x.w.write(ids)
+}
+
+// timing draws a host's lease options: Base, or one of them changed.
+func (x *runner) timing() Timing {
+	t := Base
+	if x.allowed("timing") && x.rng.IntN(4) == 0 {
+		switch x.rng.IntN(3) {
+		case 0:
+			t.Expiration = t.Expiration * 3 / 4
+		case 1:
+			t.Renew = t.Renew * 3 / 2
+		case 2:
+			t.Acquire = t.Acquire * 2
+		}
+	}
+	return t
+}
+
+// skew draws a host's clock offset.
+func (x *runner) skew() time.Duration {
+	if x.allowed("skew") && x.rng.IntN(4) == 0 {
+		return time.Duration(x.rng.IntN(1001)-500) * time.Millisecond
+	}
+	return 0
+}
+
+// start starts a host of kind k, named name (a restart) or a new name.
+func (x *runner) start(k Kind, name string) *host {
+	if x.o.Only > 0 {
+		k = Kind(x.o.Only - 1)
+	} else if k == DotNet && x.o.Peer == Java {
+		k = Java
+	}
+	if name == "" {
+		x.hostN++
+		name = fmt.Sprintf("%s-%d", k, x.hostN)
+		x.r.Hosts++
+	}
+	t, sk := x.timing(), x.skew()
+	defer synctest.Wait() // the host's bootstrap runs to a stop before the driver goes on (order.go)
+	if k == CFP {
+		x.w.logf("start cfp %s %+v skew %s", name, t, sk)
+		return x.w.startCFP(name, t, sk)
+	}
+	if k == Java {
+		x.w.logf("start java %s %+v skew %s", name, t, sk)
+		h, err := x.w.startJava(name, t, sk)
+		if err != nil {
+			x.w.violate("java %s: start failed: %v", name, err)
+		}
+		return h
+	}
+	x.w.logf("start dotnet %s %+v skew %s", name, t, sk)
+	h, err := x.w.startDotNet(name, t, sk)
+	if err != nil {
+		x.w.violate("dotnet %s: StartAsync failed: %v", name, err)
+	}
+	return h
+}
+
+// pick draws one of names' hosts.
+func (x *runner) pick(names []string) *host {
+	if len(names) == 0 {
+		return nil
+	}
+	x.w.mu.Lock()
+	defer x.w.mu.Unlock()
+	return x.w.hosts[names[x.rng.IntN(len(names))]]
+}
+
+// step is one step of the faulty phase at now: the pauses and fault windows that end, the
+// deletions due, a few writes, and one action drawn.
+func (x *runner) step(now time.Time) {
+	// Each of the step's actions runs to a stop before the next (order.go).
+	for len(x.resumes) > 0 && !x.resumes[0].at.After(now) {
+		x.w.logf("resume %s", x.resumes[0].h.name)
+		x.w.resume(x.resumes[0].h)
+		x.resumes = x.resumes[1:]
+		synctest.Wait()
+	}
+	for len(x.clears) > 0 && !x.clears[0].at.After(now) {
+		x.w.logf("faults off %s", x.clears[0].h.name)
+		x.w.setFault(x.clears[0].h, faultNone)
+		x.clears = x.clears[1:]
+		synctest.Wait()
+	}
+	x.del.step(now)
+	synctest.Wait()
+	x.writeN(x.rng.IntN(6))
+	synctest.Wait()
+	live := x.w.live()
+	x.act(now, live)
+}
+
+// act draws one action of a step: a burst, a join, a kill, a stop, a restart, a pause, a
+// split, a merge or a window of injected answers on one host, or nothing.
+func (x *runner) act(now time.Time, live []string) {
+	switch a := x.rng.IntN(40); {
+	case a < 2 && x.allowed("burst"):
+		n := 50 + x.rng.IntN(150)
+		x.w.logf("burst %d", n)
+		x.writeN(n)
+	case a < 5 && x.allowed("join") && len(live) < 6:
+		x.start(Kind(x.rng.IntN(2)), "")
+	case a < 8 && x.allowed("kill") && len(live) > 1:
+		h := x.pick(live)
+		x.w.logf("kill %s", h.name)
+		x.w.kill(h, &x.e)
+		x.killed[h.name] = h
+		x.r.Kills++
+		x.lastKill = now
+	case a < 10 && x.allowed("stop") && len(live) > 1:
+		h := x.pick(live)
+		x.w.logf("stop %s", h.name)
+		x.w.stop(h, &x.e)
+	case a < 13 && x.allowed("restart") && len(x.killed) > 0:
+		names := make([]string, 0, len(x.killed))
+		for n := range x.killed {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		old := x.killed[names[x.rng.IntN(len(names))]]
+		delete(x.killed, old.name)
+		x.w.logf("restart %s", old.name)
+		if x.start(old.kind, old.name) != nil {
+			x.r.Restarts++
+		}
+	case a < 16 && x.allowed("pause") && len(live) > 1:
+		h := x.pick(live)
+		d := time.Duration(float64(h.timing.Expiration) * (0.3 + 2.2*x.rng.Float64())).Truncate(time.Millisecond)
+		x.w.logf("pause %s for %s", h.name, d)
+		x.w.pause(h)
+		x.resumes = insert(x.resumes, timed{at: now.Add(d), h: h})
+		x.r.Pauses++
+	case a < 18 && x.allowed("split"):
+		ps := x.w.partitions()
+		if len(ps) < 12 {
+			p := ps[x.rng.IntN(len(ps))]
+			x.w.logf("split %s %s", p.ID, p.Range)
+			if ids, err := x.w.src.Split(p.ID); err != nil {
+				x.w.violate("split %s: %v", p.ID, err)
+			} else {
+				x.w.logf("  into %s", x.w.rangesOf(ids...))
+			}
+			x.r.Splits++
+		}
+	case a < 20 && x.allowed("merge"):
+		ps := x.w.partitions()
+		if len(ps) > 2 {
+			i := x.rng.IntN(len(ps) - 1)
+			x.w.logf("merge %s %s %s %s", ps[i].ID, ps[i].Range, ps[i+1].ID, ps[i+1].Range)
+			if id, err := x.w.src.Merge(ps[i].ID, ps[i+1].ID); err != nil {
+				x.w.violate("merge: %v", err)
+			} else {
+				x.w.logf("  into %s", x.w.rangesOf(id))
+			}
+			x.r.Merges++
+		}
+	case a < 26 && len(live) > 0:
+		h := x.pick(live)
+		f := faultKind(1 + x.rng.IntN(int(numFaults)-1))
+		if !x.allowed(f.String()) || (f == faultFeed410 && h.kind != CFP) {
+			break // the .NET SDK retries a stale route inside the read
+		}
+		d := time.Duration(1000+x.rng.IntN(7000)) * time.Millisecond
+		x.w.logf("fault %s on %s for %s", f, h.name, d)
+		x.w.setFault(h, f)
+		h.faulted = true
+		x.clears = insert(x.clears, timed{at: now.Add(d), h: h})
+		x.r.FaultWindows++
+	}
+}
+
+// settle ends the faulty phase: every frozen host resumes, every fault clears, the deleted
+// leases come back; then it waits for the lease set to settle (World.settle).
+func (x *runner) settle() {
 	// The faults stop: every frozen host resumes, every fault clears.
-	w.logf("faults stop")
-	for _, t := range resumes {
-		w.resume(t.h)
+	x.w.logf("faults stop")
+	for _, t := range x.resumes {
+		x.w.resume(t.h)
 	}
-	for _, t := range clears {
-		w.setFault(t.h, faultNone)
+	for _, t := range x.clears {
+		x.w.setFault(t.h, faultNone)
 	}
-	r.Deletions = del.finish()
-	if len(w.live()) == 0 {
-		start(CFP, "")
+	x.r.Deletions = x.del.finish()
+	if len(x.w.live()) == 0 {
+		x.start(CFP, "")
 	}
-	writeN(50)
+	x.writeN(50)
 	// The lease set may settle once the last killed host's leases expired.
 	quiet := time.Now()
-	if exp := lastKill.Add(maxExpiration(w) + time.Second); exp.After(quiet) {
+	if exp := x.lastKill.Add(maxExpiration(x.w) + time.Second); exp.After(quiet) {
 		quiet = exp
 	}
 	time.Sleep(time.Until(quiet))
-	w.settle(&r, quiet, o.Strict)
-	r.MaxLate, r.LateBatches = w.maxLate, w.lateBatches
-
-	w.finish(&r, &e)
-	return r
+	x.w.settle(&x.r, quiet, x.o.Strict)
+	x.r.MaxLate, x.r.LateBatches = x.w.maxLate, x.w.lateBatches
 }
 
 // finish stops every host gracefully (in start order, each run to a stop), waits for every
