@@ -12,9 +12,9 @@ import (
 // successful delivery, each with its virtual instant (to the nanosecond). Entries of one instant
 // are sorted, so that the fingerprint names what happened when, not the order in which the
 // goroutines of one instant took the world's lock. Two replays of a seed with one fingerprint
-// saw the same schedule (-fingerprint prints it; TestSim_Replay compares replays).
+// saw the same schedule (-fingerprint prints it; TestSim_ReplaysExactly compares replays).
 
-// record notes one event of the fingerprint; w.mu is held.
+// recordLocked notes one event of the fingerprint; w.mu is held.
 func (w *World) recordLocked(format string, args ...any) {
 	w.events = append(w.events, fmt.Sprintf("%016d ", time.Since(w.start).Nanoseconds())+fmt.Sprintf(format, args...))
 }
