@@ -442,8 +442,15 @@ func (s *Store) marker(ctx context.Context, id string, extra map[string]any) (Do
 			return Document{}, err
 		}
 	}
-	for k, v := range extra {
-		if err := o.set(k, v); err != nil {
+	// In key order, not the map's: one marker is the same bytes every time (a simulation
+	// replaying a seed draws a write's latency from what it writes, sim/order.go).
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := o.set(k, extra[k]); err != nil {
 			return Document{}, err
 		}
 	}
