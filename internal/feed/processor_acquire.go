@@ -42,10 +42,16 @@ func (p *Processor) balanceLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if ctx.Err() != nil {
+				return // both were ready (a tick that passed while a request hung): stop, not a cycle
+			}
 			early = false
 			donor, asked = p.acquireCycle(ctx, false)
 			watch.Reset(p.opts.AcquireInterval / 2)
 		case <-watch.C:
+			if ctx.Err() != nil {
+				return
+			}
 			if early {
 				// The second cycle; what it asked for is taken half way to the next.
 				early = false

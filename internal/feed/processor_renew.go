@@ -3,6 +3,8 @@ package feed
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +62,9 @@ func (p *Processor) renewLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if ctx.Err() != nil {
+				return // both were ready: select would pick one at random
+			}
 		}
 	}
 }
@@ -104,25 +109,44 @@ func (p *Processor) renewAll(ctx context.Context, keep time.Duration) {
 	}
 }
 
-// dueForRenew returns the held leases whose last write is at least keep old.
+// dueForRenew returns the held leases whose last write is at least keep old, the oldest
+// first (by token on a tie): when every renew slot is busy the next look tries the rest,
+// and the leases closest to expiring go first, in the same order every time (not the map's).
 func (p *Processor) dueForRenew(keep time.Duration) []*ownedLease {
+	owned := p.ownedSorted()
+	type dueLease struct {
+		ol   *ownedLease
+		last time.Time
+	}
+	var due []dueLease
+	for _, ol := range owned {
+		if !ol.held() {
+			continue // lost or split: no longer this host's to write
+		}
+		last := ol.lastWrite()
+		if p.opts.Now().Sub(last) < keep {
+			continue // written lately (a checkpoint, or the last renew): still far from expiring
+		}
+		due = append(due, dueLease{ol, last})
+	}
+	slices.SortStableFunc(due, func(a, b dueLease) int { return a.last.Compare(b.last) })
+	out := make([]*ownedLease, len(due))
+	for i, d := range due {
+		out[i] = d.ol
+	}
+	return out
+}
+
+// ownedSorted returns the leases a worker runs for, by token.
+func (p *Processor) ownedSorted() []*ownedLease {
 	p.mu.Lock()
 	owned := make([]*ownedLease, 0, len(p.owned))
 	for _, ol := range p.owned {
 		owned = append(owned, ol)
 	}
 	p.mu.Unlock()
-	due := owned[:0]
-	for _, ol := range owned {
-		if !ol.held() {
-			continue // lost or split: no longer this host's to write
-		}
-		if p.opts.Now().Sub(ol.lastWrite()) < keep {
-			continue // written lately (a checkpoint, or the last renew): still far from expiring
-		}
-		due = append(due, ol)
-	}
-	return due
+	slices.SortFunc(owned, func(a, b *ownedLease) int { return strings.Compare(a.token, b.token) })
+	return owned
 }
 
 // dueForLook returns the held leases whose worker delivered batches it has not written yet
@@ -137,12 +161,7 @@ func (p *Processor) dueForLook() []*ownedLease {
 	if p.opts.CheckpointInterval <= 0 {
 		return nil
 	}
-	p.mu.Lock()
-	owned := make([]*ownedLease, 0, len(p.owned))
-	for _, ol := range p.owned {
-		owned = append(owned, ol)
-	}
-	p.mu.Unlock()
+	owned := p.ownedSorted()
 	now := p.opts.Now()
 	due := owned[:0]
 	for _, ol := range owned {

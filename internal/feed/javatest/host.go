@@ -974,6 +974,9 @@ func (h *Host) supervise(ctx context.Context, l *lease) error {
 		case <-rdone:
 		case <-t.C:
 		}
+		if ctx.Err() != nil {
+			return ctx.Err() // ready with another case: select picks at random, a replay must not
+		}
 		if idle := h.now().Sub(p.lastSeen()).Truncate(time.Second); idle > limit {
 			h.opts.Trace("Lease with token %s: skipping renew as no batches processed.", l.Token)
 			return nil
