@@ -268,8 +268,8 @@ func (e *ModeMismatchError) Is(target error) bool { return target == ErrModeMism
 //   - Processor.bootMu: boot (Bootstrap runs once); held across bootstrap, which takes mu
 //     (through holding) after it.
 //   - Processor.mu: owned, failing, deleted, group and run. No other lock of the processor is
-//     taken under it (startLocked releases a lease acquired during shutdown under it: a store
-//     write, which takes no lock of the processor's).
+//     taken under it, and no store or source call is made under it (startLocked releases a
+//     lease acquired during shutdown after letting it go).
 //   - foreignView.rebuffMu (p.others): rebuffs and stolen. A leaf.
 //   - The fence's mu (one per worker): its timer and done. Taken before ownedLease.mu
 //     (expire, ol.lose, reads onLost).

@@ -186,19 +186,22 @@ func (p *Processor) start(l *leases.Lease) {
 // the channel to close once the acquired event was sent, nil otherwise.
 func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.group == nil {
+		p.mu.Unlock()
 		return nil // not running (start is only called from Run's goroutines)
 	}
-	if p.run.Err() != nil {
-		// Acquired while shutting down: give it back at once rather than let it expire.
-		ctx, cancel := p.fresh(p.run)
+	if run := p.run; run.Err() != nil {
+		p.mu.Unlock()
+		// Acquired while shutting down: give it back at once rather than let it expire. Not
+		// under mu: the release is a round trip, and the workers ending meanwhile take mu.
+		ctx, cancel := p.fresh(run)
 		defer cancel()
 		if err := p.store.Release(ctx, l, p.opts.Instance); err != nil {
 			p.log.Warn("release lease acquired during shutdown", "lease", l.Token, "err", err)
 		}
 		return nil
 	}
+	defer p.mu.Unlock()
 	if _, ok := p.owned[l.Token]; ok {
 		return nil
 	}
