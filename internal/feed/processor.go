@@ -77,9 +77,12 @@ type ProcessorOptions struct {
 	LeaseFormat LeaseFormat
 	// Now is the clock for lease expiry (default time.Now).
 	Now func() time.Time
-	// Rand returns a number in [0, 1) for the jitter of a throttled read's backoff (default
-	// math/rand/v2's; ReaderOptions.Rand). A simulation gives a seeded one to replay exactly.
-	Rand func() float64
+	// LeaseRand, when set, returns the source of numbers in [0, 1) of the worker of one lease
+	// (by token), for the jitter of its throttled reads' backoff (ReaderOptions.Rand; default
+	// math/rand/v2's). A simulation gives each worker a seeded one of its own to replay
+	// exactly: one source shared by the workers would hand its numbers out in the order the
+	// scheduler runs them.
+	LeaseRand func(token string) func() float64
 	// Logger receives the processor's logs (default: discard). Repeated errors are
 	// rate-limited.
 	Logger *slog.Logger

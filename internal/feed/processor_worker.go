@@ -250,6 +250,9 @@ type worker struct {
 	ahead *readAhead
 	// fail is what the worker knows about the failures of its next batch (processor_failure.go).
 	fail failureState
+	// rand is the source of its reads' backoff jitter (ProcessorOptions.LeaseRand; nil: the
+	// reader's default).
+	rand func() float64
 }
 
 // readAhead is a read of a lease's next page running while the worker handles and checkpoints
@@ -310,6 +313,9 @@ func (p *Processor) work(run context.Context, ol *ownedLease) (err error) {
 	}
 	if l.Continuation != "" {
 		w.base = StartFrom{Kind: StartContinuation, Continuation: l.Continuation}
+	}
+	if p.opts.LeaseRand != nil {
+		w.rand = p.opts.LeaseRand(l.Token)
 	}
 
 	// The handler's context outlives a shutdown by ShutdownTimeout so that the batch in flight
@@ -786,6 +792,6 @@ func (w *worker) route(ctx context.Context) error {
 		return fmt.Errorf("route lease: %w", err)
 	}
 	req.PartitionID, req.Range = rt.Partition.ID, rt.Range
-	w.reader = NewReader(p.src, req, ReaderOptions{Poll: p.opts.PollInterval, Rand: p.opts.Rand, Logger: p.log})
+	w.reader = NewReader(p.src, req, ReaderOptions{Poll: p.opts.PollInterval, Rand: w.rand, Logger: p.log})
 	return nil
 }

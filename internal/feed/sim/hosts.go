@@ -54,7 +54,7 @@ func (h *host) now() time.Time { return time.Now().Add(h.skew) }
 func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 	jit := w.jitter(name)
 	t = t.jittered(jit)
-	h := &host{name: name, kind: CFP, timing: t, skew: skew, io: newHostIO(), done: make(chan error, 1)}
+	h := &host{name: name, kind: CFP, timing: t, skew: skew, io: w.newHostIO(name), done: make(chan error, 1)}
 	opts := feed.ProcessorOptions{
 		Instance:        name,
 		AcquireInterval: t.Acquire,
@@ -69,9 +69,9 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 		StartFrom:       feed.StartFrom{Kind: feed.StartBeginning},
 		LeaseFormat:     w.format,
 		Now:             h.now,
-		Rand:            w.random(name),
+		LeaseRand:       w.random(name),
 	}
-	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io}, Prefix, leases.StoreOptions{Now: h.now})
+	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, Prefix, leases.StoreOptions{Now: h.now})
 	p, err := feed.NewProcessor(&faultSource{src: w.src, io: h.io}, store, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
 		return w.handle(ctx, h, b.LeaseToken, b.Items)
 	}), opts)
@@ -98,7 +98,7 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 func (w *World) startDotNet(name string, t Timing, skew time.Duration) (*host, error) {
 	jit := w.jitter(name)
 	t = t.jittered(jit)
-	h := &host{name: name, kind: DotNet, timing: t, skew: skew, io: newHostIO()}
+	h := &host{name: name, kind: DotNet, timing: t, skew: skew, io: w.newHostIO(name)}
 	o := dotnettest.Options{
 		Instance: name, Prefix: Prefix,
 		AcquireInterval: t.Acquire, RenewInterval: t.Renew, Expiration: t.Expiration,
@@ -109,7 +109,7 @@ func (w *World) startDotNet(name string, t Timing, skew time.Duration) (*host, e
 		},
 	}
 	o.HandledGone = func(token string, gone leases.Range, created []leases.Range) { w.noteGone(name, token, gone, created) }
-	n := dotnettest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io}, o)
+	n := dotnettest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, o)
 	if err := n.Start(context.Background()); err != nil {
 		return nil, err
 	}

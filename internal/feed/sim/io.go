@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +59,8 @@ const slowHandler = 2 * time.Second
 // hostIO is the wire of one host: its gate (running, paused, dead) and the fault it is being
 // answered with. Every request of the host's source and lease store passes through it.
 type hostIO struct {
+	name    string
+	log     func(format string, args ...any) // Options.Requests: every request, as it passes
 	mu      sync.Mutex
 	state   hostState
 	waiting []waiter // the requests frozen by a pause
@@ -72,11 +75,21 @@ type waiter struct {
 	wake chan struct{}
 }
 
-func newHostIO() *hostIO { return &hostIO{} }
+// newHostIO is host name's wire.
+func (w *World) newHostIO(name string) *hostIO {
+	g := &hostIO{name: name}
+	if w.requests {
+		g.log = w.logf
+	}
+	return g
+}
 
 // enter waits while the host is paused (ignoring ctx: a frozen process does not look at its
 // deadlines) and fails once it is dead. It returns the fault in force. key names the request.
 func (g *hostIO) enter(key string) (faultKind, error) {
+	if g.log != nil {
+		g.log("request %s %.160s", g.name, key)
+	}
 	for {
 		g.mu.Lock()
 		switch g.state {
@@ -88,7 +101,7 @@ func (g *hostIO) enter(key string) (faultKind, error) {
 			g.mu.Unlock()
 			return faultNone, errCutOff
 		}
-		wt := waiter{key: key, wake: make(chan struct{})}
+		wt := waiter{key: key + "\x00" + callers(), wake: make(chan struct{})}
 		g.waiting = append(g.waiting, wt)
 		g.mu.Unlock()
 		<-wt.wake
@@ -132,7 +145,47 @@ func throttled(status int) error {
 type faultDocs struct {
 	docs leases.Documents
 	io   *hostIO
+	// latency is the delay of a write, by what it asks (World.writeLatency).
+	latency func(what ...[]byte) time.Duration
 }
+
+// delay waits out a write's latency (before its gate, so that a host frozen or killed
+// meanwhile does not write). The caller's code path is part of what the latency is drawn
+// from: two goroutines of one host may send the same write at one instant (a resumed Java
+// host's renewer, checkpoint and balancer each write the lease it cached), and the one whose
+// write lands first wins it, the others get a 412.
+func (d *faultDocs) delay(what ...[]byte) {
+	if d.latency != nil {
+		l := d.latency(append(what, []byte(callers()))...)
+		if d.io.log != nil {
+			d.io.log("latency %s %s %s %s", d.io.name, l, what[0], what[1])
+		}
+		time.Sleep(l)
+	}
+}
+
+// callers names the code path of the request being made: the functions on the calling
+// goroutine's stack outside this package, innermost first. Function names, not lines, so that
+// an unrelated edit does not change the schedule a seed plays.
+func callers() string {
+	var pcs [32]uintptr
+	n := runtime.Callers(2, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	var b strings.Builder
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, simPkg) {
+			b.WriteString(f.Function)
+			b.WriteByte(';')
+		}
+		if !more {
+			return b.String()
+		}
+	}
+}
+
+// simPkg prefixes the functions of this package (its wrappers, the world, the driver).
+const simPkg = "github.com/cfp-dev/cfp/internal/feed/sim."
 
 var _ leases.Documents = (*faultDocs)(nil)
 
@@ -182,6 +235,7 @@ func (d *faultDocs) Read(ctx context.Context, id, pk string) (leases.Document, e
 }
 
 func (d *faultDocs) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	d.delay([]byte("create"), []byte(pk), body)
 	lost, err := d.before("create "+pk+" "+string(body), true)
 	if err != nil {
 		return leases.Document{}, err
@@ -194,6 +248,7 @@ func (d *faultDocs) Create(ctx context.Context, pk string, body []byte) (leases.
 }
 
 func (d *faultDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	d.delay([]byte("replace"), []byte(id), []byte(ifMatch), body)
 	lost, err := d.before("replace "+id, true)
 	if err != nil {
 		return leases.Document{}, err
@@ -206,6 +261,7 @@ func (d *faultDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []
 }
 
 func (d *faultDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
+	d.delay([]byte("delete"), []byte(id), []byte(ifMatch))
 	lost, err := d.before("delete "+id, true)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ const javaTick = 100 * time.Millisecond
 func (w *World) startJava(name string, t Timing, skew time.Duration) (*host, error) {
 	jit := w.jitter(name)
 	t = t.jittered(jit)
-	h := &host{name: name, kind: Java, timing: t, skew: skew, io: newHostIO()}
+	h := &host{name: name, kind: Java, timing: t, skew: skew, io: w.newHostIO(name)}
 	seed := fnv.New64a()
 	_, _ = seed.Write([]byte(name))
 	o := javatest.Options{
@@ -46,7 +46,7 @@ func (w *World) startJava(name string, t Timing, skew time.Duration) (*host, err
 			return w.handle(ctx, h, b.Token, items)
 		},
 	}
-	j := javatest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io}, o)
+	j := javatest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, o)
 	if err := j.Start(context.Background()); err != nil {
 		return nil, err
 	}

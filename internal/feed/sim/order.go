@@ -1,9 +1,10 @@
 package sim
 
 import (
+	"encoding/binary"
 	"hash/fnv"
 	"math/rand/v2"
-	"sync"
+	"regexp"
 	"time"
 )
 
@@ -20,11 +21,26 @@ import (
 //     is lengthened by a sub-millisecond offset drawn from the seed and the host's name
 //     (jitter), so that two hosts' timers, and a host's timer and the driver's steps (whole
 //     milliseconds), do not fire at one instant;
-//   - a cfp host's throttled reads back off with a jitter drawn from a seeded source
-//     (feed.ProcessorOptions.Rand), not the process's.
+//   - the goroutines of one host woken together (two workers polling at one instant, a worker
+//     and the renewer woken by one cancellation, a resumed host's frozen requests) may run in
+//     any order, so what they do must commute or be put in an order the seed decides: reads
+//     commute (the container and the feed are not changed by a read); every lease write waits
+//     out a latency drawn from the seed, the host, what it writes and the code path that
+//     writes it (writeLatency), so that two writes of one instant reach the container at
+//     different instants, in an order the seed decides; a resume releases the frozen requests
+//     one at a time in the order of what they ask;
+//   - each worker of a cfp host draws the jitter of its throttled reads' backoff from a seeded
+//     source of its own (feed.ProcessorOptions.LeaseRand), not the process's, nor one shared
+//     by the host's workers;
+//   - the engine and the models decide nothing on map order or on select's random choice
+//     between ready cases (the renewer lists due leases oldest first; loops that wake on a
+//     tick stop when the context ended);
+//   - the world records a lease write and its observation under one lock (observedDocs).
 //
-// What is left to the scheduler is the order of goroutines of one host woken together (two
-// workers of one host polling at one instant); the fingerprint sorts events within an instant.
+// What is left to the scheduler: the order of events of one instant that commute (the
+// fingerprint sorts events within an instant), and two writes of one instant that draw the
+// same latency (one chance in 200,000 per pair). -requests logs every request and every lease
+// write's latency to the nanosecond: two replays' logs, sorted, show where they part.
 
 // jitter returns a function that lengthens a duration by a fixed, seeded offset of 1 µs to
 // 1 ms, a different one for each duration it is given (in order) and for each host name.
@@ -42,16 +58,50 @@ func (t Timing) jittered(j func(time.Duration) time.Duration) Timing {
 	return Timing{Acquire: j(t.Acquire), Renew: j(t.Renew), Expiration: j(t.Expiration)}
 }
 
-// random returns a seeded source of numbers in [0, 1) for host name's backoff jitter
-// (feed.ProcessorOptions.Rand), safe for its workers to share.
-func (w *World) random(name string) func() float64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(name))
-	rng := rand.New(rand.NewPCG(w.seed^h.Sum64(), h.Sum64()+0xbb67ae8584caa73b))
-	var mu sync.Mutex
-	return func() float64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return rng.Float64()
+// random returns, for host name, the seeded source of numbers in [0, 1) of each of its
+// workers (feed.ProcessorOptions.LeaseRand): one per lease, drawn by its worker alone, so
+// that the numbers a worker gets do not depend on the order in which the host's workers run.
+func (w *World) random(name string) func(token string) func() float64 {
+	return func(token string) func() float64 {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(name))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(token))
+		rng := rand.New(rand.NewPCG(w.seed^h.Sum64(), h.Sum64()+0xbb67ae8584caa73b))
+		return rng.Float64
 	}
 }
+
+// writeLatency returns host name's latency of a lease write: a sub-millisecond delay drawn
+// from the seed, the host's name and what the write asks (operation, document, precondition
+// and body), not from the order of the calls. Two goroutines of one host that write at one
+// instant (a worker handing its lease over while the renewer marks the handoff accepted, both
+// woken by one cancellation) would otherwise reach the container in the scheduler's order; with
+// different writes they now reach it at different instants, in an order the seed decides. Reads
+// are not delayed: reads of one instant commute, and a read issued with a write sees the
+// container before it.
+func (w *World) writeLatency(name string) func(what ...[]byte) time.Duration {
+	return func(what ...[]byte) time.Duration {
+		h := fnv.New64a()
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], w.seed)
+		_, _ = h.Write(b[:])
+		_, _ = h.Write([]byte(name))
+		for _, p := range what {
+			_, _ = h.Write([]byte{0})
+			_, _ = h.Write(incarnation.ReplaceAll(p, nil))
+		}
+		return minLatency + time.Duration(h.Sum64()%uint64(maxLatency-minLatency))
+	}
+}
+
+// incarnation is a presence record's process id, random per cfp process
+// (feed/processor_instance.go): left out of what a write's latency is drawn from.
+var incarnation = regexp.MustCompile(`"cfpIncarnation":"[^"]*"`)
+
+// The range of a lease write's latency: short beside every interval, on a grid fine enough
+// (nanoseconds) that two writes of one instant almost never draw the same delay.
+const (
+	minLatency = time.Microsecond
+	maxLatency = 200 * time.Microsecond
+)

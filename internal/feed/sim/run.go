@@ -53,6 +53,9 @@ type Options struct {
 	Peer Kind
 	// Trace logs every delivery.
 	Trace bool
+	// Requests logs every request of every host (its key, as the gate sees it) and every lease
+	// write's latency, to the nanosecond: where two replays of a seed part (order.go).
+	Requests bool
 	// Strict makes the liveness bounds (settling within SettleCycles + two per lease of a
 	// share, staying settled for StayedCycles) violations; otherwise they are reported in
 	// Result.Liveness only. The safety invariants always are.
@@ -128,7 +131,8 @@ func Run(seed uint64, o Options) Result {
 	if o.Peer == Java || o.Only == int(Java)+1 {
 		x.w.format = leaseFormatOf(Java)
 	}
-	x.w.trace = o.Trace
+	x.w.trace = o.Trace || o.Requests
+	x.w.requests = o.Requests
 	x.writeN(20 + rng.IntN(100))
 	nCFP, nNet := 1+rng.IntN(3), rng.IntN(3)
 	for range nCFP {

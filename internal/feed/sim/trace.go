@@ -7,7 +7,7 @@ import (
 )
 
 // tracedDocs is the lease container as host name writes it: with -deliveries, every lease it
-// creates or deletes is logged under its name (the world's observer sees writes, not writers).
+// creates, replaces or deletes is logged under its name (the world's observer sees writes, not writers).
 func (w *World) tracedDocs(name string) leases.Documents {
 	if !w.trace {
 		return w.docs
@@ -25,6 +25,16 @@ func (t *tracing) Create(ctx context.Context, pk string, body []byte) (leases.Do
 	d, err := t.Documents.Create(ctx, pk, body)
 	if l, derr := leases.Decode(leases.Document{ID: d.ID, Body: body}); err == nil && derr == nil {
 		t.w.logf("create %s %s by %s", l.Token, l.Range, t.name)
+	}
+	return d, err
+}
+
+func (t *tracing) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	d, err := t.Documents.Replace(ctx, id, pk, ifMatch, body)
+	if err == nil {
+		t.w.logf("replace %s by %s", id, t.name)
+	} else {
+		t.w.logf("replace %s by %s: %v", id, t.name, err)
 	}
 	return d, err
 }

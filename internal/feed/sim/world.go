@@ -96,6 +96,12 @@ type World struct {
 	// format is the lease format cfp hosts bootstrap in (java.go).
 	format feed.LeaseFormat
 	trace  bool // log every delivery
+	// requests logs every request of every host (Options.Requests).
+	requests bool
+
+	// wmu makes a lease write and its observation one step (observedDocs); taken before mu.
+	// Nothing blocks under it: the in-memory container answers at once.
+	wmu sync.Mutex
 
 	mu      sync.Mutex
 	hosts   map[string]*host // by name, the newest incarnation
@@ -147,10 +153,20 @@ func newWorld(partitions, batch int) *World {
 // at is the virtual time since the start, for logs.
 func (w *World) at() time.Duration { return time.Since(w.start) }
 
+// stamp is a log line's virtual instant: to the millisecond, or with -deliveries to the
+// nanosecond, so that the traces of two replays of a seed can be sorted and compared (a
+// host's timers are offset by microseconds, order.go).
+func (w *World) stamp() string {
+	if w.trace {
+		return fmt.Sprintf("%14s ", w.at())
+	}
+	return fmt.Sprintf("%8s ", w.at().Truncate(time.Millisecond))
+}
+
 func (w *World) logf(format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.log = append(w.log, fmt.Sprintf("%8s ", w.at().Truncate(time.Millisecond))+fmt.Sprintf(format, args...))
+	w.log = append(w.log, w.stamp()+fmt.Sprintf(format, args...))
 }
 
 func (w *World) violate(format string, args ...any) {
@@ -160,19 +176,22 @@ func (w *World) violate(format string, args ...any) {
 }
 
 func (w *World) violateLocked(format string, args ...any) {
-	msg := fmt.Sprintf("%8s ", w.at().Truncate(time.Millisecond)) + fmt.Sprintf(format, args...)
+	msg := w.stamp() + fmt.Sprintf(format, args...)
 	w.violations = append(w.violations, msg)
 	w.log = append(w.log, "VIOLATION "+msg)
 }
 
 // observedDocs is the lease container with an observer of every lease write: the world's
-// record of who owns what since when.
+// record of who owns what since when. A write and its observation are one step (wmu), so that
+// the world sees two writes in the order the container applied them.
 type observedDocs struct {
 	leases.Documents
 	w *World
 }
 
 func (o *observedDocs) Create(ctx context.Context, pk string, body []byte) (leases.Document, error) {
+	o.w.wmu.Lock()
+	defer o.w.wmu.Unlock()
 	d, err := o.Documents.Create(ctx, pk, body)
 	if err == nil {
 		o.w.observe(d, false)
@@ -181,6 +200,8 @@ func (o *observedDocs) Create(ctx context.Context, pk string, body []byte) (leas
 }
 
 func (o *observedDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []byte) (leases.Document, error) {
+	o.w.wmu.Lock()
+	defer o.w.wmu.Unlock()
 	d, err := o.Documents.Replace(ctx, id, pk, ifMatch, body)
 	if err == nil {
 		o.w.observe(d, false)
@@ -189,6 +210,8 @@ func (o *observedDocs) Replace(ctx context.Context, id, pk, ifMatch string, body
 }
 
 func (o *observedDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
+	o.w.wmu.Lock()
+	defer o.w.wmu.Unlock()
 	// Read first to learn the token; the delete itself decides.
 	d, rerr := o.Documents.Read(ctx, id, pk)
 	err := o.Documents.Delete(ctx, id, pk, ifMatch)
@@ -214,7 +237,7 @@ func (w *World) observe(d leases.Document, deleted bool) {
 	was := w.owner[l.Token]
 	if was.owner == owner && (owner != "" || !deleted) {
 		if w.trace && len(l.Properties) > 0 {
-			w.log = append(w.log, fmt.Sprintf("%8s write %s: owner %q props=%v", w.at().Truncate(time.Millisecond), l.Token, owner, l.Properties))
+			w.log = append(w.log, fmt.Sprintf("%swrite %s: owner %q props=%v", w.stamp(), l.Token, owner, l.Properties))
 		}
 		return
 	}
@@ -225,7 +248,7 @@ func (w *World) observe(d leases.Document, deleted bool) {
 		w.lost[l.Token][was.owner] = now
 	}
 	if w.trace {
-		w.log = append(w.log, fmt.Sprintf("%8s owner %s: %q -> %q props=%v", w.at().Truncate(time.Millisecond), l.Token, was.owner, owner, l.Properties))
+		w.log = append(w.log, fmt.Sprintf("%sowner %s: %q -> %q props=%v", w.stamp(), l.Token, was.owner, owner, l.Properties))
 	}
 	w.recordLocked("owner %s %q", l.Token, owner)
 	if owner != "" {
