@@ -341,3 +341,49 @@ async def test_failed_acquire_handler_refuses_the_lease(fake: Any) -> None:
     assert acq[0]["message"] == "ConnectionError: cache not reachable"
     assert len(errors) == 1 and isinstance(errors[0], HandlerError) and errors[0].handler == "acquired"
     assert fake.violations() == []
+
+
+# An application that never calls stop(): asyncio.run() ends its loop (main returned, or Ctrl-C
+# cancelled it) and cancels the library's tasks. Found by hand: the process hung for good, its
+# reader waiting for a cfp that waited for the end of its stdin.
+_NO_STOP_APP = """
+import asyncio, os, signal, sys
+from cfp_changefeed import Processor
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job starts with it ignored
+p = Processor(cfp_path=sys.argv[1], env={"FAKECFP_LOG": sys.argv[2], "FAKECFP_SCENARIO": sys.argv[3]},
+              database="d", container="c", processor="p", stderr=lambda line: None)
+@p.on_changes
+async def handle(changes, ctx):
+    pass
+async def main():
+    await p.start()
+    if sys.argv[4] == "ctrl-c":
+        os.kill(os.getpid(), signal.SIGINT)
+        await p.wait()
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+print("exited")
+"""
+
+
+@pytest.mark.parametrize("how", ["returns", "ctrl-c"])
+def test_loop_that_ends_without_stop_ends_cfp_and_exits(fake: Any, how: str) -> None:
+    import subprocess
+    import sys
+
+    fake.script(leases=two_leases(batches=1))
+    app = fake.dir / "app.py"
+    app.write_text(_NO_STOP_APP)
+    # The timeout only turns a hang into a failure.
+    r = subprocess.run(
+        [sys.executable, str(app), str(fake.path), str(fake.log), str(fake.scenario), how],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "exited"
+    if how == "ctrl-c":
+        assert "KeyboardInterrupt" in r.stdout
+    assert any(rec.get("eof") for rec in fake.records()), "cfp did not see its input end"
+    assert "cfp exited" not in r.stderr, "the application's own end reported as cfp failing"

@@ -249,6 +249,7 @@ class Processor:
         self._hello_seen: Optional[asyncio.Event] = None
         self._exited: Optional[asyncio.Event] = None
         self._stop_requested = False
+        self._input_ended = False
         self._failure: Optional[ChangeFeedError] = None
         self._stderr_tail: Deque[str] = collections.deque(maxlen=_STDERR_TAIL)
         self._leases: Dict[str, Range] = {}
@@ -498,17 +499,35 @@ class Processor:
                     await self._protocol_error(f"cfp wrote a line that is not a JSON object ({e}): {raw[:200]!r}")
                     continue
                 self._dispatch(msg)
+        except asyncio.CancelledError:
+            # The loop ends without stop() (asyncio.run's main returned, or Ctrl-C cancelled
+            # it): end cfp's input, as this process's exit would, so that cfp releases the
+            # leases and exits instead of waiting for us while we wait for it. The application
+            # ended the loop: that is its stop, not a failure of cfp.
+            self._stop_requested = True
+            self._end_input()
+            raise
         finally:
             rc = await self._proc.wait()
             if self._stderr_reader is not None:
-                await self._stderr_reader
+                try:
+                    await self._stderr_reader
+                except asyncio.CancelledError:
+                    pass
             self.returncode = rc
             self._finish(rc)
+
+    def _end_input(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.stdin is not None and not proc.stdin.is_closing():
+            self._input_ended = True
+            proc.stdin.close()
 
     def _finish(self, rc: int) -> None:
         assert self._exited is not None
         if self._failure is None:
-            clean = self._stop_requested and rc == 0 and self.summary is not None
+            # After the end of its input cfp writes nothing more that we read: no summary.
+            clean = self._stop_requested and rc == 0 and (self.summary is not None or self._input_ended)
             if not clean:
                 self._failure = self._exit_error(rc)
         self._leases.clear()
