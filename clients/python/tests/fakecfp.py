@@ -11,6 +11,8 @@ Scenario ($FAKECFP_SCENARIO, a JSON file):
   leases: [{lease, range: {min, max}, continuation, batches: [[item, ...], ...], then: "lost"}]
   events: [event, ...]        sent after hello
   fail_start: "message"       write "cfp: message" to stderr and exit 2 before hello
+  note: "message"             write "cfp: note: message" to stderr first, as cfp does for resumed leases
+  fail_start_after: [line]    lines written after it, as cfp's "Try: ..." or "Run 'cfp ... --help'"
   die_after_answers: N        after N answers, exit 3 (as a crash) with a line on stderr
   retries: N                  redeliveries of a batch answered error (default 2), then skipped
   hold_after_batches: true    after the last batch, wait for stop or end of stdin
@@ -42,8 +44,13 @@ def main() -> int:
         return 2
     with open(os.environ["FAKECFP_SCENARIO"]) as f:
         sc: Dict[str, Any] = json.load(f)
+    if sc.get("note"):
+        sys.stderr.write("cfp: note: " + sc["note"] + "\n")
+        sys.stderr.flush()
     if sc.get("fail_start"):
         sys.stderr.write("cfp: " + sc["fail_start"] + "\n")
+        for line in sc.get("fail_start_after", []):
+            sys.stderr.write(line + "\n")
         return 2
 
     out = sys.stdout

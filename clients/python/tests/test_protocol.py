@@ -15,9 +15,11 @@ from cfp_changefeed import (
     ChangeFeedError,
     ChildExitedError,
     EngineError,
+    EstimateError,
     HandlerError,
     LeaseContext,
     Processor,
+    estimate,
     find_cfp,
 )
 
@@ -178,6 +180,59 @@ async def test_start_fails_with_cfp_error_line(fake: Any) -> None:
         await p.start()
     assert ei.value.returncode == 2
     assert str(ei.value).endswith("cfp: database shop not found (404)")
+
+
+# cfp ends a usage error with a pointer to --help and many errors with a "Try: ..." hint, after
+# its "cfp: ..." line. Found by hand: a bad --batch-size, a wrong key and a wrong container gave
+# "Run 'cfp process --help' for more." or the hint as the whole error, without the reason.
+@pytest.mark.parametrize(
+    "after",
+    [
+        ["Try: check the names in -d/--database, -c/--container"],
+        # A usage error: cfp prints its usage, longer than the stderr tail the error keeps.
+        ["", "Usage: cfp process [flags]", ""] + [f"      --flag-{i} N   what it does" for i in range(40)]
+        + ["", "Run 'cfp process --help' for more."],
+    ],
+)
+async def test_start_error_is_cfps_reason_not_its_hint(fake: Any, after: List[str]) -> None:
+    fake.script(fail_start="--batch-size must not be negative, got -3", fail_start_after=after)
+    p = proc(fake, stderr=lambda line: None)
+    p.on_changes(lambda changes, ctx: None)
+    with pytest.raises(ChildExitedError) as ei:
+        await p.start()
+    assert str(ei.value) == "cfp exited with status 2 before it started: cfp: --batch-size must not be negative, got -3"
+    assert ei.value.stderr[-1] == after[-1]
+
+
+async def test_a_killed_cfp_is_not_explained_by_its_notes(fake: Any) -> None:
+    # Found by hand: a kill -9 of a cfp resuming leases read "cfp was killed by signal 9: cfp:
+    # note: 4 of 4 leases ... already have a continuation", a note as the reason.
+    fake.script(leases=two_leases(batches=1), note="2 of 2 leases already have a continuation")
+    p = proc(fake, stderr=lambda line: None)
+    p.on_changes(lambda changes, ctx: None)
+    await p.start()
+    await wait_for(lambda: len(fake.answers()) == 4, "4 answers")
+    assert p.pid is not None
+    os.kill(p.pid, 9)
+    with pytest.raises(ChildExitedError) as ei:
+        await p.wait()
+    assert str(ei.value) == "cfp was killed by signal 9"
+    assert ei.value.stderr == ["cfp: note: 2 of 2 leases already have a continuation"]
+
+
+async def test_estimate_error_is_cfps_reason_not_its_hint(tmp_path: Any) -> None:
+    exe = tmp_path / "cfp"
+    exe.write_text(
+        "#!/bin/sh\n"
+        "echo 'cfp: no leases for processor \"never\" in lease container shop/leases; found: a' >&2\n"
+        "echo \"Try: check -p/--processor, or 'cfp leases list' to see every processor\" >&2\n"
+        "exit 5\n"
+    )
+    exe.chmod(0o755)
+    with pytest.raises(EstimateError) as ei:
+        await estimate(endpoint="http://127.0.0.1:1/", database="shop", container="c", processor="never", cfp_path=exe)
+    assert str(ei.value) == 'cfp: no leases for processor "never" in lease container shop/leases; found: a'
+    assert ei.value.returncode == 5
 
 
 async def test_async_with_raises_on_exit_when_the_child_died(fake: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _options
 from ._binary import find_cfp
-from .errors import EstimateError
+from .errors import EstimateError, cfp_reason
 from .processor import Range
 
 
@@ -122,8 +122,8 @@ async def estimate(
     # estimate; only no output at all is a failure.
     text = out.decode("utf-8", "replace").strip()
     if not text:
-        lines = [ln.strip() for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-        why = lines[-1] if lines else f"cfp estimate exited with status {proc.returncode}"
+        why = cfp_reason(err.decode("utf-8", "replace").splitlines())
+        why = why or f"cfp estimate exited with status {proc.returncode}"
         raise EstimateError(why, proc.returncode)
     try:
         doc = json.loads(text)

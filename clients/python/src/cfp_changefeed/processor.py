@@ -35,7 +35,7 @@ from typing import (
 
 from . import _options
 from ._binary import find_cfp
-from .errors import ChangeFeedError, ChildExitedError, EngineError, ProtocolError
+from .errors import ChangeFeedError, ChildExitedError, EngineError, ProtocolError, is_reason
 
 log = logging.getLogger("cfp_changefeed")
 
@@ -252,6 +252,7 @@ class Processor:
         self._input_ended = False
         self._failure: Optional[ChangeFeedError] = None
         self._stderr_tail: Deque[str] = collections.deque(maxlen=_STDERR_TAIL)
+        self._reason = ""  # cfp's last error line
         self._leases: Dict[str, Range] = {}
         self.summary: Optional[Dict[str, Any]] = None
         """The ``stopped`` message's summary (batches, processed, errors, ...) once cfp ended."""
@@ -475,6 +476,9 @@ class Processor:
                 return
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self._stderr_tail.append(line)
+            if is_reason(line.strip()):
+                # Kept apart from the tail: a usage error's line comes before the usage.
+                self._reason = line.strip()
             if sink is not None:
                 try:
                     sink(line)
@@ -538,16 +542,14 @@ class Processor:
             self._report(self._failure)
 
     def _exit_error(self, rc: int) -> ChildExitedError:
-        why = ""
         if self.summary and self.summary.get("error"):
             why = str(self.summary["error"])
         else:
-            for line in reversed(self._stderr_tail):
-                if line.strip():
-                    why = line.strip()
-                    break
+            why = self._reason
         if rc < 0:
             what = f"cfp was killed by signal {-rc}"
+        elif self._hello is None:
+            what = f"cfp exited with status {rc} before it started"
         elif self._stop_requested:
             what = f"cfp exited with status {rc} while stopping"
         else:
