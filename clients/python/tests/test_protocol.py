@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import threading
 from typing import Any, Dict, List
@@ -18,6 +19,7 @@ from cfp_changefeed import (
     EstimateError,
     HandlerError,
     LeaseContext,
+    OptionsError,
     Processor,
     estimate,
     find_cfp,
@@ -357,12 +359,18 @@ def test_find_cfp(tmp_path: Any, monkeypatch: Any) -> None:
 
 
 def test_bad_account_arguments() -> None:
-    with pytest.raises(ValueError):
+    # The library's own type (a ChangeFeedError), and a ValueError as Python expects.
+    with pytest.raises(OptionsError):
         Processor(endpoint="http://x/", connection_string="AccountEndpoint=x;AccountKey=y;")
-    with pytest.raises(ValueError):
+    with pytest.raises(OptionsError):
         Processor(local=True, endpoint="http://x/")
-    with pytest.raises(ValueError):
+    with pytest.raises(OptionsError):
         Processor(endpoint="http://x/", extra_args=["--key-file", "k"], key="k")
+    with pytest.raises(OptionsError) as ei:
+        Processor(endpoint="http://x/", poll_interval=-1)
+    assert isinstance(ei.value, ChangeFeedError) and isinstance(ei.value, ValueError)
+    with pytest.raises(OptionsError):
+        Processor(endpoint="http://x/", start_from=datetime.datetime(2026, 1, 2))
 
 
 def test_events_flag_given_by_the_application() -> None:

@@ -26,6 +26,13 @@ class ChangeFeedError(Exception):
     """Base class of every error this library raises."""
 
 
+class OptionsError(ChangeFeedError, ValueError):
+    """An argument of :class:`Processor` or :func:`estimate` is wrong (two accounts, a negative
+    duration, a naive datetime), found before cfp runs. It is a ``ValueError`` too. What only cfp
+    can check (no account at all, a wrong key, a missing container) is a
+    :class:`ChildExitedError` from ``start()`` with cfp's one-line reason."""
+
+
 class CfpNotFoundError(ChangeFeedError):
     """No cfp binary: not given as ``cfp_path``, not in the wheel, not on PATH."""
 
