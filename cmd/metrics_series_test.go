@@ -5,34 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/cfp-dev/cfp/internal/leases"
+	"github.com/cfp-dev/cfp/internal/promtest"
 	"github.com/cfp-dev/cfp/internal/render"
 )
-
-// leaseSeries returns the leases that metric name has a series for in reg.
-func leaseSeries(t *testing.T, reg prometheus.Gatherer, name string) map[string]bool {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "lease" {
-					out[lp.GetValue()] = true
-				}
-			}
-		}
-	}
-	return out
-}
 
 // TestEstimateGauges_MovesOfAGoneLeaseGo: once a lease is no longer in the set (its parent
 // split into children), cfp_estimate_lease_moves_total has no series for it any more.
@@ -44,7 +20,7 @@ func TestEstimateGauges_MovesOfAGoneLeaseGo(t *testing.T) {
 	g.set(estimateView{Leases: []render.EstimateLease{{Lease: "0", Owner: &a}, {Lease: "1", Owner: &a}}})
 	g.set(estimateView{Leases: []render.EstimateLease{{Lease: "0", Owner: &b}, {Lease: "1", Owner: &a}}})
 	g.set(estimateView{Leases: []render.EstimateLease{{Lease: "1", Owner: &a}, {Lease: "2", Owner: &a}, {Lease: "3", Owner: &b}}})
-	got := leaseSeries(t, reg, "cfp_estimate_lease_moves_total")
+	got := promtest.LeaseSeries(t, reg, "cfp_estimate_lease_moves_total")
 	if got["0"] || !got["1"] || !got["2"] || !got["3"] {
 		t.Errorf("moves series for leases %v, want 1, 2 and 3 (0 was split away)", got)
 	}

@@ -3,33 +3,9 @@ package prom
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/cfp-dev/cfp/changefeed"
+	"github.com/cfp-dev/cfp/internal/promtest"
 )
-
-// leaseSeries returns the leases that metric name has a series for in reg.
-func leaseSeries(t *testing.T, reg prometheus.Gatherer, name string) map[string]bool {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "lease" {
-					out[lp.GetValue()] = true
-				}
-			}
-		}
-	}
-	return out
-}
 
 // TestProcessMetrics_SeriesOfAReleasedLeaseGo: the per-lease series of a lease this host
 // released or lost are removed; those of the leases it still holds stay.
@@ -44,7 +20,7 @@ func TestProcessMetrics_SeriesOfAReleasedLeaseGo(t *testing.T) {
 	}
 	m.OnEvent(changefeed.Event{Type: changefeed.EventReleased, Lease: "0"})
 	for _, name := range []string{"cfp_process_batches_total", "cfp_process_items_total", "cfp_process_lease_request_units_total", "cfp_process_lease_lag"} {
-		if got := leaseSeries(t, m.Registry(), name); got["0"] || !got["1"] {
+		if got := promtest.LeaseSeries(t, m.Registry(), name); got["0"] || !got["1"] {
 			t.Errorf("%s has series for leases %v, want only 1 (0 was released)", name, got)
 		}
 	}
