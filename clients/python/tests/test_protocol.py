@@ -450,3 +450,23 @@ def test_loop_that_ends_without_stop_ends_cfp_and_exits(fake: Any, how: str) -> 
         assert "KeyboardInterrupt" in r.stdout
     assert any(rec.get("eof") for rec in fake.records()), "cfp did not see its input end"
     assert "cfp exited" not in r.stderr, "the application's own end reported as cfp failing"
+
+
+async def test_estimate_of_a_set_without_leases(tmp_path: Any) -> None:
+    # As cfp estimate: no leases is an error (a typo in processor must not look healthy), unless
+    # allow_empty=True (Node's allowEmpty); the stub prints what cfp prints then.
+    exe = tmp_path / "cfp"
+    exe.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do [ "$a" = --allow-empty ] && {\n'
+        '  echo \'{"prefix":"p","leases":[],"summary":{"total_lag":1,"leases":0}}\'; exit 0; }; done\n'
+        "echo 'cfp: no leases for processor \"p\" in lease container shop/leases' >&2\n"
+        "exit 5\n"
+    )
+    exe.chmod(0o755)
+    kw: Dict[str, Any] = dict(endpoint="http://127.0.0.1:1/", database="shop", container="c", processor="p", cfp_path=exe)
+    with pytest.raises(EstimateError) as ei:
+        await estimate(**kw)
+    assert ei.value.returncode == 5
+    e = await estimate(allow_empty=True, **kw)
+    assert e.leases == [] and e.total_lag == 1

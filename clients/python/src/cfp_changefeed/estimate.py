@@ -72,6 +72,7 @@ async def estimate(
     processor: Optional[str] = None,
     lease_container: Optional[str] = None,
     lease_database: Optional[str] = None,
+    allow_empty: bool = False,
     extra_args: Sequence[str] = (),
     env: Optional[Mapping[str, str]] = None,
     cfp_path: Union[str, "os.PathLike[str]", None] = None,
@@ -80,7 +81,9 @@ async def estimate(
     """Run ``cfp estimate -o json`` for a processor and return its lag per lease.
 
     Takes the account and container arguments of :class:`Processor`. Raises
-    :class:`EstimateError` with cfp's error line when it fails.
+    :class:`EstimateError` with cfp's error line when it fails, and when the processor has no
+    leases (exit 5: a typo must not look healthy) unless ``allow_empty=True``, which returns an
+    estimate without leases (``total_lag`` 1, as .NET's estimator).
     """
     conn, child_env = _options.connection(
         endpoint=endpoint,
@@ -97,6 +100,8 @@ async def estimate(
         lease_container=lease_container,
         lease_database=lease_database,
     )
+    if allow_empty:
+        args.append("--allow-empty")
     args += list(extra_args)
     _options.check_no_secret_in(args, child_env)
     proc = await asyncio.create_subprocess_exec(
