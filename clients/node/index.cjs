@@ -205,6 +205,7 @@ class ChangeFeedProcessor {
     this._manual = Boolean(o.manualCheckpoint);
     this._handlers = { changes: null, acquired: [], released: [], lost: [], error: [], event: [] };
     this._leases = new Map(); // token -> {token, range, continuation}
+    this._running = new Map(); // token -> the batch call of that lease still running
     this._child = null;
     this._state = 'new';
     this._hello = null;
@@ -384,7 +385,18 @@ class ChangeFeedProcessor {
     }
   }
 
+  // cfp sends a lease's next batch only once the one before was answered, or once its answer
+  // timed out (answerTimeout): then the retry comes while the first call may still run. It
+  // waits for that call, so that a lease has one batch in the handler at a time.
   async _onBatch(m) {
+    const prev = this._running.get(m.lease);
+    const run = prev ? prev.then(() => this._runBatch(m)) : this._runBatch(m);
+    this._running.set(m.lease, run);
+    await run;
+    if (this._running.get(m.lease) === run) this._running.delete(m.lease);
+  }
+
+  async _runBatch(m) {
     const lease = this._lease(m);
     if (m.range) lease.range = m.range;
     let checkpoint = !this._manual;
