@@ -470,3 +470,53 @@ async def test_estimate_of_a_set_without_leases(tmp_path: Any) -> None:
     assert ei.value.returncode == 5
     e = await estimate(allow_empty=True, **kw)
     assert e.leases == [] and e.total_lag == 1
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+async def test_one_batch_per_lease_even_when_cfp_resends_after_a_timeout(fake: Any, kind: str) -> None:
+    # cfp counts a batch as failed once --exec-timeout ran out and sends it again while the first
+    # call may still run. Found in review: both calls ran at once, though the guide promises one
+    # batch per lease at a time.
+    fake.script(timeout_resend=True)
+    p = proc(fake)
+    calls: List[Any] = []
+    running = [0]
+    gate = threading.Event()
+    marker = asyncio.Event()
+
+    def enter(ctx: ChangeContext) -> None:
+        running[0] += 1
+        calls.append((ctx.attempt, running[0]))
+
+    if kind == "async":
+
+        @p.on_changes
+        async def handle(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+            enter(ctx)
+            while ctx.attempt == 1 and not gate.is_set():
+                await asyncio.sleep(0.005)
+            running[0] -= 1
+
+    else:
+
+        @p.on_changes
+        def handle_plain(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+            enter(ctx)
+            if ctx.attempt == 1:
+                gate.wait(60)
+            running[0] -= 1
+
+    @p.on_event
+    async def on_event(e: Dict[str, Any]) -> None:
+        if e.get("type") == "marker":
+            marker.set()
+
+    async with p:
+        await marker.wait()  # both batches were taken in before it
+        await wait_for(lambda: len(calls) >= 1, "the first call")
+        await asyncio.sleep(0.05)  # room for a wrong second call to show up
+        assert calls == [(1, 1)], "the resent batch ran beside the first call"
+        gate.set()
+        await wait_for(lambda: len(calls) == 2 and running[0] == 0, "the second call")
+    assert calls == [(1, 1), (2, 1)]
+    assert [a["answer"]["id"] for a in fake.answers()] == [1, 2]

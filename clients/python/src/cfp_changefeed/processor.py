@@ -254,6 +254,7 @@ class Processor:
         self._stderr_tail: Deque[str] = collections.deque(maxlen=_STDERR_TAIL)
         self._reason = ""  # cfp's last error line
         self._leases: Dict[str, Range] = {}
+        self._batch_locks: Dict[str, asyncio.Lock] = {}
         self.summary: Optional[Dict[str, Any]] = None
         """The ``stopped`` message's summary (batches, processed, errors, ...) once cfp ended."""
         self.returncode: Optional[int] = None
@@ -625,6 +626,15 @@ class Processor:
             return Range.from_json(msg.get("range"))
         return self._leases.get(lease, Range("", ""))
 
+    def _lease_lock(self, lease: str) -> asyncio.Lock:
+        # cfp sends a lease's next batch once the one before was answered, or once its answer
+        # timed out (--exec-timeout): then the retry comes while the first call may still run,
+        # and waits for it here, so that a lease has one batch in its handler at a time.
+        lock = self._batch_locks.get(lease)
+        if lock is None:
+            lock = self._batch_locks[lease] = asyncio.Lock()
+        return lock
+
     async def _batch(self, msg: Dict[str, Any]) -> None:
         # The hot path (an async handler): no thread, no extra dispatch.
         ctx = ChangeContext(
@@ -636,7 +646,8 @@ class Processor:
             processor=self._processor,
         )
         try:
-            await self._on_changes(msg.get("items") or [], ctx)  # type: ignore[misc]
+            async with self._lease_lock(ctx.lease):
+                await self._on_changes(msg.get("items") or [], ctx)  # type: ignore[misc]
         except Exception as e:
             await self._send({"id": msg["id"], "type": "error", "message": self._failed("on_changes", ctx.lease, e)})
             return
@@ -661,7 +672,8 @@ class Processor:
                 )
                 assert self._on_changes is not None
                 try:
-                    await self._call(self._on_changes, msg.get("items") or [], bctx)
+                    async with self._lease_lock(lease):
+                        await self._call(self._on_changes, msg.get("items") or [], bctx)
                 except Exception as e:
                     answer = {"id": msg["id"], "type": "error", "message": self._failed("on_changes", lease, e)}
                 else:
