@@ -87,7 +87,7 @@ class LeaseContext:
     continuation: str = ""
     """on_lease_acquired: the lease's checkpoint ("" without one)."""
     reason: str = ""
-    """on_lease_released: shutdown, rebalance, split or merge."""
+    """on_lease_released: shutdown, rebalance or split (its partition split or merged)."""
 
 
 @dataclass
