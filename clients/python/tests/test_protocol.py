@@ -520,3 +520,21 @@ async def test_one_batch_per_lease_even_when_cfp_resends_after_a_timeout(fake: A
         await wait_for(lambda: len(calls) == 2 and running[0] == 0, "the second call")
     assert calls == [(1, 1), (2, 1)]
     assert [a["answer"]["id"] for a in fake.answers()] == [1, 2]
+
+
+async def test_handlers_registered_in_the_async_with_block(fake: Any) -> None:
+    # The Processor docstring's form (help(Processor)): found in review to raise "the Processor
+    # is not started" from wait(), as __aenter__ had no handler to start with.
+    fake.script(leases=two_leases(batches=1))
+    seen: List[str] = []
+    async with proc(fake) as p:
+
+        @p.on_changes
+        async def handle(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+            seen.extend(c["id"] for c in changes)
+            if len(seen) == 4:
+                p.request_stop()
+
+        await p.wait()
+    assert sorted(seen) == ["0-0-0", "0-0-1", "1-0-0", "1-0-1"]
+    assert p.summary is not None and fake.violations() == []

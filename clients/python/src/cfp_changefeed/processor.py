@@ -145,10 +145,11 @@ class Processor:
                 ...
             await p.wait()
 
-    Handlers are registered before ``start()`` (``async with`` starts the processor when its
-    body begins only if a handler is registered; see below). They may be ``async def`` (run on
-    the event loop) or plain functions (run in the loop's default thread pool, so a blocking
-    handler does not hold the other leases up).
+    Handlers are registered before ``start()``: ``async with`` starts the processor as its body
+    begins when ``on_changes`` has a handler already, else at the body's first ``await
+    p.wait()``, so that the handlers can be registered in the block, as above. They may be
+    ``async def`` (run on the event loop) or plain functions (run in the loop's default thread
+    pool, so a blocking handler does not hold the other leases up).
 
     Account: ``endpoint`` (with ``key``, or cfp's other credentials from the environment), or
     ``connection_string``, or ``local=True`` / ``local="DIR"`` (cfp's embedded emulator on
@@ -248,6 +249,7 @@ class Processor:
         self._hello: Optional[Dict[str, Any]] = None
         self._hello_seen: Optional[asyncio.Event] = None
         self._exited: Optional[asyncio.Event] = None
+        self._entered = False  # in an async with block
         self._stop_requested = False
         self._input_ended = False
         self._failure: Optional[ChangeFeedError] = None
@@ -398,7 +400,10 @@ class Processor:
 
     async def wait(self) -> None:
         """Wait until cfp ends; raises :class:`ChildExitedError` unless it was asked to stop and
-        stopped cleanly."""
+        stopped cleanly. In an ``async with`` block entered before ``on_changes`` had a handler,
+        it starts the processor first."""
+        if self._exited is None and self._entered and self._on_changes is not None:
+            await self.start()  # handlers registered in the async with block
         if self._exited is None:
             raise RuntimeError("the Processor is not started")
         await self._exited.wait()
@@ -421,6 +426,7 @@ class Processor:
         asyncio.run(main())
 
     async def __aenter__(self) -> "Processor":
+        self._entered = True
         if self._on_changes is not None:
             await self.start()
         return self
