@@ -120,6 +120,36 @@ async def test_manual_checkpoint(fake: Any) -> None:
     assert fake.violations() == []
 
 
+async def test_manual_checkpoint_release_whose_flush_fails_checkpoints_nothing(fake: Any) -> None:
+    # Manual checkpoints with buffering: the batches are answered done, on_lease_released flushes
+    # the buffer, and the release checkpoints them. Found in review: a flush that raised was
+    # checkpointed all the same, so the buffered changes were lost (never delivered again).
+    fake.script(leases=two_leases(batches=2))
+    p = proc(fake, manual_checkpoint=True)
+    buffered: Dict[str, List[str]] = {"0": [], "1": []}
+    errors: List[ChangeFeedError] = []
+    p.on_error(errors.append)
+
+    @p.on_changes
+    async def handle(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+        buffered[ctx.lease].extend(c["id"] for c in changes)
+
+    @p.on_lease_released
+    async def flush(ctx: LeaseContext) -> None:
+        if ctx.lease == "1":
+            raise ConnectionError("sink down")
+        buffered[ctx.lease].clear()
+
+    await p.start()
+    await wait_for(lambda: len(buffered["0"]) + len(buffered["1"]) == 8, "8 changes buffered")
+    await p.stop()
+    released = {a["lease"]: a["answer"]["type"] for a in fake.answers() if a["to"] == "released"}
+    assert released == {"0": "checkpoint", "1": "done"}
+    # Lease 1's changes were not flushed: no checkpoint covers them, they come again.
+    assert fake.checkpoints() == {"0": "0:2", "1": ""}
+    assert any(isinstance(e, HandlerError) and e.lease == "1" for e in errors)
+
+
 async def test_handler_error_is_retried_and_reported(fake: Any) -> None:
     fake.script(leases=two_leases(batches=2), retries=2)
     attempts: List[int] = []

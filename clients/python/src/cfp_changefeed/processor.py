@@ -276,7 +276,8 @@ class Processor:
 
     def on_lease_released(self, fn: F) -> F:
         """``fn(ctx)`` when this host gives a lease up (``ctx.reason``); the batches it processed
-        are checkpointed when the handler returns, so flush what they buffered here."""
+        are checkpointed when the handler returns, so flush what they buffered here. If it
+        raises, nothing more is checkpointed: those batches come again."""
         self._on_released = fn
         return fn
 
@@ -711,6 +712,10 @@ class Processor:
                     if t == "acquired":
                         # Not ready for the lease: cfp offers it again after a backoff.
                         answer = {"id": msg["id"], "type": "error", "message": message}
+                    elif t == "released":
+                        # Not flushed: no checkpoint covers the batches answered done since
+                        # the last one; they come again, to whichever host takes the lease.
+                        answer["type"] = "done"
             if t == "acquired" and answer["type"] == "done":
                 self._leases[lease] = ctx.range
         finally:
