@@ -24,6 +24,13 @@ class ChangeFeedError extends Error {
   }
 }
 
+/**
+ * An option is missing or wrong (no account, no database, a negative duration): thrown by the
+ * constructor and estimate() before cfp runs. What only cfp can check (a wrong key, a missing
+ * container) rejects start() with a ProcessExitedError carrying cfp's one-line reason.
+ */
+class OptionsError extends ChangeFeedError {}
+
 /** The cfp binary was not found (option cfpPath, the platform package, PATH). */
 class BinaryNotFoundError extends ChangeFeedError {}
 
@@ -117,11 +124,11 @@ function isExecutable(p) {
 function duration(v, name) {
   if (v === undefined || v === null) return undefined;
   if (typeof v === 'number') {
-    if (!Number.isFinite(v) || v < 0) throw new TypeError(`${name}: want milliseconds >= 0, got ${v}`);
+    if (!Number.isFinite(v) || v < 0) throw new OptionsError(`${name}: want milliseconds >= 0, got ${v}`);
     return `${Math.round(v)}ms`;
   }
   if (typeof v === 'string') return v;
-  throw new TypeError(`${name}: want milliseconds or a duration string like "5s"`);
+  throw new OptionsError(`${name}: want milliseconds or a duration string like "5s"`);
 }
 
 /**
@@ -138,7 +145,7 @@ function connection(opts) {
   if (opts.key) env.COSMOS_KEY = opts.key;
   if (opts.connectionString) env.COSMOS_CONNECTION_STRING = opts.connectionString;
   if (!opts.local && !opts.endpoint && !opts.connectionString && !env.COSMOS_ENDPOINT && !env.COSMOS_CONNECTION_STRING && !env.CFP_LOCAL && !env.CFP_CONTEXT) {
-    throw new TypeError('no account: give endpoint (and key), connectionString, or local');
+    throw new OptionsError('no account: give endpoint (and key), connectionString, or local');
   }
   for (const [name, flag] of [['database', '-d'], ['container', '-c'], ['processor', '-p'],
     ['leaseContainer', '--lease-container'], ['leaseDatabase', '--lease-database']]) {
@@ -151,7 +158,7 @@ function connection(opts) {
 function required(opts, names) {
   for (const n of names) {
     if (!opts[n] && !(opts.env && opts.env[`COSMOS_${n.toUpperCase()}`])) {
-      throw new TypeError(`option ${n} is required`);
+      throw new OptionsError(`option ${n} is required`);
     }
   }
 }
@@ -198,6 +205,7 @@ class ChangeFeedProcessor {
     this._manual = Boolean(o.manualCheckpoint);
     this._handlers = { changes: null, acquired: [], released: [], lost: [], error: [], event: [] };
     this._leases = new Map(); // token -> {token, range, continuation}
+    this._running = new Map(); // token -> the batch call of that lease still running
     this._child = null;
     this._state = 'new';
     this._hello = null;
@@ -377,7 +385,18 @@ class ChangeFeedProcessor {
     }
   }
 
+  // cfp sends a lease's next batch only once the one before was answered, or once its answer
+  // timed out (answerTimeout): then the retry comes while the first call may still run. It
+  // waits for that call, so that a lease has one batch in the handler at a time.
   async _onBatch(m) {
+    const prev = this._running.get(m.lease);
+    const run = prev ? prev.then(() => this._runBatch(m)) : this._runBatch(m);
+    this._running.set(m.lease, run);
+    await run;
+    if (this._running.get(m.lease) === run) this._running.delete(m.lease);
+  }
+
+  async _runBatch(m) {
     const lease = this._lease(m);
     if (m.range) lease.range = m.range;
     let checkpoint = !this._manual;
@@ -476,14 +495,16 @@ class ChangeFeedProcessor {
   }
 }
 
-// lastLine is what a failed cfp said: its last "cfp: ..." line (a usage error is followed by
-// a pointer to --help), else its last line.
+// lastLine is what a failed cfp said: its last "cfp: ..." error line (a usage error is
+// followed by its usage and a pointer to --help, others by a "Try: ..." hint), "" when it wrote
+// none (killed). Its "cfp: note:" and "cfp: warning:" lines say nothing about an exit.
 function lastLine(text) {
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = text.split('\n').map((l) => l.trim());
   for (let i = lines.length - 1; i >= 0; i--) {
-    if (lines[i].startsWith('cfp: ')) return lines[i];
+    const l = lines[i];
+    if (l.startsWith('cfp: ') && !l.startsWith('cfp: note:') && !l.startsWith('cfp: warning:')) return l;
   }
-  return lines.length ? lines[lines.length - 1] : '';
+  return '';
 }
 
 function errorText(err) {
@@ -509,8 +530,8 @@ function estimate(options = {}) {
     let conn;
     try {
       required(options, ['database', 'container', 'processor']);
-      bin = findCfp(options.cfpPath, { ...process.env, ...(options.env || {}) });
       conn = connection(options);
+      bin = findCfp(options.cfpPath, conn.env);
     } catch (err) {
       reject(err);
       return;
@@ -540,6 +561,7 @@ module.exports = {
   findCfp,
   platformPackage,
   ChangeFeedError,
+  OptionsError,
   BinaryNotFoundError,
   ProcessExitedError,
   ProtocolError,

@@ -205,6 +205,8 @@ export declare function platformPackage(platform?: string, arch?: string): strin
 export declare const PROTOCOL: 1;
 
 export declare class ChangeFeedError extends Error {}
+/** A missing or wrong option, thrown by the constructor and estimate() before cfp runs. */
+export declare class OptionsError extends ChangeFeedError {}
 export declare class BinaryNotFoundError extends ChangeFeedError {}
 export declare class ProcessExitedError extends ChangeFeedError {
   exitCode: number | null;
@@ -232,6 +234,7 @@ declare const _default: {
   findCfp: typeof findCfp;
   platformPackage: typeof platformPackage;
   ChangeFeedError: typeof ChangeFeedError;
+  OptionsError: typeof OptionsError;
   BinaryNotFoundError: typeof BinaryNotFoundError;
   ProcessExitedError: typeof ProcessExitedError;
   ProtocolError: typeof ProtocolError;

@@ -7,6 +7,7 @@ export const {
   findCfp,
   platformPackage,
   ChangeFeedError,
+  OptionsError,
   BinaryNotFoundError,
   ProcessExitedError,
   ProtocolError,

@@ -1,7 +1,7 @@
 // Compiled by `npm run typecheck` (tsc --noEmit), never run: it uses the library as an
 // application would, so index.d.ts must accept it; the @ts-expect-error lines must fail.
 import {
-  ChangeFeedProcessor, ChangeFeedError, EngineError, ProcessExitedError, estimate,
+  ChangeFeedProcessor, ChangeFeedError, EngineError, OptionsError, ProcessExitedError, estimate,
   type BatchContext, type Estimate, type Lease, type Summary,
 } from '@cfp-dev/changefeed';
 import cfp from '@cfp-dev/changefeed';
@@ -35,6 +35,8 @@ async function main(): Promise<void> {
   for (const l of e.leases) void l.lag;
   void (cfp.ChangeFeedProcessor === ChangeFeedProcessor);
   void new ChangeFeedError('x');
+  const bad: ChangeFeedError = new OptionsError('no account');
+  void bad;
   // @ts-expect-error: database is required
   void new ChangeFeedProcessor({ container: 'orders', processor: 'p' });
   // @ts-expect-error: mode is latest or all-versions

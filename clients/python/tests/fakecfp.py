@@ -11,10 +11,15 @@ Scenario ($FAKECFP_SCENARIO, a JSON file):
   leases: [{lease, range: {min, max}, continuation, batches: [[item, ...], ...], then: "lost"}]
   events: [event, ...]        sent after hello
   fail_start: "message"       write "cfp: message" to stderr and exit 2 before hello
+  note: "message"             write "cfp: note: message" to stderr first, as cfp does for resumed leases
+  fail_start_after: [line]    lines written after it, as cfp's "Try: ..." or "Run 'cfp ... --help'"
   die_after_answers: N        after N answers, exit 3 (as a crash) with a line on stderr
   retries: N                  redeliveries of a batch answered error (default 2), then skipped
   hold_after_batches: true    after the last batch, wait for stop or end of stdin
   stop_exit: N                exit status after a graceful stop (default 0)
+  timeout_resend: true        only: a batch of lease 0, the same batch again (attempt 2, a new
+                              id) without waiting for the answer, as cfp does once --exec-timeout
+                              ran out for the first, then an event {"type": "marker"}
 """
 
 from __future__ import annotations
@@ -42,11 +47,18 @@ def main() -> int:
         return 2
     with open(os.environ["FAKECFP_SCENARIO"]) as f:
         sc: Dict[str, Any] = json.load(f)
+    if sc.get("note"):
+        sys.stderr.write("cfp: note: " + sc["note"] + "\n")
+        sys.stderr.flush()
     if sc.get("fail_start"):
         sys.stderr.write("cfp: " + sc["fail_start"] + "\n")
+        for line in sc.get("fail_start_after", []):
+            sys.stderr.write(line + "\n")
         return 2
 
     out = sys.stdout
+    if sc.get("timeout_resend"):
+        return timeout_resend(out, record)
     next_id = [1]
     inflight: Dict[int, Dict[str, Any]] = {}  # id -> message
     by_lease: Dict[str, int] = {}  # lease -> id in flight
@@ -176,6 +188,26 @@ def main() -> int:
             record(crash=True)
             return 3
         send_next(lease)
+
+
+def timeout_resend(out: Any, record: Any) -> int:
+    def send(msg: Dict[str, Any]) -> None:
+        out.write(json.dumps(msg) + "\n")
+        out.flush()
+
+    send({"type": "hello", "protocol": 1, "version": "fake", "owner": "fake-host", "processor": "p", "prefix": "p"})
+    batch = {"type": "batch", "lease": "0", "range": {"min": "", "max": "FF"}, "continuation": "0:1", "items": [{"id": "a"}]}
+    send({**batch, "id": 1, "attempt": 1})
+    send({**batch, "id": 2, "attempt": 2})
+    send({"type": "event", "event": {"type": "marker"}})
+    for line in sys.stdin:
+        ans = json.loads(line)
+        if ans.get("type") == "stop":
+            send({"type": "stopped", "summary": {"reason": "shutdown"}})
+            return 0
+        record(answer=ans, to="batch", lease="0")
+    record(eof=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import threading
 from typing import Any, Dict, List
@@ -15,9 +16,12 @@ from cfp_changefeed import (
     ChangeFeedError,
     ChildExitedError,
     EngineError,
+    EstimateError,
     HandlerError,
     LeaseContext,
+    OptionsError,
     Processor,
+    estimate,
     find_cfp,
 )
 
@@ -116,6 +120,36 @@ async def test_manual_checkpoint(fake: Any) -> None:
     assert fake.violations() == []
 
 
+async def test_manual_checkpoint_release_whose_flush_fails_checkpoints_nothing(fake: Any) -> None:
+    # Manual checkpoints with buffering: the batches are answered done, on_lease_released flushes
+    # the buffer, and the release checkpoints them. Found in review: a flush that raised was
+    # checkpointed all the same, so the buffered changes were lost (never delivered again).
+    fake.script(leases=two_leases(batches=2))
+    p = proc(fake, manual_checkpoint=True)
+    buffered: Dict[str, List[str]] = {"0": [], "1": []}
+    errors: List[ChangeFeedError] = []
+    p.on_error(errors.append)
+
+    @p.on_changes
+    async def handle(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+        buffered[ctx.lease].extend(c["id"] for c in changes)
+
+    @p.on_lease_released
+    async def flush(ctx: LeaseContext) -> None:
+        if ctx.lease == "1":
+            raise ConnectionError("sink down")
+        buffered[ctx.lease].clear()
+
+    await p.start()
+    await wait_for(lambda: len(buffered["0"]) + len(buffered["1"]) == 8, "8 changes buffered")
+    await p.stop()
+    released = {a["lease"]: a["answer"]["type"] for a in fake.answers() if a["to"] == "released"}
+    assert released == {"0": "checkpoint", "1": "done"}
+    # Lease 1's changes were not flushed: no checkpoint covers them, they come again.
+    assert fake.checkpoints() == {"0": "0:2", "1": ""}
+    assert any(isinstance(e, HandlerError) and e.lease == "1" for e in errors)
+
+
 async def test_handler_error_is_retried_and_reported(fake: Any) -> None:
     fake.script(leases=two_leases(batches=2), retries=2)
     attempts: List[int] = []
@@ -178,6 +212,59 @@ async def test_start_fails_with_cfp_error_line(fake: Any) -> None:
         await p.start()
     assert ei.value.returncode == 2
     assert str(ei.value).endswith("cfp: database shop not found (404)")
+
+
+# cfp ends a usage error with a pointer to --help and many errors with a "Try: ..." hint, after
+# its "cfp: ..." line. Found by hand: a bad --batch-size, a wrong key and a wrong container gave
+# "Run 'cfp process --help' for more." or the hint as the whole error, without the reason.
+@pytest.mark.parametrize(
+    "after",
+    [
+        ["Try: check the names in -d/--database, -c/--container"],
+        # A usage error: cfp prints its usage, longer than the stderr tail the error keeps.
+        ["", "Usage: cfp process [flags]", ""] + [f"      --flag-{i} N   what it does" for i in range(40)]
+        + ["", "Run 'cfp process --help' for more."],
+    ],
+)
+async def test_start_error_is_cfps_reason_not_its_hint(fake: Any, after: List[str]) -> None:
+    fake.script(fail_start="--batch-size must not be negative, got -3", fail_start_after=after)
+    p = proc(fake, stderr=lambda line: None)
+    p.on_changes(lambda changes, ctx: None)
+    with pytest.raises(ChildExitedError) as ei:
+        await p.start()
+    assert str(ei.value) == "cfp exited with status 2 before it started: cfp: --batch-size must not be negative, got -3"
+    assert ei.value.stderr[-1] == after[-1]
+
+
+async def test_a_killed_cfp_is_not_explained_by_its_notes(fake: Any) -> None:
+    # Found by hand: a kill -9 of a cfp resuming leases read "cfp was killed by signal 9: cfp:
+    # note: 4 of 4 leases ... already have a continuation", a note as the reason.
+    fake.script(leases=two_leases(batches=1), note="2 of 2 leases already have a continuation")
+    p = proc(fake, stderr=lambda line: None)
+    p.on_changes(lambda changes, ctx: None)
+    await p.start()
+    await wait_for(lambda: len(fake.answers()) == 4, "4 answers")
+    assert p.pid is not None
+    os.kill(p.pid, 9)
+    with pytest.raises(ChildExitedError) as ei:
+        await p.wait()
+    assert str(ei.value) == "cfp was killed by signal 9"
+    assert ei.value.stderr == ["cfp: note: 2 of 2 leases already have a continuation"]
+
+
+async def test_estimate_error_is_cfps_reason_not_its_hint(tmp_path: Any) -> None:
+    exe = tmp_path / "cfp"
+    exe.write_text(
+        "#!/bin/sh\n"
+        "echo 'cfp: no leases for processor \"never\" in lease container shop/leases; found: a' >&2\n"
+        "echo \"Try: check -p/--processor, or 'cfp leases list' to see every processor\" >&2\n"
+        "exit 5\n"
+    )
+    exe.chmod(0o755)
+    with pytest.raises(EstimateError) as ei:
+        await estimate(endpoint="http://127.0.0.1:1/", database="shop", container="c", processor="never", cfp_path=exe)
+    assert str(ei.value) == 'cfp: no leases for processor "never" in lease container shop/leases; found: a'
+    assert ei.value.returncode == 5
 
 
 async def test_async_with_raises_on_exit_when_the_child_died(fake: Any) -> None:
@@ -302,12 +389,18 @@ def test_find_cfp(tmp_path: Any, monkeypatch: Any) -> None:
 
 
 def test_bad_account_arguments() -> None:
-    with pytest.raises(ValueError):
+    # The library's own type (a ChangeFeedError), and a ValueError as Python expects.
+    with pytest.raises(OptionsError):
         Processor(endpoint="http://x/", connection_string="AccountEndpoint=x;AccountKey=y;")
-    with pytest.raises(ValueError):
+    with pytest.raises(OptionsError):
         Processor(local=True, endpoint="http://x/")
-    with pytest.raises(ValueError):
+    with pytest.raises(OptionsError):
         Processor(endpoint="http://x/", extra_args=["--key-file", "k"], key="k")
+    with pytest.raises(OptionsError) as ei:
+        Processor(endpoint="http://x/", poll_interval=-1)
+    assert isinstance(ei.value, ChangeFeedError) and isinstance(ei.value, ValueError)
+    with pytest.raises(OptionsError):
+        Processor(endpoint="http://x/", start_from=datetime.datetime(2026, 1, 2))
 
 
 def test_events_flag_given_by_the_application() -> None:
@@ -341,3 +434,137 @@ async def test_failed_acquire_handler_refuses_the_lease(fake: Any) -> None:
     assert acq[0]["message"] == "ConnectionError: cache not reachable"
     assert len(errors) == 1 and isinstance(errors[0], HandlerError) and errors[0].handler == "acquired"
     assert fake.violations() == []
+
+
+# An application that never calls stop(): asyncio.run() ends its loop (main returned, or Ctrl-C
+# cancelled it) and cancels the library's tasks. Found by hand: the process hung for good, its
+# reader waiting for a cfp that waited for the end of its stdin.
+_NO_STOP_APP = """
+import asyncio, os, signal, sys
+from cfp_changefeed import Processor
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job starts with it ignored
+p = Processor(cfp_path=sys.argv[1], env={"FAKECFP_LOG": sys.argv[2], "FAKECFP_SCENARIO": sys.argv[3]},
+              database="d", container="c", processor="p", stderr=lambda line: None)
+@p.on_changes
+async def handle(changes, ctx):
+    pass
+async def main():
+    await p.start()
+    if sys.argv[4] == "ctrl-c":
+        os.kill(os.getpid(), signal.SIGINT)
+        await p.wait()
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+print("exited")
+"""
+
+
+@pytest.mark.parametrize("how", ["returns", "ctrl-c"])
+def test_loop_that_ends_without_stop_ends_cfp_and_exits(fake: Any, how: str) -> None:
+    import subprocess
+    import sys
+
+    fake.script(leases=two_leases(batches=1))
+    app = fake.dir / "app.py"
+    app.write_text(_NO_STOP_APP)
+    # The timeout only turns a hang into a failure.
+    r = subprocess.run(
+        [sys.executable, str(app), str(fake.path), str(fake.log), str(fake.scenario), how],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "exited"
+    if how == "ctrl-c":
+        assert "KeyboardInterrupt" in r.stdout
+    assert any(rec.get("eof") for rec in fake.records()), "cfp did not see its input end"
+    assert "cfp exited" not in r.stderr, "the application's own end reported as cfp failing"
+
+
+async def test_estimate_of_a_set_without_leases(tmp_path: Any) -> None:
+    # As cfp estimate: no leases is an error (a typo in processor must not look healthy), unless
+    # allow_empty=True (Node's allowEmpty); the stub prints what cfp prints then.
+    exe = tmp_path / "cfp"
+    exe.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do [ "$a" = --allow-empty ] && {\n'
+        '  echo \'{"prefix":"p","leases":[],"summary":{"total_lag":1,"leases":0}}\'; exit 0; }; done\n'
+        "echo 'cfp: no leases for processor \"p\" in lease container shop/leases' >&2\n"
+        "exit 5\n"
+    )
+    exe.chmod(0o755)
+    kw: Dict[str, Any] = dict(endpoint="http://127.0.0.1:1/", database="shop", container="c", processor="p", cfp_path=exe)
+    with pytest.raises(EstimateError) as ei:
+        await estimate(**kw)
+    assert ei.value.returncode == 5
+    e = await estimate(allow_empty=True, **kw)
+    assert e.leases == [] and e.total_lag == 1
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+async def test_one_batch_per_lease_even_when_cfp_resends_after_a_timeout(fake: Any, kind: str) -> None:
+    # cfp counts a batch as failed once --exec-timeout ran out and sends it again while the first
+    # call may still run. Found in review: both calls ran at once, though the guide promises one
+    # batch per lease at a time.
+    fake.script(timeout_resend=True)
+    p = proc(fake)
+    calls: List[Any] = []
+    running = [0]
+    gate = threading.Event()
+    marker = asyncio.Event()
+
+    def enter(ctx: ChangeContext) -> None:
+        running[0] += 1
+        calls.append((ctx.attempt, running[0]))
+
+    if kind == "async":
+
+        @p.on_changes
+        async def handle(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+            enter(ctx)
+            while ctx.attempt == 1 and not gate.is_set():
+                await asyncio.sleep(0.005)
+            running[0] -= 1
+
+    else:
+
+        @p.on_changes
+        def handle_plain(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+            enter(ctx)
+            if ctx.attempt == 1:
+                gate.wait(60)
+            running[0] -= 1
+
+    @p.on_event
+    async def on_event(e: Dict[str, Any]) -> None:
+        if e.get("type") == "marker":
+            marker.set()
+
+    async with p:
+        await marker.wait()  # both batches were taken in before it
+        await wait_for(lambda: len(calls) >= 1, "the first call")
+        await asyncio.sleep(0.05)  # room for a wrong second call to show up
+        assert calls == [(1, 1)], "the resent batch ran beside the first call"
+        gate.set()
+        await wait_for(lambda: len(calls) == 2 and running[0] == 0, "the second call")
+    assert calls == [(1, 1), (2, 1)]
+    assert [a["answer"]["id"] for a in fake.answers()] == [1, 2]
+
+
+async def test_handlers_registered_in_the_async_with_block(fake: Any) -> None:
+    # The Processor docstring's form (help(Processor)): found in review to raise "the Processor
+    # is not started" from wait(), as __aenter__ had no handler to start with.
+    fake.script(leases=two_leases(batches=1))
+    seen: List[str] = []
+    async with proc(fake) as p:
+
+        @p.on_changes
+        async def handle(changes: List[Dict[str, Any]], ctx: ChangeContext) -> None:
+            seen.extend(c["id"] for c in changes)
+            if len(seen) == 4:
+                p.request_stop()
+
+        await p.wait()
+    assert sorted(seen) == ["0-0-0", "0-0-1", "1-0-0", "1-0-1"]
+    assert p.summary is not None and fake.violations() == []

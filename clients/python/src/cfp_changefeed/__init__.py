@@ -10,6 +10,7 @@ from .errors import (
     ChildExitedError,
     EngineError,
     EstimateError,
+    OptionsError,
     ProtocolError,
 )
 from .estimate import Estimate, LeaseLag, estimate
@@ -34,6 +35,7 @@ __all__ = [
     "HandlerError",
     "LeaseContext",
     "LeaseLag",
+    "OptionsError",
     "Processor",
     "Range",
     "bundled_cfp",

@@ -6,6 +6,8 @@ import datetime as _dt
 import os
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from .errors import OptionsError
+
 Duration = Union[float, int, _dt.timedelta]
 StartFrom = Union[str, _dt.datetime]
 
@@ -18,7 +20,7 @@ def duration_flag(d: Duration) -> str:
     """A Go duration string for seconds (or a timedelta): 1.5 -> "1500ms"."""
     seconds = d.total_seconds() if isinstance(d, _dt.timedelta) else float(d)
     if seconds < 0:
-        raise ValueError(f"a duration cannot be negative: {d!r}")
+        raise OptionsError(f"a duration cannot be negative: {d!r}")
     ms = round(seconds * 1000)
     return f"{ms}ms"
 
@@ -26,7 +28,7 @@ def duration_flag(d: Duration) -> str:
 def start_from_flag(v: StartFrom) -> str:
     if isinstance(v, _dt.datetime):
         if v.tzinfo is None:
-            raise ValueError("start_from: give a timezone-aware datetime (e.g. tzinfo=timezone.utc)")
+            raise OptionsError("start_from: give a timezone-aware datetime (e.g. tzinfo=timezone.utc)")
         return v.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")
     return str(v)
 
@@ -47,9 +49,9 @@ def connection(
     """
     given = [n for n, v in (("endpoint", endpoint), ("connection_string", connection_string), ("local", local)) if v]
     if len(given) > 1:
-        raise ValueError(f"give one of endpoint, connection_string and local, not {' and '.join(given)}")
+        raise OptionsError(f"give one of endpoint, connection_string and local, not {' and '.join(given)}")
     if key is not None and connection_string is not None:
-        raise ValueError("give key with endpoint, or connection_string, not both")
+        raise OptionsError("give key with endpoint, or connection_string, not both")
     args: List[str] = []
     child_env = dict(os.environ)
     if env:
@@ -98,4 +100,4 @@ def check_no_secret_in(args: Sequence[str], env: Dict[str, str]) -> None:
     for name in _SECRET_VARS:
         secret = env.get(name)
         if secret and any(secret in a for a in args):
-            raise ValueError(f"refusing to pass {name} on the command line")
+            raise OptionsError(f"refusing to pass {name} on the command line")

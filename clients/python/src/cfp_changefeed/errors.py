@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+
+def is_reason(line: str) -> bool:
+    """Whether a line of cfp's stderr is its error line (``cfp: ...``), not a note or a warning.
+
+    cfp follows its error line with a pointer to ``--help`` and its usage (a usage error) or a
+    ``Try: ...`` hint; its ``cfp: note:`` and ``cfp: warning:`` lines say nothing about an exit.
+    """
+    return line.startswith("cfp: ") and not line.startswith(("cfp: note:", "cfp: warning:"))
+
+
+def cfp_reason(stderr_lines: Iterable[str]) -> str:
+    """What a failed cfp said: its last error line, "" when it wrote none (killed, crashed)."""
+    for line in reversed([line.strip() for line in stderr_lines]):
+        if is_reason(line):
+            return line
+    return ""
 
 
 class ChangeFeedError(Exception):
     """Base class of every error this library raises."""
+
+
+class OptionsError(ChangeFeedError, ValueError):
+    """An argument of :class:`Processor` or :func:`estimate` is wrong (two accounts, a negative
+    duration, a naive datetime), found before cfp runs. It is a ``ValueError`` too. What only cfp
+    can check (no account at all, a wrong key, a missing container) is a
+    :class:`ChildExitedError` from ``start()`` with cfp's one-line reason."""
 
 
 class CfpNotFoundError(ChangeFeedError):

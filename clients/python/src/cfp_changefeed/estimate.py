@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _options
 from ._binary import find_cfp
-from .errors import EstimateError
+from .errors import EstimateError, cfp_reason
 from .processor import Range
 
 
@@ -72,6 +72,7 @@ async def estimate(
     processor: Optional[str] = None,
     lease_container: Optional[str] = None,
     lease_database: Optional[str] = None,
+    allow_empty: bool = False,
     extra_args: Sequence[str] = (),
     env: Optional[Mapping[str, str]] = None,
     cfp_path: Union[str, "os.PathLike[str]", None] = None,
@@ -80,7 +81,9 @@ async def estimate(
     """Run ``cfp estimate -o json`` for a processor and return its lag per lease.
 
     Takes the account and container arguments of :class:`Processor`. Raises
-    :class:`EstimateError` with cfp's error line when it fails.
+    :class:`EstimateError` with cfp's error line when it fails, and when the processor has no
+    leases (exit 5: a typo must not look healthy) unless ``allow_empty=True``, which returns an
+    estimate without leases (``total_lag`` 1, as .NET's estimator).
     """
     conn, child_env = _options.connection(
         endpoint=endpoint,
@@ -97,6 +100,8 @@ async def estimate(
         lease_container=lease_container,
         lease_database=lease_database,
     )
+    if allow_empty:
+        args.append("--allow-empty")
     args += list(extra_args)
     _options.check_no_secret_in(args, child_env)
     proc = await asyncio.create_subprocess_exec(
@@ -122,8 +127,8 @@ async def estimate(
     # estimate; only no output at all is a failure.
     text = out.decode("utf-8", "replace").strip()
     if not text:
-        lines = [ln.strip() for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-        why = lines[-1] if lines else f"cfp estimate exited with status {proc.returncode}"
+        why = cfp_reason(err.decode("utf-8", "replace").splitlines())
+        why = why or f"cfp estimate exited with status {proc.returncode}"
         raise EstimateError(why, proc.returncode)
     try:
         doc = json.loads(text)

@@ -35,7 +35,7 @@ from typing import (
 
 from . import _options
 from ._binary import find_cfp
-from .errors import ChangeFeedError, ChildExitedError, EngineError, ProtocolError
+from .errors import ChangeFeedError, ChildExitedError, EngineError, ProtocolError, is_reason
 
 log = logging.getLogger("cfp_changefeed")
 
@@ -87,7 +87,7 @@ class LeaseContext:
     continuation: str = ""
     """on_lease_acquired: the lease's checkpoint ("" without one)."""
     reason: str = ""
-    """on_lease_released: shutdown, rebalance, split or merge."""
+    """on_lease_released: shutdown, rebalance or split (its partition split or merged)."""
 
 
 @dataclass
@@ -145,10 +145,11 @@ class Processor:
                 ...
             await p.wait()
 
-    Handlers are registered before ``start()`` (``async with`` starts the processor when its
-    body begins only if a handler is registered; see below). They may be ``async def`` (run on
-    the event loop) or plain functions (run in the loop's default thread pool, so a blocking
-    handler does not hold the other leases up).
+    Handlers are registered before ``start()``: ``async with`` starts the processor as its body
+    begins when ``on_changes`` has a handler already, else at the body's first ``await
+    p.wait()``, so that the handlers can be registered in the block, as above. They may be
+    ``async def`` (run on the event loop) or plain functions (run in the loop's default thread
+    pool, so a blocking handler does not hold the other leases up).
 
     Account: ``endpoint`` (with ``key``, or cfp's other credentials from the environment), or
     ``connection_string``, or ``local=True`` / ``local="DIR"`` (cfp's embedded emulator on
@@ -248,10 +249,14 @@ class Processor:
         self._hello: Optional[Dict[str, Any]] = None
         self._hello_seen: Optional[asyncio.Event] = None
         self._exited: Optional[asyncio.Event] = None
+        self._entered = False  # in an async with block
         self._stop_requested = False
+        self._input_ended = False
         self._failure: Optional[ChangeFeedError] = None
         self._stderr_tail: Deque[str] = collections.deque(maxlen=_STDERR_TAIL)
+        self._reason = ""  # cfp's last error line
         self._leases: Dict[str, Range] = {}
+        self._batch_locks: Dict[str, asyncio.Lock] = {}
         self.summary: Optional[Dict[str, Any]] = None
         """The ``stopped`` message's summary (batches, processed, errors, ...) once cfp ended."""
         self.returncode: Optional[int] = None
@@ -271,7 +276,8 @@ class Processor:
 
     def on_lease_released(self, fn: F) -> F:
         """``fn(ctx)`` when this host gives a lease up (``ctx.reason``); the batches it processed
-        are checkpointed when the handler returns, so flush what they buffered here."""
+        are checkpointed when the handler returns, so flush what they buffered here. If it
+        raises, nothing more is checkpointed: those batches come again."""
         self._on_released = fn
         return fn
 
@@ -395,7 +401,10 @@ class Processor:
 
     async def wait(self) -> None:
         """Wait until cfp ends; raises :class:`ChildExitedError` unless it was asked to stop and
-        stopped cleanly."""
+        stopped cleanly. In an ``async with`` block entered before ``on_changes`` had a handler,
+        it starts the processor first."""
+        if self._exited is None and self._entered and self._on_changes is not None:
+            await self.start()  # handlers registered in the async with block
         if self._exited is None:
             raise RuntimeError("the Processor is not started")
         await self._exited.wait()
@@ -418,6 +427,7 @@ class Processor:
         asyncio.run(main())
 
     async def __aenter__(self) -> "Processor":
+        self._entered = True
         if self._on_changes is not None:
             await self.start()
         return self
@@ -474,6 +484,9 @@ class Processor:
                 return
             line = raw.decode("utf-8", "replace").rstrip("\n")
             self._stderr_tail.append(line)
+            if is_reason(line.strip()):
+                # Kept apart from the tail: a usage error's line comes before the usage.
+                self._reason = line.strip()
             if sink is not None:
                 try:
                     sink(line)
@@ -498,17 +511,35 @@ class Processor:
                     await self._protocol_error(f"cfp wrote a line that is not a JSON object ({e}): {raw[:200]!r}")
                     continue
                 self._dispatch(msg)
+        except asyncio.CancelledError:
+            # The loop ends without stop() (asyncio.run's main returned, or Ctrl-C cancelled
+            # it): end cfp's input, as this process's exit would, so that cfp releases the
+            # leases and exits instead of waiting for us while we wait for it. The application
+            # ended the loop: that is its stop, not a failure of cfp.
+            self._stop_requested = True
+            self._end_input()
+            raise
         finally:
             rc = await self._proc.wait()
             if self._stderr_reader is not None:
-                await self._stderr_reader
+                try:
+                    await self._stderr_reader
+                except asyncio.CancelledError:
+                    pass
             self.returncode = rc
             self._finish(rc)
+
+    def _end_input(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.stdin is not None and not proc.stdin.is_closing():
+            self._input_ended = True
+            proc.stdin.close()
 
     def _finish(self, rc: int) -> None:
         assert self._exited is not None
         if self._failure is None:
-            clean = self._stop_requested and rc == 0 and self.summary is not None
+            # After the end of its input cfp writes nothing more that we read: no summary.
+            clean = self._stop_requested and rc == 0 and (self.summary is not None or self._input_ended)
             if not clean:
                 self._failure = self._exit_error(rc)
         self._leases.clear()
@@ -519,16 +550,14 @@ class Processor:
             self._report(self._failure)
 
     def _exit_error(self, rc: int) -> ChildExitedError:
-        why = ""
         if self.summary and self.summary.get("error"):
             why = str(self.summary["error"])
         else:
-            for line in reversed(self._stderr_tail):
-                if line.strip():
-                    why = line.strip()
-                    break
+            why = self._reason
         if rc < 0:
             what = f"cfp was killed by signal {-rc}"
+        elif self._hello is None:
+            what = f"cfp exited with status {rc} before it started"
         elif self._stop_requested:
             what = f"cfp exited with status {rc} while stopping"
         else:
@@ -604,6 +633,15 @@ class Processor:
             return Range.from_json(msg.get("range"))
         return self._leases.get(lease, Range("", ""))
 
+    def _lease_lock(self, lease: str) -> asyncio.Lock:
+        # cfp sends a lease's next batch once the one before was answered, or once its answer
+        # timed out (--exec-timeout): then the retry comes while the first call may still run,
+        # and waits for it here, so that a lease has one batch in its handler at a time.
+        lock = self._batch_locks.get(lease)
+        if lock is None:
+            lock = self._batch_locks[lease] = asyncio.Lock()
+        return lock
+
     async def _batch(self, msg: Dict[str, Any]) -> None:
         # The hot path (an async handler): no thread, no extra dispatch.
         ctx = ChangeContext(
@@ -615,7 +653,8 @@ class Processor:
             processor=self._processor,
         )
         try:
-            await self._on_changes(msg.get("items") or [], ctx)  # type: ignore[misc]
+            async with self._lease_lock(ctx.lease):
+                await self._on_changes(msg.get("items") or [], ctx)  # type: ignore[misc]
         except Exception as e:
             await self._send({"id": msg["id"], "type": "error", "message": self._failed("on_changes", ctx.lease, e)})
             return
@@ -640,7 +679,8 @@ class Processor:
                 )
                 assert self._on_changes is not None
                 try:
-                    await self._call(self._on_changes, msg.get("items") or [], bctx)
+                    async with self._lease_lock(lease):
+                        await self._call(self._on_changes, msg.get("items") or [], bctx)
                 except Exception as e:
                     answer = {"id": msg["id"], "type": "error", "message": self._failed("on_changes", lease, e)}
                 else:
@@ -672,6 +712,10 @@ class Processor:
                     if t == "acquired":
                         # Not ready for the lease: cfp offers it again after a backoff.
                         answer = {"id": msg["id"], "type": "error", "message": message}
+                    elif t == "released":
+                        # Not flushed: no checkpoint covers the batches answered done since
+                        # the last one; they come again, to whichever host takes the lease.
+                        answer["type"] = "done"
             if t == "acquired" and answer["type"] == "done":
                 self._leases[lease] = ctx.range
         finally:
