@@ -105,4 +105,20 @@ func retakeWhileWindingDown(t *testing.T, end bool) {
 	if owner := listLeases(t, docs)[0].Owner; owner != "a" {
 		t.Errorf("the lease names %q, want a", owner)
 	}
+	if end {
+		// The old worker's lost event comes before the new worker's acquired event, so that a
+		// consumer that follows the events ends with the lease held.
+		a.ev.mu.Lock()
+		var order []feed.EventType
+		for _, e := range a.ev.all {
+			if e.Lease == token && (e.Type == feed.EventAcquired || e.Type == feed.EventLost) {
+				order = append(order, e.Type)
+			}
+		}
+		a.ev.mu.Unlock()
+		want := []feed.EventType{feed.EventAcquired, feed.EventLost, feed.EventAcquired}
+		if !slices.Equal(order, want) {
+			t.Errorf("the lease's events are %v, want %v", order, want)
+		}
+	}
 }

@@ -177,21 +177,27 @@ func (ol *ownedLease) held() bool {
 
 // start registers l as held and runs its worker in the processor's group.
 func (p *Processor) start(l *leases.Lease) {
-	if acquired := p.startLocked(l); acquired != nil {
+	acquired, after := p.startLocked(l)
+	if acquired == nil {
+		return
+	}
+	if !after {
 		// Outside the lock: the callback may call Owned. The worker waits for it, so that the
 		// lease's batch events come after its acquired event.
 		p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
-		close(acquired)
 	}
+	close(acquired)
 }
 
 // startLocked registers l and starts its worker under p.mu; when a worker started, it returns
-// the channel to close once the acquired event was sent, nil otherwise.
-func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
+// the channel to close once the acquired event was sent, nil otherwise. after says that the
+// worker sends the acquired event itself, once the old worker of the lease ended (see
+// awaitPrevious): its lost event comes first.
+func (p *Processor) startLocked(l *leases.Lease) (acquired chan struct{}, after bool) {
 	p.mu.Lock()
 	if p.group == nil {
 		p.mu.Unlock()
-		return nil // not running (start is only called from Run's goroutines)
+		return nil, false // not running (start is only called from Run's goroutines)
 	}
 	if run := p.run; run.Err() != nil {
 		p.mu.Unlock()
@@ -202,18 +208,18 @@ func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 		if err := p.store.Release(ctx, l, p.opts.Instance); err != nil {
 			p.log.Warn("release lease acquired during shutdown", "lease", l.Token, "err", err)
 		}
-		return nil
+		return nil, false
 	}
 	defer p.mu.Unlock()
 	prev := p.owned[l.Token]
 	if prev != nil && prev.held() {
-		return nil // a worker runs for it already
+		return nil, false // a worker runs for it already
 	}
 	// prev, when set, is the worker of the lease before this host lost it, still winding down
 	// (a handler call that ignores its cancellation, its close): the new one takes its place
 	// in owned at once, so that the lease is renewed and counted, and starts reading once prev
 	// ended (see awaitPrevious); prev's exit leaves the new entry alone.
-	acquired := make(chan struct{})
+	acquired = make(chan struct{})
 	ctx, cancel := context.WithCancelCause(p.run)
 	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp, listing: p.listings.Load(), ended: make(chan struct{})}
 	if ol.confirmed.IsZero() || ol.confirmed.After(p.opts.Now()) {
@@ -237,10 +243,13 @@ func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 			}
 		}()
 		<-acquired
-		p.awaitPrevious(ol, prev)
+		if prev != nil {
+			p.awaitPrevious(ol, prev)
+			p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
+		}
 		return p.work(run, ol)
 	})
-	return acquired
+	return acquired, prev != nil
 }
 
 // awaitPrevious waits until prev, the worker of ol's lease before this host lost it and took
