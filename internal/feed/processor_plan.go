@@ -27,7 +27,7 @@ type cycleView struct {
 	all   []*leases.Lease // the leases, as listed
 	hosts []leases.Host   // the presence records, as listed
 
-	owned   map[string]bool       // tokens a worker of this host runs for (isOwned)
+	owned   map[string]bool       // tokens of the leases this host holds (isOwned)
 	holding int                   // leases whose worker is not stopping (holding)
 	coolTo  map[string]string     // token -> host this host handed it off to lately (coolingDown)
 	asked   map[string]handoffAsk // requests this host made, by token (handoffs.asked)
@@ -209,13 +209,14 @@ func (p *Processor) viewCycle(first bool, now time.Time, all []*leases.Lease, ho
 	return v
 }
 
-// ownedTokens returns the tokens a worker of this host runs for.
+// ownedTokens returns the tokens of the leases this host holds (see isOwned).
 func (p *Processor) ownedTokens() map[string]bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]bool, len(p.owned))
-	for t := range p.owned {
-		out[t] = true
+	owned := p.ownedSorted()
+	out := make(map[string]bool, len(owned))
+	for _, ol := range owned {
+		if ol.held() {
+			out[ol.token] = true
+		}
 	}
 	return out
 }
