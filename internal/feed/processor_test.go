@@ -113,6 +113,23 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// waitStill is waitFor inside a synctest bubble for a condition that reads the processor's
+// state at an instant when the processor also wakes: it checks cond only once every other
+// goroutine of the bubble is durably blocked (synctest.Wait), so cond sees the instant's work
+// whole. Virtual time is the bubble's, but the order of the goroutines runnable at one instant
+// is the scheduler's: a plain poll could read an acquire cycle's count before the cycle started
+// and its handoff request after the cycle wrote it, and blame the processor for the mix.
+func waitStill(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for synctest.Wait(); !cond(); synctest.Wait() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // recorder is a handler shared by hosts: it counts documents by id and records any moment
 // when two hosts handle the same lease at once.
 type recorder struct {
