@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -676,9 +675,6 @@ func (h *hangingDocs) Replace(ctx context.Context, id, pk, ifMatch string, body 
 		first := h.hung == ""
 		if first {
 			h.hung = id
-			buf := make([]byte, 8000)
-			n := runtime.Stack(buf, false)
-			fmt.Println(string(buf[:n]))
 		} else if id != h.hung {
 			h.others[id]++
 		}
