@@ -102,3 +102,62 @@ func TestProcessor_ALeaseDeletedUnderTheHostIsReported(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessor_ALeaseRestoredAfterItsDeletionIsReadAgain: a lease deleted under a settled host
+// (one that reads only the presence records) and restored later by `cfp leases import`, naming
+// the host and expired by then, must be read again within a cycle or two of the restore. The
+// host went calm again after the deletion with nothing in the presence records to tell it of
+// the restore, and left the range unread until its next full listing, two expirations later
+// (simulation seed 74, -only=cfp: settled 9 cycles after the faults' end, bound 7). A host with
+// a lease deleted under it lists every cycle until the lease or leases over its range are back.
+func TestProcessor_ALeaseRestoredAfterItsDeletionIsReadAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		docs := leases.NewMemDocuments("/id")
+		src := feedtest.NewMemSource(2)
+		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+		opts := feed.ProcessorOptions{Instance: "a", StartFrom: feed.StartFrom{Kind: feed.StartBeginning}}
+		p, err := feed.NewProcessor(src, store, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run() = %v", err)
+			}
+		}()
+		time.Sleep(2 * feed.DefaultAcquireInterval)
+		synctest.Wait()
+		ls, err := store.List(context.Background())
+		if err != nil || len(ls) != 2 || len(p.Owned()) != 2 {
+			t.Fatalf("leases %d (%v), owned %v: want both owned", len(ls), err, p.Owned())
+		}
+		exported, err := docs.Read(context.Background(), ls[0].ID, ls[0].PK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Delete(context.Background(), ls[0]); err != nil {
+			t.Fatal(err)
+		}
+		// The host finds it deleted at its next renew, lists, settles again; the operator
+		// restores the export (naming the host) once it is expired.
+		time.Sleep(feed.DefaultExpiration + feed.DefaultRenewInterval)
+		synctest.Wait()
+		if owned := p.Owned(); len(owned) != 1 {
+			t.Fatalf("owned %v before the restore, want one lease", owned)
+		}
+		if _, err := docs.Create(context.Background(), exported.PK, exported.Body); err != nil {
+			t.Fatal(err)
+		}
+		restored := time.Now()
+		for len(p.Owned()) != 2 {
+			if time.Since(restored) > 3*feed.DefaultAcquireInterval {
+				t.Fatalf("the restored lease %s is not read %s after the restore: owned %v", ls[0].Token, time.Since(restored), p.Owned())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
