@@ -111,53 +111,76 @@ func TestProcessor_ALeaseDeletedUnderTheHostIsReported(t *testing.T) {
 // (simulation seed 74, -only=cfp: settled 9 cycles after the faults' end, bound 7). A host with
 // a lease deleted under it lists every cycle until the lease or leases over its range are back.
 func TestProcessor_ALeaseRestoredAfterItsDeletionIsReadAgain(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		docs := leases.NewMemDocuments("/id")
-		src := feedtest.NewMemSource(2)
-		store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
-		opts := feed.ProcessorOptions{Instance: "a", StartFrom: feed.StartFrom{Kind: feed.StartBeginning}}
-		p, err := feed.NewProcessor(src, store, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) { restoreDeleted(t, false) })
+}
+
+// TestProcessor_ALeaseRestoredLiveInTheHostsNameIsTakenBack: the same restore at once, while
+// the exported lease is still live: it names the host, which runs no worker for it, and the
+// host counted it as its own without reading it until it expired (an expiration after its last
+// write). A lease in the host's own name without a worker is taken back at the next cycle.
+func TestProcessor_ALeaseRestoredLiveInTheHostsNameIsTakenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { restoreDeleted(t, true) })
+}
+
+// restoreDeleted runs one host (default intervals) over two leases, deletes one under it,
+// makes the host find it deleted (a checkpoint), restores the export at once (live) or after
+// it expired, and wants the lease read again within three acquire cycles of the restore.
+func restoreDeleted(t *testing.T, live bool) {
+	docs := leases.NewMemDocuments("/id")
+	src := feedtest.NewMemSource(2)
+	store := leases.NewStore(docs, testPrefix, leases.StoreOptions{})
+	ev := &events{}
+	opts := feed.ProcessorOptions{Instance: "a", StartFrom: feed.StartFrom{Kind: feed.StartBeginning}, Notify: ev.add}
+	p, err := feed.NewProcessor(src, store, feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil }), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run() = %v", err)
-			}
-		}()
-		time.Sleep(2 * feed.DefaultAcquireInterval)
-		synctest.Wait()
-		ls, err := store.List(context.Background())
-		if err != nil || len(ls) != 2 || len(p.Owned()) != 2 {
-			t.Fatalf("leases %d (%v), owned %v: want both owned", len(ls), err, p.Owned())
+	}()
+	time.Sleep(2 * feed.DefaultAcquireInterval)
+	synctest.Wait()
+	ls, err := store.List(context.Background())
+	if err != nil || len(ls) != 2 || len(p.Owned()) != 2 {
+		t.Fatalf("leases %d (%v), owned %v: want both owned", len(ls), err, p.Owned())
+	}
+	writeDocs(t, src, 0, 20) // checkpoints: the export is fresh
+	time.Sleep(feed.DefaultPollInterval + time.Second)
+	exported, err := docs.Read(context.Background(), ls[0].ID, ls[0].PK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(context.Background(), ls[0]); err != nil {
+		t.Fatal(err)
+	}
+	writeDocs(t, src, 20, 40) // the checkpoints find it deleted
+	for len(p.Owned()) != 1 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !live {
+		time.Sleep(feed.DefaultExpiration + feed.DefaultAcquireInterval) // the export is expired when it is restored
+	}
+	synctest.Wait()
+	if owned := p.Owned(); len(owned) != 1 {
+		t.Fatalf("owned %v before the restore, want one lease", owned)
+	}
+	if _, err := docs.Create(context.Background(), exported.PK, exported.Body); err != nil {
+		t.Fatal(err)
+	}
+	restored := time.Now()
+	defer func() {
+		t.Logf("restored at %s, export %s, read again %s later", restored, exported.Body, time.Since(restored))
+	}()
+	for len(p.Owned()) != 2 {
+		if time.Since(restored) > 3*feed.DefaultAcquireInterval {
+			t.Fatalf("the restored lease %s (live: %v) is not read %s after the restore: owned %v", ls[0].Token, live, time.Since(restored), p.Owned())
 		}
-		exported, err := docs.Read(context.Background(), ls[0].ID, ls[0].PK)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Delete(context.Background(), ls[0]); err != nil {
-			t.Fatal(err)
-		}
-		// The host finds it deleted at its next renew, lists, settles again; the operator
-		// restores the export (naming the host) once it is expired.
-		time.Sleep(feed.DefaultExpiration + feed.DefaultRenewInterval)
-		synctest.Wait()
-		if owned := p.Owned(); len(owned) != 1 {
-			t.Fatalf("owned %v before the restore, want one lease", owned)
-		}
-		if _, err := docs.Create(context.Background(), exported.PK, exported.Body); err != nil {
-			t.Fatal(err)
-		}
-		restored := time.Now()
-		for len(p.Owned()) != 2 {
-			if time.Since(restored) > 3*feed.DefaultAcquireInterval {
-				t.Fatalf("the restored lease %s is not read %s after the restore: owned %v", ls[0].Token, time.Since(restored), p.Owned())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
+		time.Sleep(100 * time.Millisecond)
+	}
 }
