@@ -174,9 +174,6 @@ func restoreDeleted(t *testing.T, live bool) {
 		t.Fatal(err)
 	}
 	restored := time.Now()
-	defer func() {
-		t.Logf("restored at %s, export %s, read again %s later", restored, exported.Body, time.Since(restored))
-	}()
 	for len(p.Owned()) != 2 {
 		if time.Since(restored) > 3*feed.DefaultAcquireInterval {
 			t.Fatalf("the restored lease %s (live: %v) is not read %s after the restore: owned %v", ls[0].Token, live, time.Since(restored), p.Owned())
