@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -70,6 +71,7 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 		LeaseFormat:     w.format,
 		Now:             h.now,
 		LeaseRand:       w.random(name),
+		Logger:          slog.New(rebuffLog{w: w, h: h}),
 	}
 	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, Prefix, leases.StoreOptions{Now: h.now})
 	p, err := feed.NewProcessor(&faultSource{src: w.src, io: h.io}, store, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {

@@ -468,13 +468,23 @@ func (w *World) settle(r *Result, quiet time.Time, strict bool) {
 	why := ""
 	for {
 		if owners, why = w.settled(); owners != nil {
-			break
+			if end := w.rebuffEnd(); time.Now().Before(end) {
+				owners, why = nil, fmt.Sprintf("a cfp host refrains from a steal until %s (rebuff.go)", end.Sub(w.start))
+			} else {
+				break
+			}
 		}
 		if time.Since(quiet) > settleLimit {
 			w.violate("the lease set never settled within %s of the faults' end: %s%s", settleLimit, why, w.describe())
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The bound's clock starts at the faults' end, or at the end of the last rebuff window of a
+	// live cfp host, if later (rebuff.go).
+	if end := w.rebuffEnd(); end.After(quiet) {
+		w.logf("settle bound counted from the end of a rebuff window, %s after the faults' end", end.Sub(quiet).Truncate(time.Millisecond))
+		quiet = end
 	}
 	took := time.Since(quiet)
 	r.SettleCycles = int((took + Base.Acquire - 1) / Base.Acquire)
