@@ -36,8 +36,8 @@ type rebuffLog struct {
 }
 
 func (l rebuffLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelInfo }
-func (l rebuffLog) WithAttrs([]slog.Attr) slog.Handler             { return l }
-func (l rebuffLog) WithGroup(string) slog.Handler                  { return l }
+func (l rebuffLog) WithAttrs([]slog.Attr) slog.Handler            { return l }
+func (l rebuffLog) WithGroup(string) slog.Handler                 { return l }
 
 func (l rebuffLog) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != rebuffMsg {
