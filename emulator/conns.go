@@ -66,7 +66,7 @@ type connLimiter struct {
 
 type connEntry struct {
 	state    http.ConnState
-	since    time.Time // when the connection entered state
+	since    time.Time // when it was accepted, or its last request started
 	addr     string    // remote IP
 	trusted  bool      // it has sent a request with a valid signature
 	verified bool      // its current request has a valid signature
@@ -101,7 +101,8 @@ func (l *connLimiter) track(c net.Conn, s http.ConnState) {
 		l.conns[c] = e
 		l.addrs[e.addr]++
 	}
-	if e.state == http.StateActive {
+	wasActive := e.state == http.StateActive
+	if wasActive {
 		l.active--
 	}
 	switch s {
@@ -111,6 +112,12 @@ func (l *connLimiter) track(c net.Conn, s http.ConnState) {
 	case http.StateActive:
 		l.active++
 		e.verified = false
+	}
+	if s == http.StateIdle && wasActive {
+		// Idle counts from the request's start, as in internal/connlimit: the server's Idle
+		// report can come after the client read the answer and opened another connection.
+		e.state = s
+		return
 	}
 	e.state, e.since = s, time.Now()
 }

@@ -44,6 +44,8 @@ func (t Timeouts) Apply(srv *http.Server) {
 type Limiter struct {
 	max int
 
+	now func() time.Time // time.Now; a test's clock
+
 	mu     sync.Mutex
 	conns  map[net.Conn]connEntry
 	active int
@@ -51,7 +53,9 @@ type Limiter struct {
 
 type connEntry struct {
 	state http.ConnState
-	since time.Time // when the connection entered state
+	// since is when the connection began to wait: its accept for a new one, and for an idle one
+	// the start of its last request (see Track).
+	since time.Time
 }
 
 // New returns a Limiter of max connections (at least 1).
@@ -59,14 +63,15 @@ func New(max int) *Limiter {
 	if max < 1 {
 		max = 1
 	}
-	return &Limiter{max: max, conns: map[net.Conn]connEntry{}}
+	return &Limiter{max: max, now: time.Now, conns: map[net.Conn]connEntry{}}
 }
 
 // Track is the http.Server's ConnState hook.
 func (l *Limiter) Track(c net.Conn, s http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if old, ok := l.conns[c]; ok && old.state == http.StateActive {
+	old, ok := l.conns[c]
+	if ok && old.state == http.StateActive {
 		l.active--
 	}
 	switch s {
@@ -76,7 +81,14 @@ func (l *Limiter) Track(c net.Conn, s http.ConnState) {
 	case http.StateActive:
 		l.active++
 	}
-	l.conns[c] = connEntry{state: s, since: time.Now()}
+	since := l.now()
+	if s == http.StateIdle && ok && old.state == http.StateActive {
+		// The server reports Idle after it wrote the answer, and on a busy machine that report can
+		// come after the client read the answer and opened its next connection, which would then
+		// look idle longer than this one. The request's start was stamped before any answer left.
+		since = old.since
+	}
+	l.conns[c] = connEntry{state: s, since: since}
 }
 
 // Busy reports whether a request is in flight.

@@ -97,3 +97,31 @@ func TestTimeouts_CloseAnIdleConnection(t *testing.T) {
 		t.Fatal("an idle kept-alive connection is still open after the idle timeout")
 	}
 }
+
+// TestLimiter_OrdersIdleConnectionsByTheirLastRequest: the server reports a connection idle
+// only after it wrote the answer, and on a busy machine that report can arrive after the client
+// read the answer and used a second connection. The first connection is still the one idle
+// longest, and it is the one closed. (Before, it was stamped when the late report came, and the
+// second connection was closed: TestServeMetrics_CapsConnections failed under load that way.)
+func TestLimiter_OrdersIdleConnectionsByTheirLastRequest(t *testing.T) {
+	l := New(2)
+	tick := time.Unix(0, 0)
+	l.now = func() time.Time { tick = tick.Add(time.Second); return tick }
+	a, aPeer := net.Pipe()
+	b, bPeer := net.Pipe()
+	defer aPeer.Close()
+	defer bPeer.Close()
+	l.Track(a, http.StateNew)
+	l.Track(a, http.StateActive)
+	l.Track(b, http.StateNew)
+	l.Track(b, http.StateActive)
+	l.Track(b, http.StateIdle)
+	l.Track(a, http.StateIdle) // the late report
+	if !l.makeRoom() {
+		t.Fatal("no room made with two idle connections")
+	}
+	closed := func(c net.Conn) bool { return c.SetDeadline(time.Time{}) != nil }
+	if !closed(a) || closed(b) {
+		t.Fatalf("closed a=%v b=%v, want only a (its request came first)", closed(a), closed(b))
+	}
+}
