@@ -453,6 +453,17 @@ func (w *World) settled() (map[string]string, string) {
 	return owners, ""
 }
 
+// heldBack is when the protocol of a .NET or Java host last held the lease set back from
+// settling, and how: a live cfp host's rebuff window (rebuff.go), a lease stranded in a non-cfp
+// host's name by an acquire whose answer was lost (stranded.go).
+func (w *World) heldBack() (time.Time, string) {
+	end, what := w.rebuffEnd(), "a cfp host's rebuff window (rebuff.go)"
+	if s := w.strandedEnd(); s.After(end) {
+		end, what = s, "a lease stranded by a lost acquire answer (stranded.go)"
+	}
+	return end, what
+}
+
 // settle waits for the lease set to settle after quiet and to stay so for StayedCycles.
 func (w *World) settle(r *Result, quiet time.Time, strict bool) {
 	miss := func(format string, args ...any) {
@@ -468,8 +479,8 @@ func (w *World) settle(r *Result, quiet time.Time, strict bool) {
 	why := ""
 	for {
 		if owners, why = w.settled(); owners != nil {
-			if end := w.rebuffEnd(); time.Now().Before(end) {
-				owners, why = nil, fmt.Sprintf("a cfp host refrains from a steal until %s (rebuff.go)", end.Sub(w.start))
+			if end, what := w.heldBack(); time.Now().Before(end) {
+				owners, why = nil, fmt.Sprintf("%s until %s", what, end.Sub(w.start))
 			} else {
 				break
 			}
@@ -480,10 +491,10 @@ func (w *World) settle(r *Result, quiet time.Time, strict bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// The bound's clock starts at the faults' end, or at the end of the last rebuff window of a
-	// live cfp host, if later (rebuff.go).
-	if end := w.rebuffEnd(); end.After(quiet) {
-		w.logf("settle bound counted from the end of a rebuff window, %s after the faults' end", end.Sub(quiet).Truncate(time.Millisecond))
+	// The bound's clock starts at the faults' end, or when the protocol of a .NET or Java host
+	// stopped holding the set back, if later (heldBack).
+	if end, what := w.heldBack(); end.After(quiet) {
+		w.logf("settle bound counted from the end of %s, %s after the faults' end", what, end.Sub(quiet).Truncate(time.Millisecond))
 		quiet = end
 	}
 	took := time.Since(quiet)

@@ -128,6 +128,8 @@ type World struct {
 	// rebuffs are the cfp hosts' refusals to steal a lease again from the .NET host that took
 	// it back (rebuff.go).
 	rebuffs []rebuffWindow
+	// stranded are the leases a .NET or Java host acquired with the answer lost (stranded.go).
+	stranded []strandedLease
 
 	violations []string
 	log        []string
