@@ -83,6 +83,9 @@ type ProcessorOptions struct {
 	// exactly: one source shared by the workers would hand its numbers out in the order the
 	// scheduler runs them.
 	LeaseRand func(token string) func() float64
+	// ForeignRenewInterval is the renew interval assumed of hosts that are not cfp until one is
+	// observed (default 17s, the SDKs' default; processor_mixedkeep.go).
+	ForeignRenewInterval time.Duration
 	// Logger receives the processor's logs (default: discard). Repeated errors are
 	// rate-limited.
 	Logger *slog.Logger
@@ -132,6 +135,7 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	def(&o.ErrorBackoff, DefaultErrorBackoff)
 	def(&o.MaxErrorBackoff, DefaultMaxErrorBackoff)
 	def(&o.StuckThreshold, DefaultStuckThreshold)
+	def(&o.ForeignRenewInterval, foreignDefaultRenew)
 	if o.Redact == nil {
 		o.Redact = func(s string) string { return s }
 	}

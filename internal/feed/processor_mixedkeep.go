@@ -34,7 +34,7 @@ import (
 // skew, where the 43s keep-alive tolerated 13s.
 
 // foreignDefaultRenew is the renew interval of .NET's, Java's and the Functions trigger's
-// defaults.
+// defaults: ProcessorOptions.ForeignRenewInterval's default.
 const foreignDefaultRenew = 17 * time.Second
 
 // foreignView is what the balancing goroutine learned of the hosts that are not cfp; keep is
@@ -109,7 +109,7 @@ func (p *Processor) observeTimings(all []*leases.Lease, hosts []leases.Host, now
 	}
 	f.cadence = commonPeriod(f.gaps)
 	keep := p.opts.KeepAlive()
-	renew := foreignDefaultRenew
+	renew := p.opts.ForeignRenewInterval
 	if f.cadence > 0 {
 		renew = f.cadence
 	}
