@@ -84,7 +84,7 @@ func TestExec_CancelStopsTheWholeCommand(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("Handle did not return after cancellation")
 			}
-			waitGone(t, pid, 2*time.Second, "the command's child")
+			waitGone(t, pid, 10*time.Second, "the command's child")
 		})
 	}
 }
@@ -105,5 +105,5 @@ func TestExecLines_StopEndsTheChildsChildren(t *testing.T) {
 	}
 	pid := grandchild(t, pidfile)
 	_ = x.CloseLease(t.Context(), info, feed.CloseShutdown)
-	waitGone(t, pid, 2*time.Second, "the child's own process")
+	waitGone(t, pid, 10*time.Second, "the child's own process")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestExecLines_ChildThatNeverAnswersTimesOut(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Handle still waits for a child that never answers")
 	}
-	waitGone(t, pid, 5*time.Second, "the silent child's background process")
+	waitGone(t, pid, 10*time.Second, "the silent child's background process")
 
 	// The batch comes again (the retry policy): a new child takes it.
 	if err := x.Handle(t.Context(), batch("6", `{}`)); err != nil {
@@ -68,27 +69,42 @@ func TestExecLines_ChildThatNeverAnswersTimesOut(t *testing.T) {
 }
 
 // TestExec_CommandThatHangsTimesOut: an --exec command that never finishes is stopped, with
-// the processes it started, after Timeout and its batch fails with ErrTimeout.
+// the processes it started, after Timeout and its batch fails with ErrTimeout. On a busy
+// machine bash may not even have started its background process within a short Timeout (then
+// there is nothing to look for): the test tries again with a longer one.
 func TestExec_CommandThatHangsTimesOut(t *testing.T) {
 	t.Parallel()
-	pidfile := filepath.Join(t.TempDir(), "pid")
 	e := &Exec{
-		Command: `sleep 30 & echo $! > "$PIDFILE"; cat >/dev/null; wait`,
-		Env:     append(os.Environ(), "PIDFILE="+pidfile), KillDelay: 200 * time.Millisecond,
-		Timeout: 300 * time.Millisecond,
+		Command:   `sleep 30 & echo $! > "$PIDFILE"; cat >/dev/null; wait`,
+		KillDelay: 200 * time.Millisecond,
 	}
-	done := make(chan error, 1)
-	go func() { done <- e.Handle(t.Context(), batch("6", `{}`)) }()
-	pid := grandchild(t, pidfile)
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrTimeout) {
-			t.Fatalf("Handle = %v, want ErrTimeout", err)
+	checked := false
+	for _, timeout := range []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second} {
+		pidfile := filepath.Join(t.TempDir(), "pid")
+		e.Env, e.Timeout = append(os.Environ(), "PIDFILE="+pidfile), timeout
+		done := make(chan error, 1)
+		go func() { done <- e.Handle(t.Context(), batch("6", `{}`)) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrTimeout) {
+				t.Fatalf("Handle = %v, want ErrTimeout", err)
+			}
+		case <-time.After(timeout + 20*time.Second):
+			t.Fatal("Handle still waits for a command past its timeout")
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Handle still waits for a command past its timeout")
+		b, err := os.ReadFile(pidfile)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || perr != nil || pid <= 0 {
+			t.Logf("the command was stopped before it wrote its background process's pid (timeout %s): again with a longer one", timeout)
+			continue
+		}
+		waitGone(t, pid, 10*time.Second, "the command's background process")
+		checked = true
+		break
 	}
-	waitGone(t, pid, 5*time.Second, "the command's background process")
+	if !checked {
+		t.Fatal("the command never started its background process before its timeout, even at 10 s")
+	}
 
 	// A command that finishes in time is not affected.
 	e.Command = "cat >/dev/null"
