@@ -170,6 +170,40 @@ function startFromArg(v) {
 }
 
 /**
+ * LineBuffer holds the start of a line that spans chunks of cfp's stdout, in one buffer that
+ * grows to the longest line seen and is reused (at most 4 MiB are kept between lines).
+ */
+class LineBuffer {
+  constructor() {
+    this.buf = null;
+    this.len = 0;
+  }
+
+  /** keep appends chunk[start:] to the line begun. */
+  keep(chunk, start) {
+    const n = chunk.length - start;
+    const need = this.len + n;
+    if (!this.buf || this.buf.length < need) {
+      const grown = Buffer.allocUnsafe(Math.max(need, this.buf ? this.buf.length * 2 : 256 * 1024));
+      if (this.len) this.buf.copy(grown, 0, 0, this.len);
+      this.buf = grown;
+    }
+    chunk.copy(this.buf, this.len, start);
+    this.len = need;
+  }
+
+  /** take returns the line that ends at chunk[end] (the line begun, then chunk[start:end]). */
+  take(chunk, start, end) {
+    if (this.len === 0) return chunk.toString('utf8', start, end);
+    this.keep(chunk.subarray(0, end), start);
+    const line = this.buf.toString('utf8', 0, this.len);
+    this.len = 0;
+    if (this.buf.length > 4 * 1024 * 1024) this.buf = null;
+    return line;
+  }
+}
+
+/**
  * A change feed processor host in this process: `new ChangeFeedProcessor(options)`, then
  * `onChanges(handler)`, `await start()`, ..., `await stop()`.
  */
@@ -265,24 +299,19 @@ class ChangeFeedProcessor {
     child.stdin.on('error', () => {}); // a dead child: reported by its exit
     child.stderr.on('data', (chunk) => this._onStderr(chunk));
     // Lines are cut from the raw chunks and decoded once each: a batch line is one JSON.parse
-    // of one string, without growing a string chunk by chunk.
-    let parts = [];
+    // of one string, without growing a string chunk by chunk. A line that spans chunks is
+    // copied into one buffer kept for the next such line (a batch line spans several 64 KiB
+    // reads), not gathered with Buffer.concat, which allocated a new one for every line.
+    const lines = new LineBuffer();
     child.stdout.on('data', (chunk) => {
       let start = 0;
       let nl;
       while ((nl = chunk.indexOf(10, start)) >= 0) {
-        let line;
-        if (parts.length) {
-          parts.push(chunk.subarray(start, nl));
-          line = Buffer.concat(parts).toString('utf8');
-          parts = [];
-        } else {
-          line = chunk.toString('utf8', start, nl);
-        }
+        const line = lines.take(chunk, start, nl);
         start = nl + 1;
         if (line) this._onLine(line);
       }
-      if (start < chunk.length) parts.push(chunk.subarray(start));
+      if (start < chunk.length) lines.keep(chunk, start);
     });
     child.on('error', (err) => {
       const e = err.code === 'ENOENT'

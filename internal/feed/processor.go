@@ -257,7 +257,9 @@ func (e *ModeMismatchError) Is(target error) bool { return target == ErrModeMism
 //     renew goroutine (renewLoop, then renewWhileStopping): started by Run in its errgroup,
 //     joined by Run's g.Wait.
 //   - One worker per lease (work): started by startLocked in the same errgroup (p.group, under
-//     mu), so joined by Run's g.Wait too; Run returns after every worker closed its lease.
+//     mu), so joined by Run's g.Wait too; Run returns after every worker closed its lease. A
+//     lease lost and taken again while its old worker winds down has two for that time: the
+//     new one waits for the old one's end (awaitPrevious) before it reads.
 //   - A worker's read ahead (readNextAhead): started by the worker, joined by the worker
 //     (next takes its page, dropAhead cancels and waits; loop defers dropAhead).
 //   - Renewals and looks in flight: at most renewParallel, started by renewLoop (spawn),
@@ -275,13 +277,14 @@ func (e *ModeMismatchError) Is(target error) bool { return target == ErrModeMism
 //   - Processor.bootMu: boot (Bootstrap runs once); held across bootstrap, which takes mu
 //     (through holding) after it.
 //   - Processor.mu: owned, failing, deleted, group and run. No other lock of the processor is
-//     taken under it, and no store or source call is made under it (startLocked releases a
-//     lease acquired during shutdown after letting it go).
+//     taken under it but ownedLease.mu, and no store or source call is made under it
+//     (startLocked releases a lease acquired during shutdown after letting it go).
 //   - foreignView.rebuffMu (p.others): rebuffs and stolen. A leaf.
 //   - The fence's mu (one per worker): its timer and done. Taken before ownedLease.mu
 //     (expire, ol.lose, reads onLost).
 //   - ownedLease.mu: the lease as last written, confirmed, looked, onLost, graceOver and the
-//     carried continuation. A leaf.
+//     carried continuation. A leaf, also taken under Processor.mu (startLocked asks whether
+//     the worker registered for a lease still holds it).
 //   - work's graceMu: the grace timer. A leaf.
 //   - rateLog.mu (p.limit): the rate-limited log's state. A leaf.
 //

@@ -408,8 +408,14 @@ func (p *Processor) holding() int {
 	return n
 }
 
-// isOwned reports whether a worker runs for token.
-func (p *Processor) isOwned(token string) bool { return p.ownedLease(token) != nil }
+// isOwned reports whether a worker runs for token and the lease is still this host's (see
+// ownedLease.held): a lease whose worker winds down after it was lost is not, and is taken
+// again when the listing shows it free or expired (startLocked starts its new worker once
+// the old one ended).
+func (p *Processor) isOwned(token string) bool {
+	ol := p.ownedLease(token)
+	return ol != nil && ol.held()
+}
 
 func (p *Processor) ownedLease(token string) *ownedLease {
 	p.mu.Lock()

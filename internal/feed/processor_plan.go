@@ -27,7 +27,7 @@ type cycleView struct {
 	all   []*leases.Lease // the leases, as listed
 	hosts []leases.Host   // the presence records, as listed
 
-	owned   map[string]bool       // tokens a worker of this host runs for, or its split holds (ownedTokens)
+	owned   map[string]bool       // tokens of the leases this host holds (isOwned), and of the children its unfinished splits hold (ownedTokens)
 	holding int                   // leases whose worker is not stopping (holding)
 	coolTo  map[string]string     // token -> host this host handed it off to lately (coolingDown)
 	asked   map[string]handoffAsk // requests this host made, by token (handoffs.asked)
@@ -218,15 +218,18 @@ func (p *Processor) viewCycle(first bool, now time.Time, all []*leases.Lease, ho
 	return v
 }
 
-// ownedTokens returns the tokens a worker of this host runs for, and those of the child
-// leases its unfinished splits hold.
+// ownedTokens returns the tokens of the leases this host holds (see isOwned), and those of
+// the child leases its unfinished splits hold.
 func (p *Processor) ownedTokens() map[string]bool {
+	owned := p.ownedSorted()
+	out := make(map[string]bool, len(owned))
+	for _, ol := range owned {
+		if ol.held() {
+			out[ol.token] = true
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]bool, len(p.owned)+len(p.children))
-	for t := range p.owned {
-		out[t] = true
-	}
 	for t := range p.children {
 		out[t] = true
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -336,14 +337,34 @@ func (w *worker) dropChildren() {
 
 // releaseChildren gives back the child leases of a split that did not finish, when the worker
 // stops before its next attempt: nothing renews them, and other hosts would wait for them to
-// expire. ctx is a fresh one (the worker's close).
+// expire. ctx is a fresh one (the worker's close). They go in key order (see heldChildren),
+// not the map's: the order of the writes is the same in every run, so a simulation's seed
+// replays.
 func (w *worker) releaseChildren(ctx context.Context) {
-	for token, c := range w.splitHeld {
+	for _, c := range w.heldChildren() {
 		if err := w.p.store.Release(ctx, c, w.p.opts.Instance); err != nil && !errors.Is(err, leases.ErrLeaseLost) {
-			w.p.infraError(ctx, "release child lease", token, err)
+			w.p.infraError(ctx, "release child lease", c.Token, err)
 		}
 	}
 	w.dropChildren()
+}
+
+// heldChildren returns the child leases the worker's unfinished split holds, in key order: by
+// the start of their range, then those without one (Java PK-range leases) by token.
+func (w *worker) heldChildren() []*leases.Lease {
+	cs := slices.Collect(maps.Values(w.splitHeld))
+	slices.SortFunc(cs, func(a, b *leases.Lease) int {
+		if c := cmpBool(!a.HasRange(), !b.HasRange()); c != 0 {
+			return c // those with a range first
+		}
+		if a.HasRange() {
+			if c := leases.CompareEPK(a.Range.Min, b.Range.Min); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(a.Token, b.Token)
+	})
+	return cs
 }
 
 // notYetCovered drops from children the keys that other leases inside the parent's range

@@ -44,6 +44,9 @@ type ownedLease struct {
 	carried string
 
 	renewing atomic.Bool // the renew goroutine has a renew of this lease in flight
+	// ended is closed when the worker's goroutine ended (after its close and its removal
+	// from owned).
+	ended chan struct{}
 }
 
 // setCarry publishes the worker's waiting continuation cont (after base); "" withdraws it.
@@ -174,21 +177,27 @@ func (ol *ownedLease) held() bool {
 
 // start registers l as held and runs its worker in the processor's group.
 func (p *Processor) start(l *leases.Lease) {
-	if acquired := p.startLocked(l); acquired != nil {
+	acquired, after := p.startLocked(l)
+	if acquired == nil {
+		return
+	}
+	if !after {
 		// Outside the lock: the callback may call Owned. The worker waits for it, so that the
 		// lease's batch events come after its acquired event.
 		p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
-		close(acquired)
 	}
+	close(acquired)
 }
 
 // startLocked registers l and starts its worker under p.mu; when a worker started, it returns
-// the channel to close once the acquired event was sent, nil otherwise.
-func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
+// the channel to close once the acquired event was sent, nil otherwise. after says that the
+// worker sends the acquired event itself, once the old worker of the lease ended (see
+// awaitPrevious): its lost event comes first.
+func (p *Processor) startLocked(l *leases.Lease) (acquired chan struct{}, after bool) {
 	p.mu.Lock()
 	if p.group == nil {
 		p.mu.Unlock()
-		return nil // not running (start is only called from Run's goroutines)
+		return nil, false // not running (start is only called from Run's goroutines)
 	}
 	if run := p.run; run.Err() != nil {
 		p.mu.Unlock()
@@ -199,26 +208,34 @@ func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 		if err := p.store.Release(ctx, l, p.opts.Instance); err != nil {
 			p.log.Warn("release lease acquired during shutdown", "lease", l.Token, "err", err)
 		}
-		return nil
+		return nil, false
 	}
 	defer p.mu.Unlock()
-	if _, ok := p.owned[l.Token]; ok {
-		return nil
+	prev := p.owned[l.Token]
+	if prev != nil && prev.held() {
+		return nil, false // a worker runs for it already
 	}
-	acquired := make(chan struct{})
+	// prev, when set, is the worker of the lease before this host lost it, still winding down
+	// (a handler call that ignores its cancellation, its close): the new one takes its place
+	// in owned at once, so that the lease is renewed and counted, and starts reading once prev
+	// ended (see awaitPrevious); prev's exit leaves the new entry alone.
+	acquired = make(chan struct{})
 	ctx, cancel := context.WithCancelCause(p.run)
-	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp, listing: p.listings.Load()}
+	ol := &ownedLease{token: l.Token, ctx: ctx, cancel: cancel, lease: l, confirmed: l.Timestamp, listing: p.listings.Load(), ended: make(chan struct{})}
 	if ol.confirmed.IsZero() || ol.confirmed.After(p.opts.Now()) {
 		ol.confirmed = p.opts.Now()
 	}
 	p.owned[l.Token] = ol
 	run := p.run
 	p.group.Go(func() error {
+		defer close(ol.ended)
 		defer cancel(nil)
 		defer func() {
 			p.mu.Lock()
-			delete(p.owned, l.Token)
-			delete(p.failing, l.Token)
+			if p.owned[l.Token] == ol {
+				delete(p.owned, l.Token)
+				delete(p.failing, l.Token)
+			}
 			p.mu.Unlock()
 			select {
 			case p.workerEnded <- struct{}{}:
@@ -226,9 +243,37 @@ func (p *Processor) startLocked(l *leases.Lease) chan struct{} {
 			}
 		}()
 		<-acquired
+		if prev != nil {
+			p.awaitPrevious(ol, prev)
+			p.notify(Event{Type: EventAcquired, Lease: l.Token, Range: l.Range})
+		}
 		return p.work(run, ol)
 	})
-	return acquired
+	return acquired, prev != nil
+}
+
+// awaitPrevious waits until prev, the worker of ol's lease before this host lost it and took
+// it again, ended, so that the handler sees the old worker's CloseLease before the new one's
+// OpenLease and never two batches of the lease at once from this host; but no longer than
+// ShutdownTimeout (a handler that ignores its cancellation must not keep the lease unread for
+// ever), nor once ol ended.
+func (p *Processor) awaitPrevious(ol, prev *ownedLease) {
+	if prev == nil {
+		return
+	}
+	t := time.NewTimer(p.opts.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-prev.ended:
+	case <-ol.ctx.Done():
+	case <-t.C:
+		select {
+		case <-prev.ended:
+			return // both were ready: it did end
+		default:
+		}
+		p.log.Warn("lease taken again while its old worker is still in a handler call: reading it anyway", "lease", ol.token, "waited", p.opts.ShutdownTimeout)
+	}
 }
 
 // worker is the state of one lease's processing loop.
@@ -759,6 +804,9 @@ func (w *worker) close(ctx context.Context, reason CloseReason) error {
 // lands after the release fails its If-Match and finds the lease no longer this host's.
 func (w *worker) releaseExpired(ctx context.Context) {
 	p := w.p
+	if p.ownedLease(w.info.Token) != w.ol {
+		return // this host took the lease again meanwhile: its new worker holds it (see startLocked)
+	}
 	err := p.store.Release(ctx, w.ol.current(), p.opts.Instance)
 	switch {
 	case err == nil:

@@ -448,3 +448,40 @@ func TestApp_ParentGoneFailsWhatWaitsAndWritesNothingMore(t *testing.T) {
 		}
 	})
 }
+
+// TestApp_BatchLinesReuseBuffers checks that batch lines come whole and exact when their
+// buffers are reused: a long batch, then short ones, then a long one again, each line holding
+// its own items only.
+func TestApp_BatchLinesReuseBuffers(t *testing.T) {
+	p := newParent(t)
+	ctx := context.Background()
+	items := func(n, size int) []json.RawMessage {
+		var out []json.RawMessage
+		for i := range n {
+			out = append(out, json.RawMessage(fmt.Sprintf(`{"id":"%d","pad":%q}`, i, strings.Repeat("x", size))))
+		}
+		return out
+	}
+	for round, b := range []feed.Batch{
+		{LeaseToken: "0", Continuation: `"1"`, Items: items(500, 300)},
+		{LeaseToken: "1", Continuation: `"2"`, Items: items(1, 3)},
+		{LeaseToken: "0", Continuation: `"3"`, Items: items(2, 10)},
+		{LeaseToken: "1", Continuation: `"4"`, Items: items(700, 200)},
+	} {
+		errc := make(chan error, 1)
+		go func() { errc <- p.app.Handle(ctx, b) }()
+		m := p.next()
+		if m.Type != "batch" || m.Lease != b.LeaseToken || *m.Continuation != b.Continuation || len(m.Items) != len(b.Items) {
+			t.Fatalf("round %d: got %s of lease %s at %s with %d items, want the batch of lease %s at %s with %d", round, m.Type, m.Lease, *m.Continuation, len(m.Items), b.LeaseToken, b.Continuation, len(b.Items))
+		}
+		for i, it := range m.Items {
+			if !bytes.Equal(it, b.Items[i]) {
+				t.Fatalf("round %d: item %d is %s, want %s", round, i, it, b.Items[i])
+			}
+		}
+		p.answer(m.ID, "checkpoint")
+		if err := <-errc; err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}

@@ -55,3 +55,27 @@ test('one batch per lease at a time, even when cfp resends a batch whose answer 
   const answers = stderr.split('\n').filter((l) => l.startsWith('answer {"id"')).map((l) => JSON.parse(l.slice(7)).id);
   assert.deepEqual(answers, [1, 2]);
 });
+
+test('batch lines cut anywhere by the pipe come whole, characters of several bytes too', async () => {
+  const p = new ChangeFeedProcessor({
+    endpoint: 'http://127.0.0.1:1/', database: 'd', container: 'c', processor: 'p',
+    cfpPath: fakeCfp(), env: { FAKE_CFP: 'split-lines' }, stderr: 'ignore',
+  });
+  const got = [];
+  let done;
+  const all = new Promise((r) => { done = r; });
+  p.onChanges(async (changes, ctx) => {
+    got.push({ continuation: ctx.continuation, id: changes[0].id, ok: changes[0].text === 'é€😀'.repeat(Number(changes[0].id)) });
+    if (got.length === 5) done();
+  });
+  await p.start();
+  await all;
+  await p.stop();
+  assert.deepEqual(got, [
+    { continuation: '"1"', id: '3', ok: true },
+    { continuation: '"2"', id: '80000', ok: true },
+    { continuation: '"3"', id: '1', ok: true },
+    { continuation: '"4"', id: '2', ok: true },
+    { continuation: '"5"', id: '40000', ok: true },
+  ]);
+});
