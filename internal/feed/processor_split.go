@@ -317,6 +317,9 @@ func (w *worker) holdChild(c *leases.Lease) {
 	}
 	if _, ok := w.splitHeld[c.Token]; !ok {
 		w.p.mu.Lock()
+		if w.p.children == nil {
+			w.p.children = map[string]int{} // a Processor built in a test
+		}
 		w.p.children[c.Token]++
 		w.p.mu.Unlock()
 	}
