@@ -183,18 +183,21 @@ func TestProcessor_MergeLosesNothingAndLeavesEPKLeases(t *testing.T) {
 	if mergeErr != nil {
 		t.Fatalf("Merge() error = %v", mergeErr)
 	}
-	slices.Sort(replaced)
-	if !slices.Equal(replaced, []string{"0", "1"}) {
-		t.Errorf("leases replaced while running: %v, want both v0 leases 0 and 1", replaced)
-	}
 	for _, id := range want {
 		if seen[id] == 0 {
 			t.Errorf("%s never handled", id)
 		}
 	}
-	// Writes after the merge reach the new leases too.
+	// Writes after the merge reach the new leases too. A lease whose changes were all delivered
+	// before the merge learns of it at its next read, which the first run may end before (CI,
+	// loaded, saw only lease 1 replaced): this run takes every lease past it.
 	more := upsert(t, fx.orders, somePKs, 200, 40)
-	seen, _ = fx.process(t, more, nil)
+	seen, again := fx.process(t, more, nil)
+	replaced = append(replaced, again...)
+	slices.Sort(replaced)
+	if !slices.Equal(replaced, []string{"0", "1"}) {
+		t.Errorf("leases replaced: %v, want both v0 leases 0 and 1", replaced)
+	}
 	for _, id := range more {
 		if seen[id] == 0 {
 			t.Errorf("%s (written after the merge) never handled", id)

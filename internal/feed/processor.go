@@ -83,6 +83,9 @@ type ProcessorOptions struct {
 	// exactly: one source shared by the workers would hand its numbers out in the order the
 	// scheduler runs them.
 	LeaseRand func(token string) func() float64
+	// ForeignRenewInterval is the renew interval assumed of hosts that are not cfp until one is
+	// observed (default 17s, the SDKs' default; processor_mixedkeep.go).
+	ForeignRenewInterval time.Duration
 	// Logger receives the processor's logs (default: discard). Repeated errors are
 	// rate-limited.
 	Logger *slog.Logger
@@ -132,6 +135,7 @@ func (o ProcessorOptions) WithDefaults() ProcessorOptions {
 	def(&o.ErrorBackoff, DefaultErrorBackoff)
 	def(&o.MaxErrorBackoff, DefaultMaxErrorBackoff)
 	def(&o.StuckThreshold, DefaultStuckThreshold)
+	def(&o.ForeignRenewInterval, foreignDefaultRenew)
 	if o.Redact == nil {
 		o.Redact = func(s string) string { return s }
 	}
@@ -302,7 +306,7 @@ type Processor struct {
 	calm   calm        // the balancing goroutine's own (see quietCycle)
 	others foreignView // the balancing goroutine's, but keep (see observeTimings)
 
-	mu    sync.Mutex             // guards owned, failing, group and run
+	mu    sync.Mutex             // guards owned, failing, children, group and run
 	owned map[string]*ownedLease // by token
 	// failing holds the last permanent read failure of each lease whose reads fail (see
 	// readFailed), by token.
@@ -322,6 +326,10 @@ type Processor struct {
 	// deleted are the leases found deleted since the last acquire cycle (see processor_deleted.go),
 	// guarded by mu.
 	deleted []LeaseInfo
+	// children counts, by token, the child leases that unfinished splits of this host's
+	// workers hold (worker.holdChild): in this host's name without a worker of their own, and
+	// not to be taken back by an acquire cycle (see planCycle). Guarded by mu.
+	children map[string]int
 }
 
 // BootstrapResult says what Bootstrap found.
@@ -346,7 +354,7 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 	p := &Processor{
 		src: src, store: store, h: h, opts: opts,
 		log:   opts.Logger.With("owner", opts.Instance),
-		owned: map[string]*ownedLease{}, failing: map[string]error{}, workerEnded: make(chan struct{}, 1),
+		owned: map[string]*ownedLease{}, failing: map[string]error{}, children: map[string]int{}, workerEnded: make(chan struct{}, 1),
 		ho: newHandoffs(), incarnation: newIncarnation(), abort: func(error) {},
 	}
 	p.limit = newRateLog(p.log, opts.Now, DefaultMaxErrorBackoff)

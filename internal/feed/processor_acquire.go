@@ -189,6 +189,12 @@ func (p *Processor) take(ctx context.Context, l *leases.Lease, rng Range) {
 	// leaving the lease owned here until it expired; start releases it when stopping.
 	actx, cancel := p.fresh(ctx)
 	acquired, err := p.acquire(actx, l, rng)
+	if err != nil && !errors.Is(err, leases.ErrLeaseLost) && ctx.Err() == nil {
+		if got, ok := p.landedAcquire(actx, l); ok {
+			p.log.Info("lease acquire answered with an error, but it was written", "lease", l.Token, "err", err)
+			acquired, err = got, nil
+		}
+	}
 	cancel()
 	if errors.Is(err, leases.ErrLeaseLost) {
 		p.log.Debug("lease taken by another host first", "lease", l.Token, "err", err)
@@ -206,6 +212,18 @@ func (p *Processor) take(ctx context.Context, l *leases.Lease, rng Range) {
 	}
 	p.log.Info("lease acquired", "lease", l.Token, "range", l.Range.String(), "from", from)
 	p.start(acquired)
+}
+
+// landedAcquire reads l again after its acquire failed without a conflict (a timeout, a 503):
+// the write may have been applied with its answer lost. A lease that names this host is this
+// host's, whoever wrote the name: it starts its worker rather than leave it in its name with
+// nobody reading it until it expires (every host counts it as this host's).
+func (p *Processor) landedAcquire(ctx context.Context, l *leases.Lease) (*leases.Lease, bool) {
+	cur, err := p.store.Get(ctx, l)
+	if err != nil || cur.Token != l.Token || !strings.EqualFold(cur.Owner, p.opts.Instance) {
+		return nil, false
+	}
+	return cur, true
 }
 
 // noticeLost stops the workers of the leases this host holds that all, the result of the

@@ -22,7 +22,9 @@ import (
 //     at its next cycle when the number of leases it holds changed (a split of one of its
 //     leases makes a lease more, which a host below its share must come and ask for);
 //   - every fullListEvery cycles, a safety net for what only the leases show (a .NET or Java
-//     host, which keeps no presence record, taking or releasing leases).
+//     host, which keeps no presence record, taking or releasing leases);
+//   - every cycle while a lease deleted under this host is not back (calm.unread): its
+//     restore shows in the leases only.
 //
 // A stolen lease shows at its owner's next write; a killed cfp host shows when its record
 // expires, which is about when its leases do; a joining host writes its record before it asks
@@ -36,6 +38,10 @@ type calm struct {
 	quiet     int       // quiet cycles since
 	announced time.Time // the last successful write of this host's presence record
 	told      int       // the leases that record says this host holds
+	// unread are the leases deleted under this host whose range no listed lease covers yet
+	// (see checkDeleted): nothing in the presence records shows their restore (`cfp leases
+	// import`), so the host lists every cycle until the listing covers them again.
+	unread []LeaseInfo
 }
 
 // settle records the outcome of a full cycle.
@@ -53,7 +59,7 @@ func (p *Processor) fullListEvery() int {
 // the leases instead.
 func (p *Processor) quietCycle(ctx context.Context) bool {
 	c := &p.calm
-	if !c.settled || c.quiet+1 >= p.fullListEvery() {
+	if !c.settled || c.quiet+1 >= p.fullListEvery() || len(c.unread) > 0 {
 		return false
 	}
 	p.announceDue(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -53,8 +54,18 @@ func isDeleted(cause error) bool {
 }
 
 // checkDeleted runs in an acquire cycle after a successful listing all: it handles the leases
-// found deleted since the last cycle (see the comment above). It reports whether Run must stop.
+// found deleted since the last cycle (see the comment above), and forgets those the listing
+// covers again (see calm.unread). It reports whether Run must stop.
 func (p *Processor) checkDeleted(ctx context.Context, all []*leases.Lease) bool {
+	covered := func(d LeaseInfo) bool {
+		for _, l := range all {
+			if l.Token == d.Token || (l.HasRange() && d.Range != (Range{}) && l.Range.Overlaps(d.Range)) {
+				return true // written again (an import), or replaced by child leases (a split)
+			}
+		}
+		return false
+	}
+	p.calm.unread = slices.DeleteFunc(p.calm.unread, covered)
 	p.mu.Lock()
 	deleted := p.deleted
 	p.deleted = nil
@@ -79,18 +90,11 @@ func (p *Processor) checkDeleted(ctx context.Context, all []*leases.Lease) bool 
 		p.abort(err)
 		return true
 	}
-	covered := func(d LeaseInfo) bool {
-		for _, l := range all {
-			if l.Token == d.Token || (l.HasRange() && d.Range != (Range{}) && l.Range.Overlaps(d.Range)) {
-				return true // written again (an import), or replaced by child leases (a split)
-			}
-		}
-		return false
-	}
 	for _, l := range deleted {
 		if covered(l) {
 			continue
 		}
+		p.calm.unread = append(p.calm.unread, l)
 		p.log.Error("a lease was deleted under this host: no host reads its range until it is restored (cfp leases import) or the lease set is deleted and the processors restarted",
 			"lease", l.Token, "range", l.Range.String())
 	}

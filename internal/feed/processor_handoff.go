@@ -159,20 +159,26 @@ func handoffAccepted(l *leases.Lease) bool {
 }
 
 // checkHandoff stops the worker of ol when l (its newest version) asks for a handoff, unless
-// this host would be left with less than its fair share (the floor of the last cycle): a
-// request made from an older view of the hosts waits until the views agree. It reports
-// whether it accepted the request; the lease's renewals then say so (see renew).
+// this host would be left with less than its fair share (the floor of the last cycle), or the
+// handoff evens nothing (see evensNothing): a request made from an older view of the hosts
+// waits until the views agree. It reports whether it accepted the request; the lease's
+// renewals then say so (see renew).
 func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 	if l == nil || !handoffAsked(l, p.opts.Instance) || ol.ctx.Err() != nil {
 		return false
 	}
 	_, to, _ := strings.Cut(l.Properties[handoffKey], handoffSep)
-	return p.ho.accept(l.Token, handoffAsk{owner: to, at: p.opts.Now()}, func(floor int) bool {
+	return p.ho.accept(l.Token, handoffAsk{owner: to, at: p.opts.Now()}, func(floor, theirs int) bool {
 		if ol.ctx.Err() != nil {
 			return false // handed off by a concurrent check
 		}
-		if held := p.holding(); held <= floor {
+		held := p.holding()
+		if held <= floor {
 			p.log.Debug("lease handoff refused: at the fair share", "lease", l.Token, "to", to, "held", held)
+			return false
+		}
+		if evensNothing(held, theirs) {
+			p.log.Debug("lease handoff refused: it evens nothing", "lease", l.Token, "to", to, "held", held, "theirs", theirs)
 			return false
 		}
 		p.log.Info("lease handoff", "lease", l.Token, "to", to)
@@ -182,15 +188,15 @@ func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 }
 
 // withdrawSated removes from l, a lease this host holds and processes, a handoff request
-// that this cycle's listing shows made by a host that holds the largest share already (see
-// handoffs.accept): refused, it would stay on the lease for good, since only an acquire
+// that this cycle's listing shows made by a host that holds the largest share already, or
+// whose grant would even nothing (see handoffs.accept): refused, it would stay on the lease for good, since only an acquire
 // removes it, and a lease asked for keeps every cfp host from settling (see settledLeases),
 // so that each lists every lease each cycle. A requester that still wants the lease (its
 // view of the hosts differs for a moment) asks again at its next cycle.
 func (p *Processor) withdrawSated(ctx context.Context, ol *ownedLease, l *leases.Lease) {
 	req := l.Properties[handoffKey]
 	_, to, _ := strings.Cut(req, handoffSep)
-	if !handoffAsked(l, p.opts.Instance) || handoffAccepted(l) || ol.ctx.Err() != nil || !p.ho.sated(to) {
+	if !handoffAsked(l, p.opts.Instance) || handoffAccepted(l) || ol.ctx.Err() != nil || !p.ho.sated(to) && !p.ho.evensNothing(to, p.holding()) {
 		return
 	}
 	ctx = leases.WithCharge(ctx, leases.ChargeRenew, l.Token)
@@ -210,7 +216,7 @@ func (p *Processor) withdrawSated(ctx context.Context, ol *ownedLease, l *leases
 	switch {
 	case err == nil:
 		ol.update(n, start)
-		p.log.Debug("lease handoff request withdrawn: the requester holds the largest share", "lease", l.Token, "to", to)
+		p.log.Debug("lease handoff request withdrawn: the requester holds the largest share, or the handoff evens nothing", "lease", l.Token, "to", to)
 	case errors.Is(err, leases.ErrLeaseLost), errors.Is(err, errNoHandoff), ctx.Err() != nil:
 		// Lost (its worker learns it at its next write or listing), asked again or accepted
 		// meanwhile, or stopping: nothing to withdraw.
@@ -308,8 +314,10 @@ func (h *handoffs) handedOffOf(token string) (handoffAsk, bool) {
 	return a, ok
 }
 
-// accept calls give with the floor, under mu; when give agrees (it stops the lease's worker),
-// it records the handoff of token to a.owner and reports true. give may take Processor.mu.
+// accept calls give with the floor and what the requester held at the last cycle's listing
+// (with the handoffs accepted since; -1 when unknown), under mu; when give agrees (it stops
+// the lease's worker), it records the handoff of token to a.owner and reports true. give may
+// take Processor.mu.
 //
 // A request from a host that held the largest share already at the last cycle's listing (with
 // the handoffs accepted since) is refused without asking give: it was made from an older view
@@ -318,14 +326,18 @@ func (h *handoffs) handedOffOf(token string) (handoffAsk, bool) {
 // would be granted once this host held one more lease). Granting it takes the requester over
 // its share, and another handoff must then take that lease on: in a scalebench join of 25
 // hosts to 25, requests like this left 19 to 21 leases per host for several cycles.
-func (h *handoffs) accept(token string, a handoffAsk, give func(floor int) bool) bool {
+func (h *handoffs) accept(token string, a handoffAsk, give func(floor, theirs int) bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	to := strings.ToLower(a.owner)
-	if h.held != nil && h.held[to] >= h.ceil {
+	theirs := -1
+	if h.held != nil {
+		theirs = h.held[to]
+	}
+	if h.held != nil && theirs >= h.ceil {
 		return false
 	}
-	if !give(h.floor) {
+	if !give(h.floor, theirs) {
 		return false
 	}
 	h.handedOff[token] = a
@@ -341,6 +353,24 @@ func (h *handoffs) sated(owner string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.held != nil && h.held[strings.ToLower(owner)] >= h.ceil
+}
+
+// evensNothing reports whether handing owner's lease to the requester (held is what this host
+// holds, theirs what the requester held at the last cycle's listing, -1 when unknown) leaves
+// the two as uneven as before: with 5 and 4, the handoff makes them 4 and 5, and the lease
+// moves for nothing. A request like that is made from an older view (the requester counted
+// another host's lease, or one lease less of its own) and is refused; at the next cycle's
+// listing the requester sees it is not short.
+func evensNothing(held, theirs int) bool {
+	return theirs >= 0 && held <= theirs+1
+}
+
+// evensNothing is the package's evensNothing for a request of owner to this host, which holds
+// held, by the last cycle's listing.
+func (h *handoffs) evensNothing(owner string, held int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held != nil && evensNothing(held, h.held[strings.ToLower(owner)])
 }
 
 // setView records this host's fair share (rounded down and up) and what each host held at a

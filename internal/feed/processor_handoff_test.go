@@ -511,3 +511,30 @@ func (s *ownedSet) withRequest(t *testing.T, req string) *leases.Lease {
 	}
 	return nil
 }
+
+// TestProcessor_RefusesARequestThatEvensNothing has d hold 5 of 13 leases and r, below the
+// largest share (4 of a share of 4 or 5), ask d for one: granting it leaves d with 4 and r with
+// 5, as unbalanced as before, and the lease moves for nothing (seed 15 of the simulation,
+// -only=cfp: a lease moved after the set settled, between hosts of 5 and 4 leases). d must
+// keep it and withdraw the request, which would keep every cfp host from settling.
+func TestProcessor_RefusesARequestThatEvensNothing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		owners := []string{"d", "d", "d", "d", "d", "r", "r", "r", "r", "s", "s", "s", "s"}
+		s := newOwnedSet(t, owners, "r", "s") // r, s: live cfp hosts, not running here
+		opts := fastOptions("d")
+		opts.Expiration = time.Hour // nothing expires during the test
+		p := s.run(t, s.mem, opts)
+		waitFor(t, 5*time.Second, "d to hold its 5 leases", func() bool { return len(p.Owned()) == 5 })
+
+		s.setRequest(t, s.parts[0].ID, "d>r")
+		waitFor(t, 5*time.Second, "d to answer the request", func() bool {
+			l := s.lease(t, s.parts[0].ID)
+			_, asked := l.Properties["cfpHandoff"]
+			return l.Owner != "d" || !asked
+		})
+		if o := s.lease(t, s.parts[0].ID).Owner; o != "d" {
+			t.Fatalf("lease asked for by r (4 leases) from d (5): owner %q, want d to keep it (a handoff evens nothing)", o)
+		}
+	})
+}

@@ -54,7 +54,7 @@ func newIncarnation() string {
 
 // record is this host's presence record as it writes it.
 func (p *Processor) record() leases.Host {
-	return leases.Host{Instance: p.opts.Instance, Incarnation: p.incarnation, Since: p.since, Leases: p.holding()}
+	return leases.Host{Instance: p.opts.Instance, Incarnation: p.incarnation, Since: p.since, Leases: p.holding(), Expiration: p.opts.Expiration}
 }
 
 // foreign reports whether h is a live record of this host's name that another incarnation wrote.

@@ -34,7 +34,7 @@ import (
 // skew, where the 43s keep-alive tolerated 13s.
 
 // foreignDefaultRenew is the renew interval of .NET's, Java's and the Functions trigger's
-// defaults.
+// defaults: ProcessorOptions.ForeignRenewInterval's default.
 const foreignDefaultRenew = 17 * time.Second
 
 // foreignView is what the balancing goroutine learned of the hosts that are not cfp; keep is
@@ -66,7 +66,10 @@ func (p *Processor) keepAlive() time.Duration {
 	return time.Duration(p.others.keep.Load())
 }
 
-// observeTimings updates the foreign view from a full listing, and the keep-alive with it.
+// observeTimings updates the foreign view from a full listing, and the keep-alive with it: in
+// a mixed set short enough for the foreign hosts' renew cadence, and short enough for the
+// shortest expiration a live cfp host's presence record carries (cfpExpiration: a cfp host
+// started with a shorter expiration took the others' idle leases as expired, issue 22, F1).
 func (p *Processor) observeTimings(all []*leases.Lease, hosts []leases.Host, now time.Time) {
 	f := &p.others
 	cfp := map[string]bool{strings.ToLower(p.opts.Instance): true}
@@ -106,22 +109,44 @@ func (p *Processor) observeTimings(all []*leases.Lease, hosts []leases.Host, now
 	}
 	f.cadence = commonPeriod(f.gaps)
 	keep := p.opts.KeepAlive()
-	renew := foreignDefaultRenew
+	renew := p.opts.ForeignRenewInterval
 	if f.cadence > 0 {
 		renew = f.cadence
 	}
 	if mixed {
 		keep = min(keep, keepUnder(renew, p.opts.RenewInterval))
 	}
+	short := shortestExpiration(hosts, now, p.opts.Expiration)
+	if short < p.opts.Expiration {
+		o := p.opts
+		o.Expiration = short
+		keep = min(keep, o.KeepAlive())
+	}
 	if old := time.Duration(f.keep.Swap(int64(keep))); old != keep || mixed != f.mixed {
-		if mixed {
+		switch {
+		case mixed:
 			p.log.Info("mixed lease set: leases owned by hosts that are not cfp; renewing as often as they do",
 				"keepAlive", keep, "foreignRenewInterval", renew, "observed", f.cadence > 0)
-		} else if f.mixed {
+		case short < p.opts.Expiration:
+			p.log.Info("a cfp host counts a shorter lease expiration; renewing so that no lease looks expired to it",
+				"keepAlive", keep, "expiration", short)
+		case f.mixed:
 			p.log.Info("no lease owned by a host that is not cfp; renewing every keep-alive", "keepAlive", keep)
 		}
 	}
 	f.mixed = mixed
+}
+
+// shortestExpiration is the shortest lease expiration the live presence records of hosts say
+// their hosts count with (cfpExpiration), own if none is shorter.
+func shortestExpiration(hosts []leases.Host, now time.Time, own time.Duration) time.Duration {
+	short := own
+	for _, h := range hosts {
+		if h.Expiration > 0 && !h.Expired(now, own) {
+			short = min(short, h.Expiration)
+		}
+	}
+	return short
 }
 
 // keepUnder is the keep-alive that keeps a lease younger than renew: the renewer looks every

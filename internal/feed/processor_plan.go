@@ -27,7 +27,7 @@ type cycleView struct {
 	all   []*leases.Lease // the leases, as listed
 	hosts []leases.Host   // the presence records, as listed
 
-	owned   map[string]bool       // tokens of the leases this host holds (isOwned)
+	owned   map[string]bool       // tokens of the leases this host holds (isOwned), and of the children its unfinished splits hold (ownedTokens)
 	holding int                   // leases whose worker is not stopping (holding)
 	coolTo  map[string]string     // token -> host this host handed it off to lately (coolingDown)
 	asked   map[string]handoffAsk // requests this host made, by token (handoffs.asked)
@@ -117,7 +117,8 @@ type cyclePlan struct {
 
 // planCycle decides one acquire cycle from v (share done, floor set). The first cycle takes
 // back every lease that still names this instance, live or not, as .NET does at start-up;
-// later cycles take the leases handed over to this host. Then come PlanAcquireWithHosts's
+// later cycles take the leases handed over to this host, and the live ones in its name that no
+// worker of it reads. Then come PlanAcquireWithHosts's
 // leases: free and expired ones are taken, live ones of a cfp host asked for (not in the first
 // cycle), live ones of a host that is not cfp stolen, one per cycle.
 func planCycle(v *cycleView) cyclePlan {
@@ -136,6 +137,14 @@ func planCycle(v *cycleView) cyclePlan {
 			mine = append(mine, l)
 		case !v.first && v.handedToMe(l):
 			mine = append(mine, l) // handed over by its owner (see handOver)
+		case !v.first && strings.EqualFold(l.Owner, v.self) && !v.owned[l.Token] && !l.Expired(v.now, v.expiration) && v.coolTo[l.Token] == "":
+			// Live in this host's name, and no worker of it reads it: restored by an operator
+			// after it was deleted under this host (cfp leases import), a release or an
+			// acquire whose write landed but whose answer was lost, a renew that landed after
+			// its worker stopped. Every host, this one too, counts it as this host's, so
+			// nobody would read it until it expired. Not a lease this host handed off lately
+			// (its handover failed: the requester takes it when it expires, or asks again).
+			mine = append(mine, l)
 		}
 	}
 	plan = append(mine, plan...)
@@ -209,7 +218,8 @@ func (p *Processor) viewCycle(first bool, now time.Time, all []*leases.Lease, ho
 	return v
 }
 
-// ownedTokens returns the tokens of the leases this host holds (see isOwned).
+// ownedTokens returns the tokens of the leases this host holds (see isOwned), and those of
+// the child leases its unfinished splits hold.
 func (p *Processor) ownedTokens() map[string]bool {
 	owned := p.ownedSorted()
 	out := make(map[string]bool, len(owned))
@@ -217,6 +227,11 @@ func (p *Processor) ownedTokens() map[string]bool {
 		if ol.held() {
 			out[ol.token] = true
 		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t := range p.children {
+		out[t] = true
 	}
 	return out
 }

@@ -177,3 +177,43 @@ func TestProcessor_PresenceRecordLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessor_KeepsIdleLeasesYoungForAShorterExpiration: host b counts leases expired after
+// 6 s and writes an idle lease every keep-alive (4.3 s with these intervals); host a counts
+// them expired after 4.5 s, and its clock runs 500 ms ahead. Of three leases b holds two and a
+// one; a took one of b's idle leases as expired, a free lease that its share (two, the extra
+// lease going to the first name of a tie) makes it take (issue 22, F1; simulation seed 178,
+// -only=cfp: a lease moved after the set settled). a's presence record says its expiration
+// (cfpExpiration), and b writes its idle leases so that none looks expired to a.
+func TestProcessor_KeepsIdleLeasesYoungForAShorterExpiration(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		src := feedtest.NewMemSource(3)
+		docs := leases.NewMemDocuments("/id")
+		idle := feed.HandlerFunc(func(context.Context, feed.Batch) error { return nil })
+		opts := func(name string, expiration time.Duration) feed.ProcessorOptions {
+			o := fastOptions(name)
+			o.AcquireInterval, o.RenewInterval, o.Expiration = 1300*time.Millisecond, 1700*time.Millisecond, expiration
+			o.PollInterval = 100 * time.Millisecond
+			return o
+		}
+		startHost(t, src, docs, idle, opts("b", 6*time.Second))
+		time.Sleep(3 * time.Second) // b holds the three leases
+		oa := opts("a", 4500*time.Millisecond)
+		oa.Now = func() time.Time { return time.Now().Add(500 * time.Millisecond) }
+		startHost(t, src, docs, idle, oa)
+		time.Sleep(10 * time.Second) // a asked b for one lease and holds it
+		want := listLeases(t, docs)
+		if c := ownerCounts(want); c["a"] != 1 || c["b"] != 2 {
+			t.Fatalf("owners %v, want a 1 and b 2 (a 2: a took one of b's idle leases as expired)", c)
+		}
+		for range 300 {
+			time.Sleep(100 * time.Millisecond)
+			for i, l := range listLeases(t, docs) {
+				if l.Owner != want[i].Owner {
+					t.Fatalf("lease %s moved from %s to %s after the hosts settled (a counts b's idle lease expired)", l.Token, want[i].Owner, l.Owner)
+				}
+			}
+		}
+	})
+}

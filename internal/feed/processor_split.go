@@ -110,7 +110,7 @@ func (w *worker) replace(parent *leases.Lease, sp splitPlan, retry func(string, 
 	if err := p.store.Delete(wctx, parent); err != nil {
 		p.infraError(wctx, "delete split lease", parent.Token, err)
 	}
-	w.splitHeld = nil // the children's own workers hold them now
+	w.dropChildren() // the children's own workers hold them now (below)
 	// One partition in place of the parent's: it merged with a neighbour. Two or more: it split.
 	typ, what := EventSplit, "lease split"
 	if len(sp.over) == 1 {
@@ -309,12 +309,33 @@ func (w *worker) readPosition() string {
 	return w.reader.Continuation()
 }
 
-// holdChild records a child lease this worker's unfinished split owns.
+// holdChild records a child lease this worker's unfinished split owns (also in
+// Processor.children, which the acquire cycles leave alone).
 func (w *worker) holdChild(c *leases.Lease) {
 	if w.splitHeld == nil {
 		w.splitHeld = map[string]*leases.Lease{}
 	}
+	if _, ok := w.splitHeld[c.Token]; !ok {
+		w.p.mu.Lock()
+		if w.p.children == nil {
+			w.p.children = map[string]int{} // a Processor built in a test
+		}
+		w.p.children[c.Token]++
+		w.p.mu.Unlock()
+	}
 	w.splitHeld[c.Token] = c
+}
+
+// dropChildren forgets the child leases this worker's split held.
+func (w *worker) dropChildren() {
+	w.p.mu.Lock()
+	for token := range w.splitHeld {
+		if w.p.children[token]--; w.p.children[token] <= 0 {
+			delete(w.p.children, token)
+		}
+	}
+	w.p.mu.Unlock()
+	w.splitHeld = nil
 }
 
 // releaseChildren gives back the child leases of a split that did not finish, when the worker
@@ -328,7 +349,7 @@ func (w *worker) releaseChildren(ctx context.Context) {
 			w.p.infraError(ctx, "release child lease", c.Token, err)
 		}
 	}
-	w.splitHeld = nil
+	w.dropChildren()
 }
 
 // heldChildren returns the child leases the worker's unfinished split holds, in key order: by

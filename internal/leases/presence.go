@@ -26,7 +26,9 @@ import (
 // an unknown incarnation. "cfpLeases", the number of leases the host held when it wrote the
 // record, changes the record when the host's share changes (a split of one of its leases, a
 // merge): the other hosts, which read only the records while the set is settled, then list the
-// leases again.
+// leases again. "cfpExpiration", the lease expiration the host counts with in milliseconds,
+// lets the other cfp hosts write their idle leases often enough that none looks expired to it
+// (a host started with a shorter --lease-expiration; issue 22, F1).
 //
 // plus "partitionKey" (the id) in a /partitionKey container. Like the .info and .lock markers it
 // lives outside "<prefix>..", so the .NET and Java processors, whose listing query is
@@ -39,6 +41,7 @@ const (
 	fIncarn   = "cfpIncarnation"
 	fSince    = "cfpSince"
 	fHeld     = "cfpLeases"
+	fExpire   = "cfpExpiration"
 	// DefaultHostTTL is the ttl of a host record: how long a lease container with TTL enabled
 	// keeps the record of a host that stopped without deleting it.
 	DefaultHostTTL = time.Hour
@@ -67,6 +70,9 @@ type Host struct {
 	Since       time.Time
 	// Leases is how many leases the host held when it wrote the record (-1: not written).
 	Leases int
+	// Expiration is the lease expiration the host counts with (0: not written): the other cfp
+	// hosts keep their idle leases younger than the shortest one.
+	Expiration time.Duration
 }
 
 // Expired reports whether the host stopped refreshing its record: its timestamp is older than
@@ -141,6 +147,12 @@ func DecodeHost(doc Document) (Host, error) {
 			h.Leases = n
 		}
 	}
+	if _, raw, ok := o.lookup(fExpire); ok {
+		var ms int64
+		if err := json.Unmarshal(raw, &ms); err == nil && ms > 0 {
+			h.Expiration = time.Duration(ms) * time.Millisecond
+		}
+	}
 	return h, nil
 }
 
@@ -153,8 +165,8 @@ func (s *Store) Announce(ctx context.Context, instance string, ttl time.Duration
 }
 
 // AnnounceIncarnation is Announce that also writes h.Incarnation and h.Since (when set), so
-// that another process writing the record of the same instance can be told apart, and
-// h.Leases (when not negative).
+// that another process writing the record of the same instance can be told apart, h.Leases
+// (when not negative) and h.Expiration (when positive).
 func (s *Store) AnnounceIncarnation(ctx context.Context, h Host, ttl time.Duration) (Host, error) {
 	instance := h.Instance
 	ctx = WithCharge(ctx, ChargePresence, "")
@@ -191,6 +203,11 @@ func (s *Store) AnnounceIncarnation(ctx context.Context, h Host, ttl time.Durati
 	}
 	if h.Leases >= 0 {
 		if err := o.set(fHeld, h.Leases); err != nil {
+			return Host{}, err
+		}
+	}
+	if h.Expiration > 0 {
+		if err := o.set(fExpire, h.Expiration.Milliseconds()); err != nil {
 			return Host{}, err
 		}
 	}

@@ -289,3 +289,23 @@ func TestStore_AnnounceIncarnation(t *testing.T) {
 		t.Fatalf("after a plain Announce: %+v, %v; want no incarnation", h, err)
 	}
 }
+
+// TestStore_AnnounceExpiration: a record carries its host's lease expiration (cfpExpiration,
+// in milliseconds) when one is given, and reads back 0 without it.
+func TestStore_AnnounceExpiration(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newTestStore(t, "/id")
+	ctx := context.Background()
+	if _, err := s.AnnounceIncarnation(ctx, leases.Host{Instance: "a", Leases: 2, Expiration: 4500 * time.Millisecond}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.ReadHost(ctx, "a"); err != nil || h.Expiration != 4500*time.Millisecond || h.Leases != 2 {
+		t.Fatalf("ReadHost = %+v, %v; want expiration 4.5s and 2 leases", h, err)
+	}
+	if _, err := s.Announce(ctx, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.ReadHost(ctx, "a"); err != nil || h.Expiration != 0 {
+		t.Fatalf("after a plain Announce: %+v, %v; want no expiration", h, err)
+	}
+}

@@ -106,6 +106,7 @@ func (d *deleter) restore(x deletion) {
 		d.w.violate("restore lease %s: %v", x.token, err)
 	default:
 		d.w.logf("lease %s restored (cfp leases import)", x.token)
+		d.w.restoredForeign(x.doc)
 	}
 	d.w.mu.Lock()
 	delete(d.w.deleted, x.token)

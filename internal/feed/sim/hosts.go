@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed"
@@ -56,20 +57,22 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 	t = t.jittered(jit)
 	h := &host{name: name, kind: CFP, timing: t, skew: skew, io: w.newHostIO(name), done: make(chan error, 1)}
 	opts := feed.ProcessorOptions{
-		Instance:        name,
-		AcquireInterval: t.Acquire,
-		RenewInterval:   t.Renew,
-		Expiration:      t.Expiration,
-		PollInterval:    jit(500 * time.Millisecond),
-		ErrorBackoff:    jit(200 * time.Millisecond),
-		MaxErrorBackoff: jit(2 * time.Second),
-		ShutdownTimeout: jit(5 * time.Second),
-		ReleaseTimeout:  jit(5 * time.Second),
-		MaxItems:        w.batch,
-		StartFrom:       feed.StartFrom{Kind: feed.StartBeginning},
-		LeaseFormat:     w.format,
-		Now:             h.now,
-		LeaseRand:       w.random(name),
+		Instance:             name,
+		AcquireInterval:      t.Acquire,
+		RenewInterval:        t.Renew,
+		Expiration:           t.Expiration,
+		PollInterval:         jit(500 * time.Millisecond),
+		ErrorBackoff:         jit(200 * time.Millisecond),
+		MaxErrorBackoff:      jit(2 * time.Second),
+		ShutdownTimeout:      jit(5 * time.Second),
+		ReleaseTimeout:       jit(5 * time.Second),
+		MaxItems:             w.batch,
+		StartFrom:            feed.StartFrom{Kind: feed.StartBeginning},
+		LeaseFormat:          w.format,
+		Now:                  h.now,
+		LeaseRand:            w.random(name),
+		Logger:               slog.New(rebuffLog{w: w, h: h}),
+		ForeignRenewInterval: Base.Renew,
 	}
 	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, Prefix, leases.StoreOptions{Now: h.now})
 	p, err := feed.NewProcessor(&faultSource{src: w.src, io: h.io}, store, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
@@ -109,7 +112,7 @@ func (w *World) startDotNet(name string, t Timing, skew time.Duration) (*host, e
 		},
 	}
 	o.HandledGone = func(token string, gone leases.Range, created []leases.Range) { w.noteGone(name, token, gone, created) }
-	n := dotnettest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, o)
+	n := dotnettest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name), lostWrite: w.strandedBy(h)}, o)
 	if err := n.Start(context.Background()); err != nil {
 		return nil, err
 	}

@@ -147,6 +147,9 @@ type faultDocs struct {
 	io   *hostIO
 	// latency is the delay of a write, by what it asks (World.writeLatency).
 	latency func(what ...[]byte) time.Duration
+	// lostWrite, when set, is told of each lease write applied whose answer was lost
+	// (stranded.go).
+	lostWrite func(leases.Document)
 }
 
 // delay waits out a write's latency (before its gate, so that a host frozen or killed
@@ -255,6 +258,9 @@ func (d *faultDocs) Replace(ctx context.Context, id, pk, ifMatch string, body []
 	}
 	doc, err := d.docs.Replace(ctx, id, pk, ifMatch, body)
 	if lost && err == nil {
+		if d.lostWrite != nil {
+			d.lostWrite(doc)
+		}
 		return leases.Document{}, errLostAnswer
 	}
 	return doc, err

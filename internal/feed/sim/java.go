@@ -46,7 +46,7 @@ func (w *World) startJava(name string, t Timing, skew time.Duration) (*host, err
 			return w.handle(ctx, h, b.Token, items)
 		},
 	}
-	j := javatest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, o)
+	j := javatest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name), lostWrite: w.strandedBy(h)}, o)
 	if err := j.Start(context.Background()); err != nil {
 		return nil, err
 	}

@@ -125,6 +125,11 @@ type World struct {
 	wide []leases.Range
 	// deleted are the leases an operator deleted and has not restored yet (deleted.go).
 	deleted map[string]bool
+	// rebuffs are the cfp hosts' refusals to steal a lease again from the .NET host that took
+	// it back (rebuff.go).
+	rebuffs []rebuffWindow
+	// stranded are the leases a .NET or Java host acquired with the answer lost (stranded.go).
+	stranded []strandedLease
 
 	violations []string
 	log        []string

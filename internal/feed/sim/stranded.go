@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
+)
+
+// Stranded leases: an acquire by a .NET or Java host that was written but answered with a
+// timeout (the fault lease-answer-lost) counts as failed for the host, which starts no
+// processor for the lease and gives it back with a release that finds another owner than the
+// one it listed and gives up (.NET: FeedManagement/PartitionControllerCore.cs:62-72,
+// AddOrUpdateLeaseAsync catches and calls RemoveLeaseAsync, whose ReleaseAsync,
+// LeaseManagement/DocumentServiceLeaseManagerCosmos.cs:212-219, throws LeaseLostException; Java:
+// PartitionControllerImpl.addOrUpdateLease, then removeLease, javatest's addOrUpdateLease). So
+// the lease stays in that host's name, unread, until it expires, when another host (or that
+// one) takes it as expired; neither SDK reads a lease again after a failed acquire (cfp does:
+// feed's landedAcquire). Seed 2138 (-peer=java): java-7's acquire of 04-08 landed at 1m29.8
+// under a lost answer, and java-4 took it as expired at 1m35.1, after the set had settled.
+// The bound's clock starts after such a lease expired for every host, and the set does not
+// count as settled before, while the lease still names that host (World.settle).
+//
+// A lease deleted under a .NET or Java host and restored later (deleted.go) is stranded the
+// same way: the host stopped its processor when it found the lease gone (.NET at its next
+// checkpoint's 404, DocumentServiceLeaseUpdaterCosmos.cs, UpdateLeaseAsync; Java at its next
+// renew's read, LeaseStoreManagerImpl.renew, javatest's renew), and the restored document
+// names it with the timestamp of the export: every host counts it as that host's until it
+// expires. Seed 2288 (-peer=java): 39-3980, restored in java-5's name at the faults' end, was
+// taken by cfp-9 as expired 2.3 s later, after the set had settled. Lenient when the host
+// still processed the lease (a .NET host that saw no checkpoint since the deletion renews it
+// again): the set then waits until the export's expiry for nothing.
+
+// strandedLease is a lease a non-cfp host acquired with the answer lost, or a restored one in
+// its name.
+type strandedLease struct {
+	token, owner string
+	at           time.Time // when it was written
+	until        time.Time // when every host sees it expired
+}
+
+// strandedBy returns h's lostWrite: it notes a lease write of h that names h as owner.
+func (w *World) strandedBy(h *host) func(leases.Document) {
+	return func(d leases.Document) {
+		l, err := leases.Decode(d)
+		if err != nil || !strings.EqualFold(strings.TrimSpace(l.Owner), h.name) {
+			return
+		}
+		now := time.Now()
+		until := now.Add(maxExpiration(w) + time.Second)
+		w.logf("%s acquired %s with the answer lost: stranded in its name until %s", h.name, l.Token, until.Sub(w.start).Truncate(time.Millisecond))
+		w.mu.Lock()
+		w.stranded = append(w.stranded, strandedLease{token: l.Token, owner: h.name, at: now, until: until})
+		w.mu.Unlock()
+	}
+}
+
+// strandedEnd is the end of the last stranding of a lease that still names the host whose
+// acquire stranded it, with no ownership change since (zero: none).
+func (w *World) strandedEnd() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var end time.Time
+	for _, s := range w.stranded {
+		o := w.owner[s.token]
+		if o.owner == s.owner && !o.since.After(s.at) && s.until.After(end) {
+			end = s.until
+		}
+	}
+	return end
+}
+
+// restoredForeign notes a restored lease (deleted.go) whose document names a live .NET or Java
+// host: stranded in its name until the export's timestamp expired for every host.
+func (w *World) restoredForeign(d leases.Document) {
+	l, err := leases.Decode(d)
+	if err != nil {
+		return
+	}
+	owner := strings.TrimSpace(l.Owner)
+	w.mu.Lock()
+	h := w.hosts[owner]
+	w.mu.Unlock()
+	if h == nil || h.kind == CFP {
+		return
+	}
+	now := time.Now()
+	until := l.Timestamp.Add(maxExpiration(w) + time.Second)
+	if !until.After(now) {
+		return
+	}
+	w.logf("%s restored in the name of %s, which reads it no more: stranded until %s", l.Token, owner, until.Sub(w.start).Truncate(time.Millisecond))
+	w.mu.Lock()
+	w.stranded = append(w.stranded, strandedLease{token: l.Token, owner: owner, at: now, until: until})
+	w.mu.Unlock()
+}
