@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -548,4 +550,24 @@ func lastLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// runExampleScript runs a script with bash in its own process group (where there are process
+// groups); whatever it left running in the group is killed when it ends.
+func runExampleScript(dir string, env []string, script string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "bash", "-c", script)
+	c.Dir, c.Env = dir, env
+	inOwnGroup(c)
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	c.Stdin = strings.NewReader("")
+	c.WaitDelay = 5 * time.Second
+	err := c.Run()
+	killGroup(c)
+	if ctx.Err() != nil {
+		err = fmt.Errorf("still running after 90s: %w", err)
+	}
+	return out.Bytes(), err
 }
