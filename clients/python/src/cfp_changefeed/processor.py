@@ -108,7 +108,8 @@ class ChangeContext:
         """Checkpoint this batch (and the earlier batches of the lease) when the handler returns.
 
         With ``manual_checkpoint=True`` a batch is checkpointed only when its handler calls this;
-        the others count as processed and are covered by the lease's next checkpoint. Without
+        the others count as processed and are covered by the lease's next checkpoint (a later
+        batch's; giving the lease up writes none, as .NET's ``WithManualCheckpoint``). Without
         it every batch is checkpointed and this changes nothing. The checkpoint is written by
         cfp after the handler returns (a handler that raises checkpoints nothing). ``await
         ctx.checkpoint()`` and a plain ``ctx.checkpoint()`` (in a sync handler) do the same.
@@ -275,9 +276,12 @@ class Processor:
         return fn
 
     def on_lease_released(self, fn: F) -> F:
-        """``fn(ctx)`` when this host gives a lease up (``ctx.reason``); the batches it processed
-        are checkpointed when the handler returns, so flush what they buffered here. If it
-        raises, nothing more is checkpointed: those batches come again."""
+        """``fn(ctx)`` when this host gives a lease up (``ctx.reason``). With automatic
+        checkpoints the batches it processed are checkpointed when the handler returns, so flush
+        what they buffered here; if it raises, nothing more is checkpointed: those batches come
+        again. With ``manual_checkpoint=True`` the release writes no checkpoint (as .NET's
+        ``WithManualCheckpoint``): the batches no handler checkpointed come again to the next
+        owner, whatever this handler does."""
         self._on_released = fn
         return fn
 
@@ -364,7 +368,8 @@ class Processor:
 
     async def stop(self, timeout: Optional[float] = 60.0) -> None:
         """Stop gracefully: no new batches, the batches in flight finish, the leases are
-        checkpointed and released (so other hosts take them at their next acquire), cfp exits.
+        checkpointed (with ``manual_checkpoint=True``: only what the handlers checkpointed) and
+        released (so other hosts take them at their next acquire), cfp exits.
 
         Raises :class:`ChildExitedError` if cfp had died, or does not stop within ``timeout``
         seconds (then it is killed). Calling it again does nothing more.
@@ -698,8 +703,13 @@ class Processor:
                 fn = self._on_acquired
             elif t == "released":
                 self._leases.pop(lease, None)
-                # What was processed (answered done) is checkpointed as the lease is given up.
-                answer["type"] = "checkpoint"
+                # Automatic checkpoints: what was processed is checkpointed as the lease is
+                # given up. Manual: nothing the handlers did not checkpoint, as .NET's
+                # WithManualCheckpoint, whose supervisor only calls the observer's CloseAsync
+                # (azure-cosmos-dotnet-v3 FeedManagement/PartitionSupervisorCore.cs:81-84;
+                # the checkpoint after every batch is Observers/AutoCheckpointer.cs:31-39, left
+                # out in manual mode by Observers/CheckpointerObserverFactory.cs:37-42). The Node.js library does the same.
+                answer["type"] = "done" if self._manual else "checkpoint"
                 fn = self._on_released
             else:
                 self._leases.pop(lease, None)
