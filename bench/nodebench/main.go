@@ -2,7 +2,9 @@
 // (clients/node, over `cfp process --app-protocol 1`), with `cfp process` and its stdout
 // delegate into /dev/null, on the same data: both read every document of a fresh lease set
 // from the beginning, alternately, against one `cfp emulator` child. The ratio is Node's
-// items/s over cfp's (goal, issue 27: >= 0.5).
+// items/s over cfp's (goal, issue 27: >= 0.5). It also reports the CPU time each run took
+// (the contender's process with its children, plus the emulator's, from /proc on Linux): on a
+// shared machine the wall-clock rates follow the load, the CPU seconds much less.
 //
 // Run it from the repository root (Node.js 18+ on PATH):
 //
@@ -89,23 +91,36 @@ func run(cfg config) error {
 	defer srv.Stop()
 
 	var cfpRuns, nodeRuns []timing
-	var ratios []float64
+	var ratios, cpuRatios []float64
 	for i := range cfg.runs {
+		emu0, emuOK := processCPU(srv.Pid())
 		c, err := cfpOnce(cfg, srv.Endpoint, fmt.Sprintf("cfp-%d-%d", i, time.Now().UnixNano()))
 		if err != nil {
 			return err
 		}
+		emu1, _ := processCPU(srv.Pid())
 		n, err := nodeOnce(cfg, node, srv.Endpoint, fmt.Sprintf("node-%d-%d", i, time.Now().UnixNano()))
 		if err != nil {
 			return err
 		}
+		emu2, _ := processCPU(srv.Pid())
+		c.emulatorCPU, n.emulatorCPU = emu1-emu0, emu2-emu1
 		cfpRuns, nodeRuns = append(cfpRuns, c), append(nodeRuns, n)
 		fmt.Printf("run %d (load %s): cfp process (stdout) %s wall, %.0f items/s from the first batch; node handler %s wall, %.0f items/s from the first batch; ratio %.2f\n",
 			i+1, loadAverage(), c.wall.Round(time.Millisecond), rate(cfg.docs, c.steady), n.wall.Round(time.Millisecond), rate(cfg.docs, n.steady), c.steady.Seconds()/n.steady.Seconds())
 		ratios = append(ratios, c.steady.Seconds()/n.steady.Seconds())
+		if emuOK {
+			fmt.Printf("  CPU: cfp run %.2fs (cfp %.2fs + emulator %.2fs), node run %.2fs (node and its cfp %.2fs + emulator %.2fs); cfp run / node run %.2f\n",
+				c.totalCPU().Seconds(), c.cpu.Seconds(), c.emulatorCPU.Seconds(), n.totalCPU().Seconds(), n.cpu.Seconds(), n.emulatorCPU.Seconds(), c.totalCPU().Seconds()/n.totalCPU().Seconds())
+			cpuRatios = append(cpuRatios, c.totalCPU().Seconds()/n.totalCPU().Seconds())
+		}
 	}
 	slices.Sort(ratios)
 	fmt.Printf("median of the runs' ratios, from the first batch: %.2f\n", ratios[len(ratios)/2])
+	if len(cpuRatios) > 0 {
+		slices.Sort(cpuRatios)
+		fmt.Printf("median of the runs' CPU ratios (cfp run / node run, emulator included): %.2f\n", cpuRatios[len(cpuRatios)/2])
+	}
 	best := func(ts []timing, f func(timing) time.Duration) time.Duration {
 		ds := make([]time.Duration, len(ts))
 		for i, t := range ts {
@@ -133,6 +148,31 @@ func loadAverage() string {
 		return f[0]
 	}
 	return "?"
+}
+
+// processCPU is the user and system CPU time process pid used so far, from /proc/PID/stat
+// (Linux; false elsewhere). It assumes the usual 100 clock ticks per second.
+func processCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name in parentheses (which may hold spaces): state is field 3,
+	// utime 14 and stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * (time.Second / 100), true
 }
 
 // generate writes cfg.docs documents into dir in process (reused when there).
@@ -205,7 +245,7 @@ func cfpOnce(cfg config, endpoint, name string) (timing, error) {
 	if err := cmd.Wait(); err != nil || took == 0 {
 		return timing{}, fmt.Errorf("cfp process: %d of %d items, %v: %s", items, cfg.docs, err, other.String())
 	}
-	return timing{wall: took, steady: steady}, nil
+	return timing{wall: took, steady: steady, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, nil
 }
 
 // nodeOnce runs bench/nodebench/handler.mjs: the time from its start until its handler saw
@@ -239,10 +279,15 @@ func nodeOnce(cfg config, node, endpoint, name string) (timing, error) {
 	if err := cmd.Wait(); err != nil || t.wall == 0 {
 		return timing{}, fmt.Errorf("node handler: %v: %s", err, stderr.String())
 	}
+	// Node waited for its cfp child (stop()), so its rusage includes that child's.
+	t.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return t, nil
 }
 
 // timing is one run: wall, from the child's start until every document was handled (start-up,
 // the lease store's bootstrap and the first acquire included); steady, from the first batch
-// handled to the last.
-type timing struct{ wall, steady time.Duration }
+// handled to the last; cpu, the user and system time of the child and the children it waited
+// for (Node's cfp), start-up and shutdown included; emulatorCPU, the emulator's during the run.
+type timing struct{ wall, steady, cpu, emulatorCPU time.Duration }
+
+func (t timing) totalCPU() time.Duration { return t.cpu + t.emulatorCPU }

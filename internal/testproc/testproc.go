@@ -162,6 +162,9 @@ func (e *Emulator) withLog(err error, n int) error {
 	return fmt.Errorf("%w\n%s", err, Tail(e.log, n))
 }
 
+// Pid is the emulator process's id (for its CPU time in /proc, say).
+func (e *Emulator) Pid() int { return e.cmd.Process.Pid }
+
 // Exited reports whether the emulator has ended.
 func (e *Emulator) Exited() bool {
 	select {
