@@ -37,6 +37,7 @@ import (
 type config struct {
 	docs, partitions, body, page, runs int
 	cfp, dir                           string
+	touch                              bool
 }
 
 func main() {
@@ -48,6 +49,7 @@ func main() {
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each contender, alternately (the best counts)")
 	flag.StringVar(&cfg.cfp, "cfp", "", "cfp binary (default: go build . into a temporary directory)")
 	flag.StringVar(&cfg.dir, "dir", "", "data directory, kept; its documents are reused when it has them")
+	flag.BoolVar(&cfg.touch, "touch", false, "the Node handler reads one field (id) of every change, not only the batch's length")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "nodebench: %v\n", err)
@@ -61,8 +63,12 @@ func run(cfg config) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	ver, _ := exec.Command(node, "--version").Output()
-	fmt.Printf("nodebench: %s/%s, %d CPUs, node %s, %d documents of ~%d B, batch size %d\n",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.TrimSpace(string(ver)), cfg.docs, cfg.body, cfg.page)
+	handler := "does nothing"
+	if cfg.touch {
+		handler = "reads the id of every change"
+	}
+	fmt.Printf("nodebench: %s/%s, %d CPUs, node %s, %d documents of ~%d B, batch size %d, the Node handler %s\n",
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.TrimSpace(string(ver)), cfg.docs, cfg.body, cfg.page, handler)
 	tmp, err := os.MkdirTemp("", "nodebench-")
 	if err != nil {
 		return err
@@ -254,6 +260,9 @@ func nodeOnce(cfg config, node, endpoint, name string) (timing, error) {
 	cmd := exec.Command(node, filepath.Join("bench", "nodebench", "handler.mjs"))
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "CFP_PATH="+cfg.cfp, "BENCH_ENDPOINT="+endpoint,
 		"BENCH_PROCESSOR="+name, "BENCH_DOCS="+strconv.Itoa(cfg.docs), "BENCH_PAGE="+strconv.Itoa(cfg.page))
+	if cfg.touch {
+		cmd.Env = append(cmd.Env, "BENCH_TOUCH=1")
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	pipe, err := cmd.StdoutPipe()
@@ -266,18 +275,23 @@ func nodeOnce(cfg config, node, endpoint, name string) (timing, error) {
 	}
 	sc := bufio.NewScanner(pipe)
 	var t timing
+	missing := 0
 	for sc.Scan() {
 		var r struct {
-			Items     int
-			MS, First float64
+			Items, Missing int
+			MS, First      float64
 		}
 		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Items >= cfg.docs && t.wall == 0 {
 			t.wall = time.Since(start)
 			t.steady = time.Duration((r.MS - r.First) * float64(time.Millisecond))
+			missing = r.Missing
 		}
 	}
 	if err := cmd.Wait(); err != nil || t.wall == 0 {
 		return timing{}, fmt.Errorf("node handler: %v: %s", err, stderr.String())
+	}
+	if missing > 0 {
+		return timing{}, fmt.Errorf("node handler: %d changes without a string id", missing)
 	}
 	// Node waited for its cfp child (stop()), so its rusage includes that child's.
 	t.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
