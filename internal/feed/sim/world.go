@@ -125,11 +125,16 @@ type World struct {
 	wide []leases.Range
 	// deleted are the leases an operator deleted and has not restored yet (deleted.go).
 	deleted map[string]bool
+	// deletions are the operator's deletions of each lease, by token, and their restores (zero
+	// while deleted).
+	deletions map[string][]span
 	// rebuffs are the cfp hosts' refusals to steal a lease again from the .NET host that took
 	// it back (rebuff.go).
 	rebuffs []rebuffWindow
 	// stranded are the leases a .NET or Java host acquired with the answer lost (stranded.go).
 	stranded []strandedLease
+	// overwrites are the owner changes a .NET host made without If-Match (rebuff.go).
+	overwrites []overwrite
 
 	violations []string
 	log        []string
@@ -149,7 +154,7 @@ func newWorld(partitions, batch int) *World {
 		seen:    map[string]int{},
 		owner:   map[string]owned{},
 		lost:    map[string]map[string]time.Time{},
-		deleted: map[string]bool{},
+		deleted: map[string]bool{}, deletions: map[string][]span{},
 	}
 	w.docs = &observedDocs{Documents: w.mem, w: w}
 	return w
@@ -209,6 +214,9 @@ func (o *observedDocs) Replace(ctx context.Context, id, pk, ifMatch string, body
 	defer o.w.wmu.Unlock()
 	d, err := o.Documents.Replace(ctx, id, pk, ifMatch, body)
 	if err == nil {
+		if ifMatch == "" {
+			o.w.noteOverwrite(d)
+		}
 		o.w.observe(d, false)
 	}
 	return d, err
@@ -360,6 +368,16 @@ func (w *World) begin(h *host, token string) {
 		return
 	}
 	late, win := h.late(lostAt, now)
+	if late > win && h.kind == DotNet {
+		// A lease deleted before the host learned of its loss hides the loss until it is
+		// restored: .NET's renewer reads it, gets 404 and only logs it (deleted.go), and
+		// learns of the new owner at its first read after the restore.
+		for _, d := range w.deletions[token] {
+			if d.from.After(lostAt) && d.from.Before(lostAt.Add(win)) && !d.to.IsZero() && d.to.Before(now) {
+				late, win = h.late(d.to, now)
+			}
+		}
+	}
 	w.lateBatches++
 	w.maxLate = max(w.maxLate, late)
 	if late > win {
