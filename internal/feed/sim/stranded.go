@@ -94,15 +94,7 @@ func (w *World) abandonedBy(h *host) func(token string, err error) {
 			if err != nil || l.Token != token || !strings.EqualFold(strings.TrimSpace(l.Owner), h.name) {
 				continue
 			}
-			now := time.Now()
-			until := l.Timestamp.Add(maxExpiration(w) + time.Second)
-			if !until.After(now) {
-				return
-			}
-			w.logf("%s gave up %s without releasing it: stranded in its name until %s", h.name, token, until.Sub(w.start).Truncate(time.Millisecond))
-			w.mu.Lock()
-			w.stranded = append(w.stranded, strandedLease{token: token, owner: h.name, at: now, until: until})
-			w.mu.Unlock()
+			w.strandUntilExpiry(l, h.name, "%s gave up %s without releasing it: stranded in its name until %s", h.name, token)
 			return
 		}
 	}
@@ -122,12 +114,18 @@ func (w *World) restoredForeign(d leases.Document) {
 	if h == nil || h.kind == CFP {
 		return
 	}
+	w.strandUntilExpiry(l, owner, "%s restored in the name of %s, which reads it no more: stranded until %s", l.Token, owner)
+}
+
+// strandUntilExpiry counts l stranded in owner's name until its timestamp expired for every
+// host, unless it has already; it logs format with args and that instant.
+func (w *World) strandUntilExpiry(l *leases.Lease, owner, format string, args ...any) {
 	now := time.Now()
 	until := l.Timestamp.Add(maxExpiration(w) + time.Second)
 	if !until.After(now) {
 		return
 	}
-	w.logf("%s restored in the name of %s, which reads it no more: stranded until %s", l.Token, owner, until.Sub(w.start).Truncate(time.Millisecond))
+	w.logf(format, append(args, until.Sub(w.start).Truncate(time.Millisecond))...)
 	w.mu.Lock()
 	w.stranded = append(w.stranded, strandedLease{token: l.Token, owner: owner, at: now, until: until})
 	w.mu.Unlock()
