@@ -190,14 +190,14 @@ func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 
 // withdrawSated removes from l, a lease this host holds and processes, a handoff request
 // that this cycle's listing shows made by a host that holds the largest share already, or
-// whose grant would even nothing (see handoffs.accept): refused, it would stay on the lease for good, since only an acquire
+// whose grant would even nothing, or by a host that is no longer live (see handoffs.accept): refused, it would stay on the lease for good, since only an acquire
 // removes it, and a lease asked for keeps every cfp host from settling (see settledLeases),
 // so that each lists every lease each cycle. A requester that still wants the lease (its
 // view of the hosts differs for a moment) asks again at its next cycle.
 func (p *Processor) withdrawSated(ctx context.Context, ol *ownedLease, l *leases.Lease) {
 	req := l.Properties[handoffKey]
 	_, to, _ := strings.Cut(req, handoffSep)
-	if !handoffAsked(l, p.opts.Instance) || handoffAccepted(l) || ol.ctx.Err() != nil || !p.ho.sated(to) && !p.ho.evensNothing(to, p.holding()) {
+	if !handoffAsked(l, p.opts.Instance) || handoffAccepted(l) || ol.ctx.Err() != nil || !p.ho.sated(to) && !p.ho.evensNothing(to, p.holding()) && !p.ho.gone(to) {
 		return
 	}
 	ctx = leases.WithCharge(ctx, leases.ChargeRenew, l.Token)
@@ -239,7 +239,7 @@ func (p *Processor) setView(all []*leases.Lease, live []string, held map[string]
 			shown[l.Token] = strings.ToLower(req)
 		}
 	}
-	return p.ho.setView(floor, ceil, held, shown)
+	return p.ho.setView(floor, ceil, held, live, shown)
 }
 
 // pruneHandoffs forgets old requests and cool-downs.
@@ -271,6 +271,9 @@ type handoffs struct {
 	// held counts the live leases each host (lower-cased) held at the last cycle's listing,
 	// plus the handoffs this host accepted since; nil before the first cycle.
 	held map[string]int
+	// live are the live hosts (lower-cased) at the last cycle's listing: a request of another
+	// host is refused (see accept).
+	live map[string]bool
 	// shown are the handoff requests (lower-cased, by token) that the last cycle's listing
 	// showed on the leases this host held: only those are answered (see accept).
 	shown map[string]string
@@ -354,6 +357,9 @@ func (h *handoffs) accept(token, req string, a handoffAsk, give func(floor, thei
 		return false
 	}
 	to := strings.ToLower(a.owner)
+	if h.held != nil && !h.live[to] {
+		return false // the requester stopped: the lease would go free (see gone)
+	}
 	theirs := -1
 	if h.held != nil {
 		theirs = h.held[to]
@@ -399,11 +405,26 @@ func (h *handoffs) evensNothing(owner string, held int) bool {
 
 // setView records this host's fair share (rounded down and up), what each host held at a
 // cycle's listing and the requests it showed on this host's leases; it returns the floor.
-func (h *handoffs) setView(floor, ceil int, held map[string]int, shown map[string]string) int {
+func (h *handoffs) setView(floor, ceil int, held map[string]int, live []string, shown map[string]string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.floor, h.ceil, h.held, h.shown, h.relist = floor, ceil, maps.Clone(held), shown, false
+	h.live = make(map[string]bool, len(live))
+	for _, n := range live {
+		h.live[strings.ToLower(n)] = true
+	}
 	return floor
+}
+
+// gone reports whether owner was not a live host at the last cycle's listing (a host that
+// stopped deletes its presence record and releases its leases): a request of it is refused
+// and withdrawn. Granted, it would hand the lease to nobody: free, it goes to whichever host
+// lists it first (simulation seed 1090: cfp-9 asked, paused and stopped; the owner, paused
+// meanwhile, granted the request after the set had settled, and the lease moved).
+func (h *handoffs) gone(owner string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held != nil && !h.live[strings.ToLower(owner)]
 }
 
 // relistDue reports, once, whether a request the last listing did not show was seen since.

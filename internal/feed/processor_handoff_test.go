@@ -644,3 +644,31 @@ func (g *listGate) QueryPrefix(ctx context.Context, prefix string) ([]leases.Doc
 	g.mu.Unlock()
 	return g.Documents.QueryPrefix(ctx, prefix)
 }
+
+// TestProcessor_RefusesARequestFromAHostThatStopped has d hold 3 of 4 leases beside s (1) and
+// find on one of them a request of r, which is no longer live (it stopped: no presence record,
+// no lease). Granted, the lease would go to nobody and move again to whichever host took it
+// (simulation seed 1090: cfp-9 asked, paused and stopped; cfp-8 granted the request after the
+// set had settled). d must keep it and withdraw the request.
+func TestProcessor_RefusesARequestFromAHostThatStopped(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := newOwnedSet(t, []string{"d", "d", "d", "s"}, "s") // s: a live cfp host, not running here
+		opts := fastOptions("d")
+		opts.Expiration = time.Hour // nothing expires during the test
+		p := s.run(t, s.mem, opts)
+		waitStill(t, 5*time.Second, "d to hold its 3 leases", func() bool { return len(p.Owned()) == 3 })
+
+		s.setRequest(t, s.parts[0].ID, "d>r")
+		waitStill(t, 5*time.Second, "d to answer the request", func() bool {
+			l := s.lease(t, s.parts[0].ID)
+			_, asked := l.Properties["cfpHandoff"]
+			return l.Owner != "d" || !asked || handoffAccepted(l)
+		})
+		l := s.lease(t, s.parts[0].ID)
+		if l.Owner != "d" || handoffAccepted(l) || len(p.Owned()) != 3 {
+			t.Fatalf("lease asked for by r, which stopped, from d: owner %q, properties %v, d holds %d; want d to keep it and withdraw the request",
+				l.Owner, l.Properties, len(p.Owned()))
+		}
+	})
+}
