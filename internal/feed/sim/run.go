@@ -516,8 +516,11 @@ func (w *World) settle(r *Result, quiet time.Time, strict bool, restarts int) {
 	until := time.Now().Add(StayedCycles * Base.Acquire)
 	for time.Now().Before(until) {
 		time.Sleep(100 * time.Millisecond)
-		now, _ := w.settled()
+		now, why := w.settled()
 		if fmt.Sprint(now) != fmt.Sprint(owners) {
+			if now == nil {
+				now = map[string]string{"(not settled)": why}
+			}
 			if end, what := w.heldBack(); end.After(settledAt) && restarts < maxSettleRestarts {
 				w.logf("ownership changed after it settled, by %s at %s: waiting for the set to settle again", what, end.Sub(w.start).Truncate(time.Millisecond))
 				w.settle(r, end, strict, restarts+1)
