@@ -110,13 +110,13 @@ type World struct {
 	seen    map[string]int   // id@lsn -> successful deliveries
 	written int
 
-	owner   map[string]owned                // token -> current owner
-	lost    map[string]map[string]time.Time // token -> former owner -> when it stopped owning it
+	owner map[string]owned                // token -> current owner
+	lost  map[string]map[string]time.Time // token -> former owner -> when it stopped owning it
 	// goneAt is when a host deleted each lease document that is not there now, by token (a
 	// split's or merge's parent).
-	goneAt map[string]time.Time
-	changes int                             // ownership changes (a lease written with a new non-empty owner)
-	retries int                             // failed handler calls (each may redeliver a batch)
+	goneAt  map[string]time.Time
+	changes int // ownership changes (a lease written with a new non-empty owner)
+	retries int // failed handler calls (each may redeliver a batch)
 
 	// maxLate is the longest a former owner went on delivering a lease after losing it (its
 	// awake time), and lateBatches how many batches were so delivered.
@@ -148,15 +148,15 @@ type World struct {
 
 func newWorld(partitions, batch int) *World {
 	w := &World{
-		src:     feedtest.NewMemSource(partitions, feedtest.WithPageSize(batch)),
-		mem:     leases.NewMemDocuments("/id"),
-		batch:   batch,
-		start:   time.Now(),
-		hosts:   map[string]*host{},
-		latest:  map[string]int64{},
-		seen:    map[string]int{},
-		owner:   map[string]owned{},
-		lost:    map[string]map[string]time.Time{}, goneAt: map[string]time.Time{},
+		src:    feedtest.NewMemSource(partitions, feedtest.WithPageSize(batch)),
+		mem:    leases.NewMemDocuments("/id"),
+		batch:  batch,
+		start:  time.Now(),
+		hosts:  map[string]*host{},
+		latest: map[string]int64{},
+		seen:   map[string]int{},
+		owner:  map[string]owned{},
+		lost:   map[string]map[string]time.Time{}, goneAt: map[string]time.Time{},
 		deleted: map[string]bool{}, deletions: map[string][]span{},
 	}
 	w.docs = &observedDocs{Documents: w.mem, w: w}
