@@ -130,7 +130,7 @@ func (p *Processor) acquireCycle(ctx context.Context, first bool) (donor, asked 
 	p.observeTimings(all, hosts, now)
 
 	v := p.viewCycle(first, now, all, hosts)
-	v.floor = p.setView(len(all), v.live, v.held)
+	v.floor = p.setView(all, v.live, v.held)
 	p.answerRequests(ctx, all, true)
 	v.owned, v.holding = p.ownedTokens(), p.holding()
 	plan := planCycle(v)

@@ -59,7 +59,7 @@ func (p *Processor) fullListEvery() int {
 // the leases instead.
 func (p *Processor) quietCycle(ctx context.Context) bool {
 	c := &p.calm
-	if !c.settled || c.quiet+1 >= p.fullListEvery() || len(c.unread) > 0 {
+	if !c.settled || c.quiet+1 >= p.fullListEvery() || len(c.unread) > 0 || p.ho.relistDue() {
 		return false
 	}
 	p.announceDue(ctx)

@@ -167,8 +167,9 @@ func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 	if l == nil || !handoffAsked(l, p.opts.Instance) || ol.ctx.Err() != nil {
 		return false
 	}
-	_, to, _ := strings.Cut(l.Properties[handoffKey], handoffSep)
-	return p.ho.accept(l.Token, handoffAsk{owner: to, at: p.opts.Now()}, func(floor, theirs int) bool {
+	req := l.Properties[handoffKey]
+	_, to, _ := strings.Cut(req, handoffSep)
+	return p.ho.accept(l.Token, req, handoffAsk{owner: to, at: p.opts.Now()}, func(floor, theirs int) bool {
 		if ol.ctx.Err() != nil {
 			return false // handed off by a concurrent check
 		}
@@ -189,14 +190,14 @@ func (p *Processor) checkHandoff(ol *ownedLease, l *leases.Lease) bool {
 
 // withdrawSated removes from l, a lease this host holds and processes, a handoff request
 // that this cycle's listing shows made by a host that holds the largest share already, or
-// whose grant would even nothing (see handoffs.accept): refused, it would stay on the lease for good, since only an acquire
+// whose grant would even nothing, or by a host that is no longer live (see handoffs.accept): refused, it would stay on the lease for good, since only an acquire
 // removes it, and a lease asked for keeps every cfp host from settling (see settledLeases),
 // so that each lists every lease each cycle. A requester that still wants the lease (its
 // view of the hosts differs for a moment) asks again at its next cycle.
 func (p *Processor) withdrawSated(ctx context.Context, ol *ownedLease, l *leases.Lease) {
 	req := l.Properties[handoffKey]
 	_, to, _ := strings.Cut(req, handoffSep)
-	if !handoffAsked(l, p.opts.Instance) || handoffAccepted(l) || ol.ctx.Err() != nil || !p.ho.sated(to) && !p.ho.evensNothing(to, p.holding()) {
+	if !handoffAsked(l, p.opts.Instance) || handoffAccepted(l) || ol.ctx.Err() != nil || !p.ho.sated(to) && !p.ho.evensNothing(to, p.holding()) && !p.ho.gone(to) {
 		return
 	}
 	ctx = leases.WithCharge(ctx, leases.ChargeRenew, l.Token)
@@ -225,14 +226,20 @@ func (p *Processor) withdrawSated(ctx context.Context, ol *ownedLease, l *leases
 	}
 }
 
-// setView records this host's view after a listing of n leases among the live hosts (self
+// setView records this host's view after a listing of the leases all among the live hosts (self
 // counted even when absent), which held the live leases held (by heldBy): the fair share,
 // which no accepted handoff request takes this host below, and what each host holds, so that
 // no request of a host that holds its share already is accepted (see handoffs.accept). It
 // returns the floor of the share.
-func (p *Processor) setView(n int, live []string, held map[string]int) int {
-	floor, ceil := fairShare(n, live, p.opts.Instance)
-	return p.ho.setView(floor, ceil, held)
+func (p *Processor) setView(all []*leases.Lease, live []string, held map[string]int) int {
+	floor, ceil := fairShare(len(all), live, p.opts.Instance)
+	shown := map[string]string{}
+	for _, l := range all {
+		if req, ok := l.Properties[handoffKey]; ok && strings.EqualFold(l.Owner, p.opts.Instance) {
+			shown[l.Token] = strings.ToLower(req)
+		}
+	}
+	return p.ho.setView(floor, ceil, held, live, shown)
 }
 
 // pruneHandoffs forgets old requests and cool-downs.
@@ -264,6 +271,15 @@ type handoffs struct {
 	// held counts the live leases each host (lower-cased) held at the last cycle's listing,
 	// plus the handoffs this host accepted since; nil before the first cycle.
 	held map[string]int
+	// live are the live hosts (lower-cased) at the last cycle's listing: a request of another
+	// host is refused (see accept).
+	live map[string]bool
+	// shown are the handoff requests (lower-cased, by token) that the last cycle's listing
+	// showed on the leases this host held: only those are answered (see accept).
+	shown map[string]string
+	// relist asks the next acquire cycle to list the leases (not a quiet cycle): a renewal or
+	// a checkpoint saw a request that the last listing did not show.
+	relist bool
 }
 
 func newHandoffs() *handoffs {
@@ -319,6 +335,13 @@ func (h *handoffs) handedOffOf(token string) (handoffAsk, bool) {
 // the lease's worker), it records the handoff of token to a.owner and reports true. give may
 // take Processor.mu.
 //
+// A request that the last cycle's listing did not show on the lease is left for the next cycle,
+// which lists the leases (see relistDue): the view it would be answered on is older than the
+// request. The requester may have gained leases since that listing (the children of a split,
+// or a free lease, in the same cycle it asked), and the view then counts it short when a
+// handoff evens nothing: simulation seed 524 moved a lease from a host of 7 to one of 6 this
+// way, after the set had settled.
+//
 // A request from a host that held the largest share already at the last cycle's listing (with
 // the handoffs accepted since) is refused without asking give: it was made from an older view
 // (a host that started before others joined counts fewer hosts, so a larger share), or it
@@ -326,10 +349,17 @@ func (h *handoffs) handedOffOf(token string) (handoffAsk, bool) {
 // would be granted once this host held one more lease). Granting it takes the requester over
 // its share, and another handoff must then take that lease on: in a scalebench join of 25
 // hosts to 25, requests like this left 19 to 21 leases per host for several cycles.
-func (h *handoffs) accept(token string, a handoffAsk, give func(floor, theirs int) bool) bool {
+func (h *handoffs) accept(token, req string, a handoffAsk, give func(floor, theirs int) bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.held != nil && h.shown[token] != strings.ToLower(req) {
+		h.relist = true
+		return false
+	}
 	to := strings.ToLower(a.owner)
+	if h.held != nil && !h.live[to] {
+		return false // the requester stopped: the lease would go free (see gone)
+	}
 	theirs := -1
 	if h.held != nil {
 		theirs = h.held[to]
@@ -373,13 +403,37 @@ func (h *handoffs) evensNothing(owner string, held int) bool {
 	return h.held != nil && evensNothing(held, h.held[strings.ToLower(owner)])
 }
 
-// setView records this host's fair share (rounded down and up) and what each host held at a
-// cycle's listing; it returns the floor.
-func (h *handoffs) setView(floor, ceil int, held map[string]int) int {
+// setView records this host's fair share (rounded down and up), what each host held at a
+// cycle's listing and the requests it showed on this host's leases; it returns the floor.
+func (h *handoffs) setView(floor, ceil int, held map[string]int, live []string, shown map[string]string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.floor, h.ceil, h.held = floor, ceil, maps.Clone(held)
+	h.floor, h.ceil, h.held, h.shown, h.relist = floor, ceil, maps.Clone(held), shown, false
+	h.live = make(map[string]bool, len(live))
+	for _, n := range live {
+		h.live[strings.ToLower(n)] = true
+	}
 	return floor
+}
+
+// gone reports whether owner was not a live host at the last cycle's listing (a host that
+// stopped deletes its presence record and releases its leases): a request of it is refused
+// and withdrawn. Granted, it would hand the lease to nobody: free, it goes to whichever host
+// lists it first (simulation seed 1090: cfp-9 asked, paused and stopped; the owner, paused
+// meanwhile, granted the request after the set had settled, and the lease moved).
+func (h *handoffs) gone(owner string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held != nil && !h.live[strings.ToLower(owner)]
+}
+
+// relistDue reports, once, whether a request the last listing did not show was seen since.
+func (h *handoffs) relistDue() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	due := h.relist
+	h.relist = false
+	return due
 }
 
 // prune forgets the handoffs older than coolDown and the requests older than askTTL.

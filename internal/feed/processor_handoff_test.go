@@ -538,3 +538,137 @@ func TestProcessor_RefusesARequestThatEvensNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessor_AnswersARequestOnlyOnAListingThatShowsIt has r ask d (7 of 13 leases) for one
+// while d's last listing counts r at 4, and r then gain s's two leases before d sees the
+// request, at a checkpoint, while d's next listing is under way: r holds 6, the largest share,
+// and granting the request would move a lease for nothing (simulation seed 524: r asked in the
+// cycle that also gave it the two children of a split, and d, renewing the lease at the instant
+// its next listing began, granted the request on its listing from before the split; a lease
+// moved between hosts of 7 and 6 after the set had settled). d must answer on a listing that
+// shows the request: refuse it and withdraw it.
+func TestProcessor_AnswersARequestOnlyOnAListingThatShowsIt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		owners := []string{"d", "d", "d", "d", "d", "d", "d", "r", "r", "r", "r", "s", "s"}
+		s := newOwnedSet(t, owners, "r", "s") // r, s: live cfp hosts, not running here
+		gate := &listGate{Documents: s.mem}
+		opts := fastOptions("d")
+		opts.Expiration = time.Hour // nothing expires during the test
+		p := s.run(t, gate, opts)
+		waitStill(t, 5*time.Second, "d to hold its 7 leases", func() bool { return len(p.Owned()) == 7 })
+
+		gate.hold()
+		waitStill(t, 5*time.Second, "d's next listing to wait at the gate", gate.waiting)
+		s.setRequest(t, s.parts[0].ID, "d>r")
+		for _, i := range []int{11, 12} {
+			if _, err := s.store.Update(context.Background(), s.lease(t, s.parts[i].ID), func(n *leases.Lease) error {
+				n.Owner = "r"
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A change on lease 0's partition: d's checkpoint of it meets the request.
+		before := s.lease(t, s.parts[0].ID).Continuation
+		lsn, err := s.src.LSN(s.parts[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			if _, err := s.src.Write(fmt.Sprintf("k%d", i), []byte(fmt.Sprintf(`{"id":"%d","pk":"k%d"}`, i, i))); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := s.src.LSN(s.parts[0].ID); n != lsn {
+				break
+			}
+		}
+		waitStill(t, 5*time.Second, "d to checkpoint lease 0", func() bool { return s.lease(t, s.parts[0].ID).Continuation != before })
+		gate.release()
+		waitStill(t, 5*time.Second, "d to answer the request", func() bool {
+			l := s.lease(t, s.parts[0].ID)
+			_, asked := l.Properties["cfpHandoff"]
+			return l.Owner != "d" || !asked || handoffAccepted(l)
+		})
+		l := s.lease(t, s.parts[0].ID)
+		if l.Owner != "d" || handoffAccepted(l) || len(p.Owned()) != 7 {
+			t.Fatalf("lease asked for by r (6 leases by now) from d (7): owner %q, properties %v, d holds %d; want d to keep it and go on reading it (a handoff evens nothing)",
+				l.Owner, l.Properties, len(p.Owned()))
+		}
+	})
+}
+
+// handoffAccepted reports whether l carries its owner's acceptance of a handoff request.
+func handoffAccepted(l *leases.Lease) bool {
+	return l.Owner != "" && strings.EqualFold(l.Properties["cfpHandoffAccepted"], l.Owner)
+}
+
+// listGate holds the next full listing of the leases, once hold is called, until release.
+type listGate struct {
+	leases.Documents
+	mu      sync.Mutex
+	held    chan struct{} // closed by release; nil when not holding
+	waiters int
+}
+
+func (g *listGate) hold() {
+	g.mu.Lock()
+	g.held = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *listGate) release() {
+	g.mu.Lock()
+	close(g.held)
+	g.held = nil
+	g.mu.Unlock()
+}
+
+// waiting reports whether a listing waits at the gate.
+func (g *listGate) waiting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiters > 0
+}
+
+func (g *listGate) QueryPrefix(ctx context.Context, prefix string) ([]leases.Document, error) {
+	g.mu.Lock()
+	held := g.held
+	if held != nil && prefix == testPrefix+"." {
+		g.waiters++
+		g.mu.Unlock()
+		<-held
+		g.mu.Lock()
+		g.waiters--
+	}
+	g.mu.Unlock()
+	return g.Documents.QueryPrefix(ctx, prefix)
+}
+
+// TestProcessor_RefusesARequestFromAHostThatStopped has d hold 3 of 4 leases beside s (1) and
+// find on one of them a request of r, which is no longer live (it stopped: no presence record,
+// no lease). Granted, the lease would go to nobody and move again to whichever host took it
+// (simulation seed 1090: cfp-9 asked, paused and stopped; cfp-8 granted the request after the
+// set had settled). d must keep it and withdraw the request.
+func TestProcessor_RefusesARequestFromAHostThatStopped(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := newOwnedSet(t, []string{"d", "d", "d", "s"}, "s") // s: a live cfp host, not running here
+		opts := fastOptions("d")
+		opts.Expiration = time.Hour // nothing expires during the test
+		p := s.run(t, s.mem, opts)
+		waitStill(t, 5*time.Second, "d to hold its 3 leases", func() bool { return len(p.Owned()) == 3 })
+
+		s.setRequest(t, s.parts[0].ID, "d>r")
+		waitStill(t, 5*time.Second, "d to answer the request", func() bool {
+			l := s.lease(t, s.parts[0].ID)
+			_, asked := l.Properties["cfpHandoff"]
+			return l.Owner != "d" || !asked || handoffAccepted(l)
+		})
+		l := s.lease(t, s.parts[0].ID)
+		if l.Owner != "d" || handoffAccepted(l) || len(p.Owned()) != 3 {
+			t.Fatalf("lease asked for by r, which stopped, from d: owner %q, properties %v, d holds %d; want d to keep it and withdraw the request",
+				l.Owner, l.Properties, len(p.Owned()))
+		}
+	})
+}

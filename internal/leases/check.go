@@ -2,6 +2,7 @@ package leases
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -256,6 +257,9 @@ func Check(ls []*Lease, now time.Time, expiration time.Duration, opts ...CheckOp
 		if f, ok := timingMismatch(ls, cfg.hosts, now, expiration); ok {
 			add(f)
 		}
+		if f, ok := expirationsDiffer(cfg.hosts, now, expiration); ok {
+			add(f)
+		}
 	}
 
 	// Markers.
@@ -350,9 +354,10 @@ func BeyondLatest(ls []*Lease, latest map[string]int64) []Finding {
 	return out
 }
 
-// timingMismatch compares how fresh the cfp hosts and the other hosts keep their leases. No
-// host writes its expiration anywhere, so whether hosts agree on it cannot be seen; how often a
-// host writes its leases shows in their age: a live lease is younger than its owner's renew
+// timingMismatch compares how fresh the cfp hosts and the other hosts keep their leases. A .NET
+// or Java host writes its expiration nowhere (a cfp host does, see expirationsDiffer), so
+// whether it agrees with the others cannot be seen; how often a host writes its leases shows in
+// their age: a live lease is younger than its owner's renew
 // interval. A .NET or Java host renews every 17s by default (and expires leases after 60s,
 // or less when configured so); a cfp host before issue 22 wrote an idle lease every 43-47s,
 // which such a host with an expiration under about 48s takes as expired. So, when leases of
@@ -405,4 +410,31 @@ func timingMismatch(ls []*Lease, hosts []Host, now time.Time, expiration time.Du
 	return Finding{Kind: FindingTimings, Severity: SeverityWarning, Tokens: tokens, Owner: strings.Join(owners, ","),
 		Message: fmt.Sprintf("cfp host(s) %s last wrote %d lease(s) up to %s ago, while %s (no cfp presence record: .NET or Java) keep theirs under %s: a host whose lease expiration is shorter than that age takes them as expired; upgrade those cfp hosts (they then renew as often as the others) or give every host the same lease timings",
 			strings.Join(owners, ", "), len(tokens), oldest.Round(time.Second), strings.Join(foreign, ", "), threshold.Round(time.Second))}, true
+}
+
+// expirationsDiffer reports live cfp hosts whose presence records carry different lease
+// expirations (cfpExpiration): each such host keeps the leases it holds younger than the
+// shortest of them (feed's mixed keep-alive), so none takes another's as expired, but the
+// hosts count a dead host's leases free after different times. Informational: a host that
+// writes its expiration adapts to the others'.
+func expirationsDiffer(hosts []Host, now time.Time, expiration time.Duration) (Finding, bool) {
+	byExp := map[time.Duration][]string{}
+	for _, h := range hosts {
+		if h.Expiration > 0 && !h.Expired(now, expiration) {
+			byExp[h.Expiration] = append(byExp[h.Expiration], h.Instance)
+		}
+	}
+	if len(byExp) < 2 {
+		return Finding{}, false
+	}
+	exps := slices.Sorted(maps.Keys(byExp))
+	var parts []string
+	for _, e := range exps {
+		names := byExp[e]
+		slices.Sort(names)
+		parts = append(parts, fmt.Sprintf("%s (%s)", e, strings.Join(names, ", ")))
+	}
+	return Finding{Kind: FindingTimings, Severity: SeverityInfo,
+		Message: fmt.Sprintf("cfp hosts count different lease expirations: %s; each keeps the leases it holds younger than the shortest, %s, so none takes another's lease as expired, but a dead host's leases are free sooner for some hosts than for others; give every host the same --lease-expiration to make them agree",
+			strings.Join(parts, "; "), exps[0])}, true
 }

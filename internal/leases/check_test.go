@@ -371,3 +371,42 @@ func TestCheck_TimingMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestCheck_CfpHostsDisagreeOnExpiration reports live cfp hosts whose presence records carry
+// different lease expirations (issue 22: "says in leases list --check when hosts disagree on
+// timings"); hosts that agree, a record without an expiration (an older cfp) and an expired
+// record say nothing.
+func TestCheck_CfpHostsDisagreeOnExpiration(t *testing.T) {
+	t.Parallel()
+	ls := []*leases.Lease{v1("", "FF", "cfp-a")}
+	ls[0].Timestamp = checkNow
+	rec := func(name string, exp, age time.Duration) leases.Host {
+		return leases.Host{Instance: name, Timestamp: checkNow.Add(-age), Expiration: exp}
+	}
+	s := time.Second
+	for _, tc := range []struct {
+		name  string
+		hosts []leases.Host
+		want  string // the message's list of expirations; "" for no finding
+	}{
+		{"60s and 30s", []leases.Host{rec("cfp-a", 60*s, s), rec("cfp-b", 30*s, s), rec("cfp-c", 60*s, s)}, "30s (cfp-b); 1m0s (cfp-a, cfp-c); each keeps the leases it holds younger than the shortest, 30s"},
+		{"all 60s", []leases.Host{rec("cfp-a", 60*s, s), rec("cfp-b", 60*s, s)}, ""},
+		{"an older cfp without the field", []leases.Host{rec("cfp-a", 60*s, s), rec("cfp-b", 0, s)}, ""},
+		{"the other record expired", []leases.Host{rec("cfp-a", 60*s, s), rec("cfp-b", 30*s, 2*time.Minute)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []leases.Finding
+			for _, f := range leases.Check(ls, checkNow, time.Minute, leases.WithHosts(tc.hosts)) {
+				if f.Kind == leases.FindingTimings {
+					got = append(got, f)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("findings %+v, want none", got)
+			case tc.want != "" && (len(got) != 1 || got[0].Severity != leases.SeverityInfo || !strings.Contains(got[0].Message, tc.want)):
+				t.Errorf("findings %+v, want one info saying %q", got, tc.want)
+			}
+		})
+	}
+}

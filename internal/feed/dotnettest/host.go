@@ -77,6 +77,10 @@ type Options struct {
 	// existed; not called when an EPK lease was redirected). A failed attempt reports the
 	// leases it created before it failed. The simulation attributes .NET's own overlaps with it.
 	HandledGone func(token string, gone leases.Range, created []leases.Range)
+	// ReleaseFailed, when set, is told of every lease the host stopped processing whose release
+	// failed (a lost lease included): the document may still name the host, which reads it no
+	// more (the simulation counts it stranded until it expires).
+	ReleaseFailed func(token string, err error)
 }
 
 func (o Options) withDefaults() Options {
@@ -975,8 +979,12 @@ func (h *Host) removeLease(l *lease, _ bool) {
 		return
 	}
 	var lost *errLeaseLost
-	if err := h.release(context.Background(), l); err != nil && !errors.As(err, &lost) {
+	err := h.release(context.Background(), l)
+	if err != nil && !errors.As(err, &lost) {
 		h.notifyError(l.LeaseToken, err)
+	}
+	if err != nil && h.opts.ReleaseFailed != nil {
+		h.opts.ReleaseFailed(l.LeaseToken, err)
 	}
 }
 

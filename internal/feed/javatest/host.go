@@ -98,6 +98,10 @@ type Options struct {
 	// HandledGone, when set, is told of every split the host handled: the gone lease's token
 	// and range and the child leases it created.
 	HandledGone func(token string, gone leases.Range, created []leases.Range)
+	// ReleaseFailed, when set, is told of every lease the host stopped processing whose release
+	// failed (a lost lease included): the document may still name the host, which reads it no
+	// more (the simulation counts it stranded until it expires).
+	ReleaseFailed func(token string, err error)
 }
 
 func (o Options) withDefaults() Options {
@@ -818,8 +822,12 @@ func (h *Host) removeLease(l *lease) {
 	if killed {
 		return
 	}
-	if err := h.release(context.WithoutCancel(h.shutdownCtx), l); err != nil && !isLost(err) {
+	err := h.release(context.WithoutCancel(h.shutdownCtx), l)
+	if err != nil && !isLost(err) {
 		h.notifyError(l.Token, err)
+	}
+	if err != nil && h.opts.ReleaseFailed != nil {
+		h.opts.ReleaseFailed(l.Token, err)
 	}
 }
 
@@ -848,8 +856,12 @@ func (h *Host) runWorker(ctx context.Context, w *worker, l *lease) {
 		delete(h.owned, l.Token)
 	}
 	h.mu.Unlock()
-	if err := h.release(context.WithoutCancel(h.shutdownCtx), l); err != nil && !isLost(err) {
+	err = h.release(context.WithoutCancel(h.shutdownCtx), l)
+	if err != nil && !isLost(err) {
 		h.notifyError(l.Token, err)
+	}
+	if err != nil && h.opts.ReleaseFailed != nil {
+		h.opts.ReleaseFailed(l.Token, err)
 	}
 }
 

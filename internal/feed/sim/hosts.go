@@ -112,6 +112,10 @@ func (w *World) startDotNet(name string, t Timing, skew time.Duration) (*host, e
 		},
 	}
 	o.HandledGone = func(token string, gone leases.Range, created []leases.Range) { w.noteGone(name, token, gone, created) }
+	o.ReleaseFailed = w.abandonedBy(h)
+	if w.trace {
+		o.Trace = func(format string, args ...any) { w.logf("trace %s: "+format, append([]any{name}, args...)...) }
+	}
 	n := dotnettest.New(&faultSource{src: w.src, io: h.io}, &faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name), lostWrite: w.strandedBy(h)}, o)
 	if err := n.Start(context.Background()); err != nil {
 		return nil, err

@@ -38,6 +38,7 @@ func (w *World) startJava(name string, t Timing, skew time.Duration) (*host, err
 		HandledGone: func(token string, gone leases.Range, created []leases.Range) {
 			w.noteJavaGone(name, token, gone, created)
 		},
+		ReleaseFailed: w.abandonedBy(h),
 		Handle: func(ctx context.Context, b javatest.Batch) error {
 			items := make([]json.RawMessage, len(b.Items))
 			for i, it := range b.Items {

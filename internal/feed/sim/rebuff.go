@@ -2,8 +2,12 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/cfp-dev/cfp/internal/leases"
 )
 
 // Rebuffs: issue 22, F3. A .NET host acquires the children of a split without If-Match and its
@@ -80,6 +84,57 @@ func (w *World) rebuffEnd() time.Time {
 	for _, r := range w.rebuffs {
 		if live[r.h.name] && w.hosts[r.h.name] == r.h && r.until.After(end) {
 			end = r.until
+		}
+	}
+	return end
+}
+
+// An overwrite is an owner change a .NET host made without If-Match: its checkpointer writes a
+// lease it created (a split's child, a merge's EPK lease) with the lease object its create and
+// acquire returned, which has no _etag (Utils/CosmosContainerExtensions.cs:39-87 returns the
+// item sent; LeaseManagement/DocumentServiceLeaseUpdaterCosmos.cs:112-115 sends IfMatchEtag =
+// lease.ConcurrencyToken, null here; the update function checks the owner of that cached
+// object, its own name), so another host that took the lease meanwhile loses it at that host's
+// next checkpoint. Between two .NET hosts this moves a lease after the set settled, by .NET's
+// protocol alone: seed 1076 (TestSim_CI) had dotnet-3 take 2AAA-2D55 from dotnet-8, paused past
+// its expiration, at the faults' end, and dotnet-8's next checkpoint take it back 0.5 s later.
+// The settle bound counts from the last overwrite, and one after the set settled starts the
+// wait for it again (World.settle).
+type overwrite struct {
+	token, from, to string
+	at              time.Time
+}
+
+// noteOverwrite records d, written without If-Match, when it changed the lease's owner from
+// another host to a .NET host. The caller holds wmu, so the world's owner of the lease is the
+// one before this write.
+func (w *World) noteOverwrite(d leases.Document) {
+	l, err := leases.Decode(d)
+	if err != nil {
+		return
+	}
+	to := strings.TrimSpace(l.Owner)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	from := w.owner[l.Token].owner
+	h := w.hosts[to]
+	if from == "" || from == to || h == nil || h.kind != DotNet {
+		return
+	}
+	w.overwrites = append(w.overwrites, overwrite{token: l.Token, from: from, to: to, at: time.Now()})
+	if w.trace {
+		w.log = append(w.log, fmt.Sprintf("%s%s overwrote %s's ownership of %s without If-Match", w.stamp(), to, from, l.Token))
+	}
+}
+
+// overwriteEnd is the time of the last overwrite (zero: none).
+func (w *World) overwriteEnd() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var end time.Time
+	for _, o := range w.overwrites {
+		if o.at.After(end) {
+			end = o.at
 		}
 	}
 	return end

@@ -364,7 +364,7 @@ func (x *runner) settle() {
 		quiet = exp
 	}
 	time.Sleep(time.Until(quiet))
-	x.w.settle(&x.r, quiet, x.o.Strict)
+	x.w.settle(&x.r, quiet, x.o.Strict, 0)
 	x.r.MaxLate, x.r.LateBatches = x.w.maxLate, x.w.lateBatches
 }
 
@@ -455,17 +455,24 @@ func (w *World) settled() (map[string]string, string) {
 
 // heldBack is when the protocol of a .NET or Java host last held the lease set back from
 // settling, and how: a live cfp host's rebuff window (rebuff.go), a lease stranded in a non-cfp
-// host's name by an acquire whose answer was lost (stranded.go).
+// host's name (stranded.go), a .NET host's overwrite of an owner without If-Match (rebuff.go).
 func (w *World) heldBack() (time.Time, string) {
 	end, what := w.rebuffEnd(), "a cfp host's rebuff window (rebuff.go)"
 	if s := w.strandedEnd(); s.After(end) {
-		end, what = s, "a lease stranded by a lost acquire answer (stranded.go)"
+		end, what = s, "a lease stranded in a .NET or Java host's name (stranded.go)"
+	}
+	if o := w.overwriteEnd(); o.After(end) {
+		end, what = o, "a .NET host's write of a lease's owner without If-Match (rebuff.go)"
 	}
 	return end, what
 }
 
 // settle waits for the lease set to settle after quiet and to stay so for StayedCycles.
-func (w *World) settle(r *Result, quiet time.Time, strict bool) {
+//
+// A change of owners after the set settled that the protocol of a .NET or Java host made
+// (heldBack moved past the instant it settled) starts the wait again, from then, at most
+// maxSettleRestarts times.
+func (w *World) settle(r *Result, quiet time.Time, strict bool, restarts int) {
 	miss := func(format string, args ...any) {
 		if strict {
 			w.violate(format, args...)
@@ -497,7 +504,8 @@ func (w *World) settle(r *Result, quiet time.Time, strict bool) {
 		w.logf("settle bound counted from the end of %s, %s after the faults' end", what, end.Sub(quiet).Truncate(time.Millisecond))
 		quiet = end
 	}
-	took := time.Since(quiet)
+	settledAt := time.Now()
+	took := settledAt.Sub(quiet)
 	r.SettleCycles = int((took + Base.Acquire - 1) / Base.Acquire)
 	hosts := len(w.live())
 	share := (len(owners) + hosts - 1) / max(hosts, 1)
@@ -508,10 +516,22 @@ func (w *World) settle(r *Result, quiet time.Time, strict bool) {
 	until := time.Now().Add(StayedCycles * Base.Acquire)
 	for time.Now().Before(until) {
 		time.Sleep(100 * time.Millisecond)
-		now, _ := w.settled()
+		now, why := w.settled()
 		if fmt.Sprint(now) != fmt.Sprint(owners) {
+			if now == nil {
+				now = map[string]string{"(not settled)": why}
+			}
+			if end, what := w.heldBack(); end.After(settledAt) && restarts < maxSettleRestarts {
+				w.logf("ownership changed after it settled, by %s at %s: waiting for the set to settle again", what, end.Sub(w.start).Truncate(time.Millisecond))
+				w.settle(r, end, strict, restarts+1)
+				return
+			}
 			miss("ownership changed after it settled:\n    was %v\n    now %v", owners, now)
 			return
 		}
 	}
 }
+
+// maxSettleRestarts bounds how often the protocol of a .NET or Java host may unsettle the set
+// after it settled (World.settle).
+const maxSettleRestarts = 3

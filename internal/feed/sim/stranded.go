@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -30,6 +31,16 @@ import (
 // taken by cfp-9 as expired 2.3 s later, after the set had settled. Lenient when the host
 // still processed the lease (a .NET host that saw no checkpoint since the deletion renews it
 // again): the set then waits until the export's expiry for nothing.
+//
+// A lease a .NET or Java host stopped processing and failed to release is stranded the same
+// way. Under the fault lease-412, every write of the host fails its If-Match: .NET's update
+// retries 5 times (LeaseManagement/DocumentServiceLeaseUpdaterCosmos.cs:20, :35 and :73) and
+// throws LeaseLostException, the renewer or checkpoint then ends the partition's processing, and
+// RemoveLeaseAsync's ReleaseAsync fails the same way and is ignored
+// (FeedManagement/PartitionControllerCore.cs:115-146, the catch at :128); Java's removeLease
+// likewise. The document still names the host, which reads it no more, until it expires. Seed
+// 792: dotnet-13 gave up 3955-3AAA under lease-412 at 1m29.66, and dotnet-10 took it as expired
+// at 1m34.88, after the set had settled (the 2,000-seed run at b0c93a6).
 
 // strandedLease is a lease a non-cfp host acquired with the answer lost, or a restored one in
 // its name.
@@ -70,6 +81,25 @@ func (w *World) strandedEnd() time.Time {
 	return end
 }
 
+// abandonedBy returns h's ReleaseFailed: a lease h stopped processing and failed to release is
+// stranded, when its document still names h, until its timestamp expired for every host.
+func (w *World) abandonedBy(h *host) func(token string, err error) {
+	return func(token string, _ error) {
+		docs, err := w.mem.QueryPrefix(context.Background(), Prefix)
+		if err != nil {
+			return
+		}
+		for _, d := range docs {
+			l, err := leases.Decode(d)
+			if err != nil || l.Token != token || !strings.EqualFold(strings.TrimSpace(l.Owner), h.name) {
+				continue
+			}
+			w.strandUntilExpiry(l, h.name, "%s gave up %s without releasing it: stranded in its name until %s", h.name, token)
+			return
+		}
+	}
+}
+
 // restoredForeign notes a restored lease (deleted.go) whose document names a live .NET or Java
 // host: stranded in its name until the export's timestamp expired for every host.
 func (w *World) restoredForeign(d leases.Document) {
@@ -84,12 +114,18 @@ func (w *World) restoredForeign(d leases.Document) {
 	if h == nil || h.kind == CFP {
 		return
 	}
+	w.strandUntilExpiry(l, owner, "%s restored in the name of %s, which reads it no more: stranded until %s", l.Token, owner)
+}
+
+// strandUntilExpiry counts l stranded in owner's name until its timestamp expired for every
+// host, unless it has already; it logs format with args and that instant.
+func (w *World) strandUntilExpiry(l *leases.Lease, owner, format string, args ...any) {
 	now := time.Now()
 	until := l.Timestamp.Add(maxExpiration(w) + time.Second)
 	if !until.After(now) {
 		return
 	}
-	w.logf("%s restored in the name of %s, which reads it no more: stranded until %s", l.Token, owner, until.Sub(w.start).Truncate(time.Millisecond))
+	w.logf(format, append(args, until.Sub(w.start).Truncate(time.Millisecond))...)
 	w.mu.Lock()
 	w.stranded = append(w.stranded, strandedLease{token: l.Token, owner: owner, at: now, until: until})
 	w.mu.Unlock()
