@@ -148,7 +148,10 @@ export declare class ChangeFeedProcessor<T = Change> {
   onEvent(handler: (event: EngineEvent) => void): this;
   /** Starts cfp; resolves once the lease store is initialised. */
   start(): Promise<Hello>;
-  /** Stops gracefully: leases checkpointed and released; resolves with cfp's summary. */
+  /**
+   * Stops gracefully: leases checkpointed (with manualCheckpoint, only what the handlers
+   * checkpointed) and released; resolves with cfp's summary.
+   */
   stop(): Promise<Summary | null>;
   readonly info: Hello | null;
   readonly leases: Lease[];
