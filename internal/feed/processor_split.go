@@ -17,8 +17,9 @@ import (
 // position (see readPosition) with the parent's properties, acquired by this
 // host; then the parent is deleted. A .NET v0 lease whose range now lies in one partition
 // (a merge) becomes one EPK lease over its range, as in .NET; an EPK lease in that case is
-// kept and only read from its new partition; a Java PK-range lease gets a lease per partition
-// whose parents name it, as in Java, the merged one starting low enough for both parents.
+// kept and only read from its new partition (unless an earlier attempt's children cover some
+// of its keys, see planSplit); a Java PK-range lease gets a lease per partition whose parents
+// name it, as in Java, the merged one starting low enough for both parents.
 //
 // The lease writes (create or take the children, delete the parent, release) run under a fresh
 // deadline (ReleaseTimeout), not the run context: a shutdown in the middle completes the split,
@@ -187,8 +188,10 @@ func splitOver(parent *leases.Lease, parts []Partition) []Partition {
 func splitNeedsList(parent *leases.Lease, parts []Partition) bool {
 	over := splitOver(parent, parts)
 	switch {
-	case len(over) == 0, len(over) == 1 && !parent.NamesPartition():
+	case len(over) == 0:
 		return false
+	case len(over) == 1 && !parent.NamesPartition():
+		return parent.HasRange() // the children of an earlier attempt, see planSplit
 	}
 	return parent.Family == leases.FamilyJavaPK || parent.HasRange()
 }
@@ -197,9 +200,10 @@ func splitNeedsList(parent *leases.Lease, parts []Partition) bool {
 // way its SDK does (docs/architecture.md, "Splits and merges"), from parent as this host holds
 // it (its continuation the position the children start from) and all, the leases listed when
 // splitNeedsList says so. A .NET v0 lease whose range now lies in one partition (a merge)
-// becomes one EPK lease over its range; an EPK lease in that case is routed, not replaced; a
-// Java PK-range lease gets a lease per partition whose parents name it, the merged one starting
-// low enough for both parents; a .NET v0 lease's child partition that reaches past the
+// becomes one EPK lease over its range; an EPK lease in that case is routed, not replaced,
+// unless other leases inside its range cover some of its keys (then leases over the rest
+// replace it); a Java PK-range lease gets a lease per partition whose parents name it, the
+// merged one starting low enough for both parents; a .NET v0 lease's child partition that reaches past the
 // parent's range gets an EPK lease over the common part. Children that other leases within
 // the parent's range already cover (an earlier attempt's) are left out. Children are unowned
 // and carry none of cfp's handoff properties.
@@ -211,8 +215,20 @@ func planSplit(parent *leases.Lease, parts []Partition, all []*leases.Lease) spl
 		sp.err = fmt.Errorf("no partition covers the range of lease %s", parent.Token)
 		return sp
 	case len(over) == 1 && !parent.NamesPartition():
-		sp.route = true
-		return sp
+		// An EPK lease inside one partition again is kept and read from there, unless other
+		// leases inside its range cover some of its keys: the children of an earlier attempt of
+		// its split, made before the partitions merged back (found by the simulation, seed
+		// 4913: a create whose answer was lost, then a merge). Kept, the parent would read
+		// their keys too, for ever. It is replaced by leases over the keys nobody else covers,
+		// as a split that finishes would have done.
+		rest, partly := uncoveredByOthers(parent, all)
+		if !partly {
+			sp.route = true
+			return sp
+		}
+		for _, r := range rest {
+			sp.children = append(sp.children, parent.Child(over[0].ID, r))
+		}
 	case len(over) == 1 && parent.Family != leases.FamilyJavaPK:
 		m := parent.Merged()
 		if m == parent {
@@ -382,17 +398,11 @@ func (w *worker) heldChildren() []*leases.Lease {
 // family (the merge path's rule); a child with the same token is kept (the create's conflict
 // path takes it).
 func notYetCovered(parent *leases.Lease, children, all []*leases.Lease) []*leases.Lease {
-	var covered []leases.Range
 	tokens := map[string]bool{}
 	for _, c := range children {
 		tokens[c.Token] = true
 	}
-	for _, l := range all {
-		if l.Token == parent.Token || tokens[l.Token] || !l.HasRange() || !l.Range.Within(parent.Range) {
-			continue
-		}
-		covered = append(covered, l.Range)
-	}
+	covered := coveredWithin(parent, all, tokens)
 	if len(covered) == 0 {
 		return children
 	}
@@ -411,6 +421,29 @@ func notYetCovered(parent *leases.Lease, children, all []*leases.Lease) []*lease
 		}
 	}
 	return out
+}
+
+// coveredWithin returns the ranges of the leases of all, other than parent and those whose
+// tokens skip names, that lie inside parent's range.
+func coveredWithin(parent *leases.Lease, all []*leases.Lease, skip map[string]bool) []leases.Range {
+	var covered []leases.Range
+	for _, l := range all {
+		if l.Token == parent.Token || skip[l.Token] || !l.HasRange() || !l.Range.Within(parent.Range) {
+			continue
+		}
+		covered = append(covered, l.Range)
+	}
+	return covered
+}
+
+// uncoveredByOthers returns the parts of parent's range that no other lease of all inside it
+// covers, in key order, and whether any such lease covers some of it.
+func uncoveredByOthers(parent *leases.Lease, all []*leases.Lease) ([]leases.Range, bool) {
+	covered := coveredWithin(parent, all, nil)
+	if len(covered) == 0 {
+		return nil, false
+	}
+	return uncovered(parent.Range, covered), true
 }
 
 // uncovered returns the parts of r that no range of by holds, in key order.
