@@ -33,6 +33,12 @@ func pl(token, owner string, age time.Duration, props ...string) *leases.Lease {
 	return l
 }
 
+// ranged sets l's range to [min, max) (max "" is a range not known) and returns l.
+func ranged(l *leases.Lease, min, max string) *leases.Lease {
+	l.Range = leases.Range{Min: min, Max: max}
+	return l
+}
+
 // ph is a live presence record of instance.
 func ph(instance string) leases.Host {
 	return leases.Host{Instance: instance, Timestamp: planNow.Add(-time.Second)}
@@ -146,7 +152,17 @@ func TestPlanCycle(t *testing.T) {
 			owned: []string{"a", "b", "c", "d"},
 			want:  "", donor: true},
 		{rule: "settled: every lease held by a live cfp host, none requested, this host at its share",
-			all:   []*leases.Lease{pl("a", "me", live), pl("b", "other", live)},
+			all:   []*leases.Lease{ranged(pl("a", "me", live), "", "80"), ranged(pl("b", "other", live), "80", "FF")},
+			hosts: []leases.Host{ph("me"), ph("other")},
+			owned: []string{"a"},
+			want:  "", settled: true},
+		{rule: "not settled while some keys have no lease: a deleted lease whose restore only the leases show (simulation seed 6604)",
+			all:   []*leases.Lease{ranged(pl("a", "me", live), "", "80"), ranged(pl("c", "other", live), "C0", "FF")},
+			hosts: []leases.Host{ph("me"), ph("other")},
+			owned: []string{"a"},
+			want:  ""},
+		{rule: "leases without a known range may cover any keys: settled",
+			all:   []*leases.Lease{ranged(pl("a", "me", live), "", "80"), ranged(pl("b", "other", live), "", "")},
 			hosts: []leases.Host{ph("me"), ph("other")},
 			owned: []string{"a"},
 			want:  "", settled: true},
