@@ -50,6 +50,9 @@ type calm struct {
 	// (see checkDeleted): nothing in the presence records shows their restore (`cfp leases
 	// import`), so the host lists every cycle until the listing covers them again.
 	unread []LeaseInfo
+	// restored are the tokens of the leases of unread that the last listing shows again:
+	// imported, and this host's to take back (see planCycle).
+	restored []string
 }
 
 // settle records the outcome of a full cycle.
