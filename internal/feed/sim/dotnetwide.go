@@ -3,6 +3,7 @@ package sim
 import (
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cfp-dev/cfp/internal/feed/feedtest"
 	"github.com/cfp-dev/cfp/internal/leases"
@@ -54,9 +55,7 @@ func (w *World) noteGone(host, token string, gone leases.Range, created []leases
 			if common, ok := l.Range.Normal().Intersect(cr); ok {
 				w.logf("dotnet %s replaced gone lease %s over %s by a lease over %s where lease %s over %s was already: .NET's own overlap over %s (an earlier attempt's child; PartitionSynchronizerCore.HandlePartitionGoneAsync looks at no lease)",
 					host, token, pr, cr, l.Token, l.Range, common)
-				w.mu.Lock()
-				w.wide = append(w.wide, common)
-				w.mu.Unlock()
+				w.addWide(common)
 			}
 		}
 		var beyond []leases.Range
@@ -79,10 +78,31 @@ func (w *World) noteGone(host, token string, gone leases.Range, created []leases
 		}
 		w.logf("dotnet %s replaced gone lease %s over %s by a lease over %s, %s: .NET's own overlap over %s (PartitionSynchronizerCore.HandlePartitionGoneAsync)",
 			host, token, pr, cr, why, rangesString(beyond))
-		w.mu.Lock()
-		w.wide = append(w.wide, beyond...)
-		w.mu.Unlock()
+		w.addWide(beyond...)
 	}
+}
+
+// addWide records rs as .NET's own overlap, from now.
+func (w *World) addWide(rs ...leases.Range) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range rs {
+		w.wide = append(w.wide, r)
+		w.wideAt = append(w.wideAt, now)
+	}
+}
+
+// wideBeforeLocked reports whether document id's key lies within a range of .NET's own overlap
+// recorded after at. Callers hold w.mu.
+func (w *World) wideBeforeLocked(id string, at time.Time) bool {
+	e := feedtest.EPK("pk-" + id)
+	for i, x := range w.wide {
+		if w.wideAt[i].After(at) && x.Normal().Contains(e) {
+			return true
+		}
+	}
+	return false
 }
 
 func minEPK(a, b string) string {

@@ -119,7 +119,5 @@ func (w *World) noteJavaGone(host, token string, gone leases.Range, created []le
 	}
 	w.logf("java %s split gone lease %s over %s, which it no longer held, into %s: Java's own overlap (PartitionControllerImpl.handleFeedRangeGone)",
 		host, token, gone.Normal(), rangesString(created))
-	w.mu.Lock()
-	w.wide = append(w.wide, created...)
-	w.mu.Unlock()
+	w.addWide(created...)
 }

@@ -84,6 +84,8 @@ type Result struct {
 	// LateBatches how many batches were.
 	MaxLate     time.Duration
 	LateBatches int
+	// NetLost counts the changes .NET's own overlap lost (World.missing): not a violation.
+	NetLost int
 	// Fingerprint hashes the run's ownership changes and deliveries with their virtual
 	// instants (fingerprint.go): replays of a seed that saw the same schedule share it.
 	Fingerprint string
@@ -93,7 +95,14 @@ type Result struct {
 func (r Result) Summary() string {
 	return fmt.Sprintf("seed %d: %d changes, %d hosts, %d kills, %d pauses, %d restarts, %d splits, %d merges, %d lease deletions, %d fault windows; settled in %d cycles; %d ownership changes, %d handler failures, %d duplicates; %d late batches (max %s)",
 		r.Seed, r.Written, r.Hosts, r.Kills, r.Pauses, r.Restarts, r.Splits, r.Merges, r.Deletions, r.FaultWindows, r.SettleCycles,
-		r.Changes, r.Retries, r.Duplicates, r.LateBatches, r.MaxLate)
+		r.Changes, r.Retries, r.Duplicates, r.LateBatches, r.MaxLate) + netLost(r.NetLost)
+}
+
+func netLost(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d changes lost to .NET's own overlap (excused)", n)
 }
 
 type timed struct {
@@ -394,6 +403,9 @@ func (w *World) finish(r *Result, e *ended) {
 		w.violate("lease set at the end: %s%s", c, w.describe())
 	}
 	r.Duplicates = w.duplicates()
+	w.mu.Lock()
+	r.NetLost = w.netLost
+	w.mu.Unlock()
 	w.mu.Lock()
 	r.Written, r.Changes, r.Retries = w.written, w.changes, w.retries
 	r.Violations, r.Log = w.violations, w.log
