@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,14 @@ import (
 //   - every fullListEvery cycles, a safety net for what only the leases show (a .NET or Java
 //     host, which keeps no presence record, taking or releasing leases);
 //   - every cycle while a lease deleted under this host is not back (calm.unread): its
-//     restore shows in the leases only.
+//     restore shows in the leases only;
+//   - every cycle while some keys have no lease (settledLeases): a lease deleted under
+//     another host, or under none (one its owner gave up without releasing it), whose restore
+//     (`cfp leases import`, with the timestamp of the export: expired, in the name of a host
+//     that reads it no more) shows in the leases only, and no presence record changes with
+//     it. Seed 6604 of the simulation: cfp-1 gave up 15-2A under lease-412 at 1m19.86, the
+//     lease was deleted at 1m20.69 and restored at 1m29.77, expired; every host was calm, and
+//     cfp-10 took it at its next safety-net full list, at 1m42.44, 12.7 s later.
 //
 // A stolen lease shows at its owner's next write; a killed cfp host shows when its record
 // expires, which is about when its leases do; a joining host writes its record before it asks
@@ -42,6 +50,9 @@ type calm struct {
 	// (see checkDeleted): nothing in the presence records shows their restore (`cfp leases
 	// import`), so the host lists every cycle until the listing covers them again.
 	unread []LeaseInfo
+	// restored are the tokens of the leases of unread that the last listing shows again:
+	// imported, and this host's to take back (see planCycle).
+	restored []string
 }
 
 // settle records the outcome of a full cycle.
@@ -109,8 +120,12 @@ func liveRecords(hosts []leases.Host, now time.Time, expiration time.Duration) s
 }
 
 // settledLeases reports whether every lease is held by a live owner that keeps a live presence
-// record (a cfp host) and none carries a handoff request.
+// record (a cfp host), none carries a handoff request and the leases leave no keys uncovered
+// (when every range is known).
 func settledLeases(all []*leases.Lease, hosts []leases.Host, now time.Time, expiration time.Duration) bool {
+	if leaseGap(all) {
+		return false
+	}
 	cfp := map[string]bool{}
 	for _, h := range hosts {
 		if !h.Expired(now, expiration) {
@@ -126,4 +141,30 @@ func settledLeases(all []*leases.Lease, hosts []leases.Host, now time.Time, expi
 		}
 	}
 	return true
+}
+
+// leaseGap reports whether some keys of the key space lie in no lease of all, when every lease
+// of all has a known range (a lease without one may cover any keys).
+func leaseGap(all []*leases.Lease) bool {
+	rs := make([]leases.Range, 0, len(all))
+	for _, l := range all {
+		if !l.HasRange() {
+			return false
+		}
+		rs = append(rs, l.Range.Normal())
+	}
+	if len(rs) == 0 {
+		return false
+	}
+	slices.SortFunc(rs, func(a, b leases.Range) int { return leases.CompareEPK(a.Min, b.Min) })
+	cursor := leases.FullRange.Min
+	for _, r := range rs {
+		if leases.CompareEPK(r.Min, cursor) > 0 {
+			return true
+		}
+		if leases.CompareEPK(r.Max, cursor) > 0 {
+			cursor = r.Max
+		}
+	}
+	return leases.CompareEPK(cursor, leases.FullRange.Max) < 0
 }

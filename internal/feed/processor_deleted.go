@@ -65,7 +65,16 @@ func (p *Processor) checkDeleted(ctx context.Context, all []*leases.Lease) bool 
 		}
 		return false
 	}
-	p.calm.unread = slices.DeleteFunc(p.calm.unread, covered)
+	p.calm.restored = nil
+	p.calm.unread = slices.DeleteFunc(p.calm.unread, func(d LeaseInfo) bool {
+		if !covered(d) {
+			return false
+		}
+		if slices.ContainsFunc(all, func(l *leases.Lease) bool { return l.Token == d.Token }) {
+			p.calm.restored = append(p.calm.restored, d.Token) // imported again (see planCycle)
+		}
+		return true
+	})
 	p.mu.Lock()
 	deleted := p.deleted
 	p.deleted = nil

@@ -33,6 +33,12 @@ func pl(token, owner string, age time.Duration, props ...string) *leases.Lease {
 	return l
 }
 
+// ranged sets l's range to [min, max) (max "" is a range not known) and returns l.
+func ranged(l *leases.Lease, min, max string) *leases.Lease {
+	l.Range = leases.Range{Min: min, Max: max}
+	return l
+}
+
 // ph is a live presence record of instance.
 func ph(instance string) leases.Host {
 	return leases.Host{Instance: instance, Timestamp: planNow.Add(-time.Second)}
@@ -41,19 +47,20 @@ func ph(instance string) leases.Host {
 func TestPlanCycle(t *testing.T) {
 	const live, dead = time.Second, 2 * planExp
 	tests := []struct {
-		rule    string
-		first   bool
-		all     []*leases.Lease
-		hosts   []leases.Host
-		owned   []string
-		coolTo  map[string]string
-		asked   map[string]handoffAsk
-		rebuffs map[string]rebuff
-		self    string // "me" when empty
-		want    string // the actions, "kind:token" joined by spaces
-		donor   bool
-		asks    bool // cyclePlan.asked
-		settled bool
+		rule     string
+		first    bool
+		all      []*leases.Lease
+		hosts    []leases.Host
+		owned    []string
+		coolTo   map[string]string
+		asked    map[string]handoffAsk
+		rebuffs  map[string]rebuff
+		restored []string
+		self     string // "me" when empty
+		want     string // the actions, "kind:token" joined by spaces
+		donor    bool
+		asks     bool // cyclePlan.asked
+		settled  bool
 	}{
 		{rule: "free leases are taken first, up to the share",
 			all:   []*leases.Lease{pl("a", "", 0), pl("b", "", 0), pl("c", "other", live), pl("d", "other", live)},
@@ -146,7 +153,30 @@ func TestPlanCycle(t *testing.T) {
 			owned: []string{"a", "b", "c", "d"},
 			want:  "", donor: true},
 		{rule: "settled: every lease held by a live cfp host, none requested, this host at its share",
-			all:   []*leases.Lease{pl("a", "me", live), pl("b", "other", live)},
+			all:   []*leases.Lease{ranged(pl("a", "me", live), "", "80"), ranged(pl("b", "other", live), "80", "FF")},
+			hosts: []leases.Host{ph("me"), ph("other")},
+			owned: []string{"a"},
+			want:  "", settled: true},
+		{rule: "not settled while some keys have no lease: a deleted lease whose restore only the leases show (simulation seed 6604)",
+			all:   []*leases.Lease{ranged(pl("a", "me", live), "", "80"), ranged(pl("c", "other", live), "C0", "FF")},
+			hosts: []leases.Host{ph("me"), ph("other")},
+			owned: []string{"a"},
+			want:  ""},
+		{rule: "a lease restored expired in this host's name after it was deleted under it is taken back, even at the share (simulation seed 7143)",
+			all:      []*leases.Lease{pl("a", "zz", live), pl("b", "zz", dead), pl("c", "other", live), pl("d", "third", live)},
+			hosts:    []leases.Host{ph("zz"), ph("other"), ph("third")},
+			owned:    []string{"a"},
+			restored: []string{"b"},
+			self:     "zz",
+			want:     "take:b"},
+		{rule: "an expired lease in this host's name that was not restored goes to the host the balance gives it",
+			all:   []*leases.Lease{pl("a", "zz", live), pl("b", "zz", dead), pl("c", "other", live), pl("d", "third", live)},
+			hosts: []leases.Host{ph("zz"), ph("other"), ph("third")},
+			owned: []string{"a"},
+			self:  "zz",
+			want:  ""},
+		{rule: "leases without a known range may cover any keys: settled",
+			all:   []*leases.Lease{ranged(pl("a", "me", live), "", "80"), ranged(pl("b", "other", live), "", "")},
 			hosts: []leases.Host{ph("me"), ph("other")},
 			owned: []string{"a"},
 			want:  "", settled: true},
@@ -164,7 +194,7 @@ func TestPlanCycle(t *testing.T) {
 			}
 			v := &cycleView{
 				self: self, now: planNow, expiration: planExp, first: tt.first,
-				all: tt.all, hosts: tt.hosts, coolTo: tt.coolTo, asked: tt.asked, rebuffs: tt.rebuffs,
+				all: tt.all, hosts: tt.hosts, coolTo: tt.coolTo, asked: tt.asked, rebuffs: tt.rebuffs, restored: tt.restored,
 				owned: map[string]bool{},
 			}
 			for _, tok := range tt.owned {

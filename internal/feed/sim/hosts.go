@@ -75,7 +75,7 @@ func (w *World) startCFP(name string, t Timing, skew time.Duration) *host {
 		ForeignRenewInterval: Base.Renew,
 	}
 	store := leases.NewStore(&faultDocs{docs: w.tracedDocs(name), io: h.io, latency: w.writeLatency(name)}, Prefix, leases.StoreOptions{Now: h.now})
-	p, err := feed.NewProcessor(&faultSource{src: w.src, io: h.io}, store, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
+	p, err := feed.NewProcessor(&faultSource{src: w.src, io: h.io, throttled: w.throttledRead(h)}, store, feed.HandlerFunc(func(ctx context.Context, b feed.Batch) error {
 		return w.handle(ctx, h, b.LeaseToken, b.Items)
 	}), opts)
 	if err != nil {

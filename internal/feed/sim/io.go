@@ -283,6 +283,9 @@ func (d *faultDocs) Delete(ctx context.Context, id, pk, ifMatch string) error {
 type faultSource struct {
 	src feed.Source
 	io  *hostIO
+	// throttled, when set (cfp hosts), notes each read's answer: throttled or not
+	// (readbackoff.go).
+	throttled func(read string, throttled bool)
 }
 
 var _ feed.Source = (*faultSource)(nil)
@@ -299,6 +302,9 @@ func (s *faultSource) ReadPage(ctx context.Context, req feed.ReadRequest) (feed.
 	f, err := s.io.enter(key)
 	if err != nil {
 		return feed.Page{}, err
+	}
+	if s.throttled != nil {
+		s.throttled(fmt.Sprintf("%s %v", req.PartitionID, req.Range), f == faultFeed429 || f == faultFeed503)
 	}
 	switch f {
 	case faultFeed429:

@@ -516,6 +516,10 @@ func (w *World) settle(r *Result, quiet time.Time, strict bool, restarts int) {
 		w.logf("settle bound counted from the end of %s, %s after the faults' end", what, end.Sub(quiet).Truncate(time.Millisecond))
 		quiet = end
 	}
+	if end := w.readBackoffEnd(); end.After(quiet) {
+		w.logf("settle bound counted from the end of a cfp reader's backoff after throttled reads (readbackoff.go), %s after the faults' end", end.Sub(quiet).Truncate(time.Millisecond))
+		quiet = end
+	}
 	settledAt := time.Now()
 	took := settledAt.Sub(quiet)
 	r.SettleCycles = int((took + Base.Acquire - 1) / Base.Acquire)

@@ -144,6 +144,8 @@ type World struct {
 	stranded []strandedLease
 	// overwrites are the owner changes a .NET host made without If-Match (rebuff.go).
 	overwrites []overwrite
+	// throttles are the cfp hosts' runs of throttled reads, by host and read (readbackoff.go).
+	throttles map[*host]map[string]*throttleRun
 
 	violations []string
 	log        []string
