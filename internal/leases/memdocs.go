@@ -27,6 +27,7 @@ type MemDocuments struct {
 
 	mu   sync.Mutex
 	seq  uint64
+	ver  uint64 // every write and delete (Version)
 	docs map[memKey]Document
 }
 
@@ -88,6 +89,7 @@ func (m *MemDocuments) live(d Document) bool {
 // stamp sets the system properties of a write and returns the stored document.
 func (m *MemDocuments) stamp(k memKey, o *object) (Document, error) {
 	m.seq++
+	m.ver++
 	etag := fmt.Sprintf(`"%08x-0000-0000-0000-%012x"`, m.seq, m.seq)
 	if err := o.set(fETag, etag); err != nil {
 		return Document{}, err
@@ -220,6 +222,7 @@ func (m *MemDocuments) Delete(_ context.Context, id, pk, ifMatch string) error {
 		return fmt.Errorf("delete %s: %w", id, ErrPreconditionFailed)
 	}
 	delete(m.docs, k)
+	m.ver++
 	return nil
 }
 
@@ -238,6 +241,14 @@ func (m *MemDocuments) Put(pk string, body []byte) (Document, error) {
 		return Document{}, err
 	}
 	return m.stamp(k, o)
+}
+
+// Version changes on every write and delete, so that a reader can keep what it decoded of the
+// container until the next change. Documents that expire under TTL do not change it.
+func (m *MemDocuments) Version() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ver
 }
 
 // Len returns the number of live documents.

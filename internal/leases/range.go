@@ -87,15 +87,59 @@ func (r Range) Compare(o Range) int {
 
 // CompareEPK compares two EPK boundaries the way the Go SDK does: upper-case hex, a shorter
 // string padded with '0' compares equal to a longer one, and "FF" is the exclusive top.
+//
+// It allocates nothing for ASCII boundaries (every EPK): the lease checks and the balancer call
+// it for every pair of ranges they compare.
 func CompareEPK(a, b string) int {
-	a, b = strings.ToUpper(a), strings.ToUpper(b)
-	for len(a) < len(b) {
-		a += "0"
+	if !isASCII(a) || !isASCII(b) {
+		return compareEPKPadded(a, b)
 	}
-	for len(b) < len(a) {
-		b += "0"
+	for i := range max(len(a), len(b)) {
+		ca, cb := byte('0'), byte('0')
+		if i < len(a) {
+			ca = upperASCII(a[i])
+		}
+		if i < len(b) {
+			cb = upperASCII(b[i])
+		}
+		if ca != cb {
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// compareEPKPadded is CompareEPK by its definition: both upper-cased, the shorter padded with
+// '0'. CompareEPK falls back to it for text that is not ASCII, where upper-casing can change
+// the length; FuzzCompareEPK holds the two equal.
+func compareEPKPadded(a, b string) int {
+	a, b = strings.ToUpper(a), strings.ToUpper(b)
+	if len(a) < len(b) {
+		a += strings.Repeat("0", len(b)-len(a))
+	}
+	if len(b) < len(a) {
+		b += strings.Repeat("0", len(a)-len(b))
 	}
 	return strings.Compare(a, b)
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func upperASCII(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
 }
 
 // ParseRange parses a range a person wrote as "MIN-MAX" (tail's --range): upper- or lower-case

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -132,6 +133,19 @@ type World struct {
 	latestAt map[string]time.Time
 	// netLost counts the changes lost to .NET's own overlap (see missing).
 	netLost int
+	// ver changes with every delivery, write and .NET overlap recorded: missing's answer holds
+	// until it changes (missed).
+	ver    uint64
+	missed struct {
+		ver     uint64
+		ok      bool
+		n       int
+		one     string
+		netLost int
+	}
+	// checks keeps what the checker decoded of the lease container until it changes
+	// (leaseSet, coverage); the settle wait asks every 100 ms of virtual time.
+	checks checkCache
 	// deleted are the leases an operator deleted and has not restored yet (deleted.go).
 	deleted map[string]bool
 	// deletions are the operator's deletions of each lease, by token, and their restores (zero
@@ -424,6 +438,7 @@ func (w *World) deliver(host, token string, items []json.RawMessage) {
 		}
 		w.seen[fmt.Sprintf("%s@%d", d.ID, d.LSN)]++
 	}
+	w.ver++
 }
 
 // write writes n documents; a fraction rewrites documents written before (latest-version
@@ -441,6 +456,7 @@ func (w *World) write(ids []string) {
 		}
 		w.latest[id] = lsn
 		w.latestAt[id] = time.Now()
+		w.ver++
 		w.mu.Unlock()
 	}
 }
@@ -462,8 +478,15 @@ func (w *World) write(ids []string) {
 func (w *World) missing() (int, string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if m := &w.missed; m.ok && m.ver == w.ver {
+		w.netLost = m.netLost
+		return m.n, m.one
+	}
 	n, one := 0, ""
 	w.netLost = 0
+	defer func() {
+		w.missed.ver, w.missed.ok, w.missed.n, w.missed.one, w.missed.netLost = w.ver, true, n, one, w.netLost
+	}()
 	for id, lsn := range w.latest {
 		if k := fmt.Sprintf("%s@%d", id, lsn); w.seen[k] == 0 {
 			if w.wideBeforeLocked(id, w.latestAt[id]) {
@@ -493,13 +516,36 @@ func (w *World) duplicates() int {
 	return d
 }
 
+// checkCache holds the lease set the checker last decoded and the coverage it last found, each
+// with the container's version (and, for coverage, the partitions and .NET overlaps) it holds
+// for. Callers only read the leases.
+type checkCache struct {
+	mu          sync.Mutex
+	ver         uint64
+	ls          []*leases.Lease
+	ok          bool
+	coverKey    string
+	coverVer    uint64
+	cover       []string
+	coverCached bool
+}
+
 // leaseSet lists the leases as the container holds them.
 func (w *World) leaseSet() []*leases.Lease {
+	c := &w.checks
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ver := w.mem.Version()
+	if c.ok && c.ver == ver {
+		return slices.Clone(c.ls)
+	}
 	ls, err := leases.NewStore(w.mem, Prefix, leases.StoreOptions{}).List(context.Background())
 	if err != nil {
 		w.violate("list leases: %v", err)
+		return ls
 	}
-	return ls
+	c.ver, c.ls, c.ok = ver, ls, true
+	return slices.Clone(ls)
 }
 
 func (w *World) partitions() []feed.Partition {
@@ -514,9 +560,32 @@ func (w *World) partitions() []feed.Partition {
 // overlaps, duplicate tokens, leases over gone partitions.
 func (w *World) coverage() []string {
 	var lp []leases.Partition
+	var key strings.Builder
 	for _, p := range w.partitions() {
 		lp = append(lp, leases.Partition{ID: p.ID, Range: p.Range, Parents: p.Parents})
+		fmt.Fprintf(&key, "%s %s %v;", p.ID, p.Range, p.Parents)
 	}
+	w.mu.Lock()
+	fmt.Fprintf(&key, "wide %d", len(w.wide))
+	w.mu.Unlock()
+	ver := w.mem.Version()
+	c := &w.checks
+	c.mu.Lock()
+	if c.coverCached && c.coverVer == ver && c.coverKey == key.String() {
+		out := slices.Clone(c.cover)
+		c.mu.Unlock()
+		return out
+	}
+	c.mu.Unlock()
+	out := w.coverageOf(lp)
+	c.mu.Lock()
+	c.coverCached, c.coverVer, c.coverKey, c.cover = true, ver, key.String(), out
+	c.mu.Unlock()
+	return slices.Clone(out)
+}
+
+// coverageOf finds what coverage reports, on the lease set as the container holds it now.
+func (w *World) coverageOf(lp []leases.Partition) []string {
 	var out []string
 	for _, f := range leases.Check(w.leaseSet(), time.Now(), time.Hour, leases.WithPartitions(lp)) {
 		switch f.Kind {
