@@ -17,6 +17,8 @@
 # The SDK module is copied from the module cache (go mod download fetches it through the module
 # proxy if it is missing); its test dependencies resolve like cfp's (GOFLAGS=-mod=mod).
 set -euo pipefail
+# shellcheck source=../lib/emulator.sh
+source "$(dirname "$0")/../lib/emulator.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 report=0
@@ -65,14 +67,8 @@ total=$(wc -w <<<"$tests")
 [ "$total" -gt 0 ] || { echo "azcosmos-suite: no emulator test matches" >&2; exit 1; }
 
 echo "== azcosmos-suite: start cfp emulator on localhost:$port ${emu_flags[*]}" >&2
-"$work/cfp" emulator --data "$work/data" --addr "localhost:$port" "${emu_flags[@]}" -o json >"$work/serving.json" 2>"$work/emulator.log" &
-emu_pid=$!
-for _ in $(seq 100); do
-  [ -s "$work/serving.json" ] && break
-  kill -0 "$emu_pid" 2>/dev/null || { cat "$work/emulator.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -s "$work/serving.json" ] || { echo "azcosmos-suite: cfp emulator did not start" >&2; cat "$work/emulator.log" >&2; exit 1; }
+start_emulator "$work/cfp" "$work" "localhost:$port" "${emu_flags[@]}"
+emu_pid=$emulator_pid
 cert=$("$work/cfp" emulator cert --data "$work/data" --path 2>/dev/null || true)
 
 echo "== azcosmos-suite: run $total emulator tests" >&2

@@ -14,6 +14,8 @@
 # The SDK and vitest install from package-lock.json (npm ci). Node trusts the emulator's
 # certificate through NODE_EXTRA_CA_CERTS; TLS verification is never turned off.
 set -euo pipefail
+# shellcheck source=../lib/emulator.sh
+source "$(dirname "$0")/../lib/emulator.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 report=0
@@ -51,14 +53,8 @@ done)
 (cd "$root" && go build -o "$tmp/cfp" .)
 
 echo "== js-suite: start cfp emulator on a free loopback port" >&2
-"$tmp/cfp" emulator --data "$tmp/data" --addr 127.0.0.1:0 --consistency Session -o json >"$tmp/serving.json" 2>"$tmp/emulator.log" &
-emu_pid=$!
-for _ in $(seq 100); do
-  [ -s "$tmp/serving.json" ] && break
-  kill -0 "$emu_pid" 2>/dev/null || { cat "$tmp/emulator.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -s "$tmp/serving.json" ] || { echo "js-suite: cfp emulator did not start" >&2; cat "$tmp/emulator.log" >&2; exit 1; }
+start_emulator "$tmp/cfp" "$tmp" 127.0.0.1:0 --consistency Session
+emu_pid=$emulator_pid
 field() { node -p "JSON.parse(require('fs').readFileSync(process.argv[1], 'utf8')).$1" "$tmp/serving.json"; }
 # https://127.0.0.1:PORT/ (the certificate names 127.0.0.1): the tests' config turns TLS
 # verification off for an endpoint that starts with https://localhost.

@@ -11,6 +11,8 @@
 # The virtualenv is made once per requirements.txt in ${CFP_PYSUITE_CACHE:-~/.cache/cfp-python-suite}
 # with python3 (PYTHON overrides), and pip installs the pinned requirements into it.
 set -euo pipefail
+# shellcheck source=../lib/emulator.sh
+source "$(dirname "$0")/../lib/emulator.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 report=0
@@ -77,23 +79,15 @@ else
   shards=("${slow[@]}" "$rest")
 fi
 
-# start_emulator DIR: cfp emulator on a free port of [::1], its endpoint and certificate in
+# start_shard_emulator DIR: cfp emulator on a free port of [::1], its endpoint and certificate in
 # DIR/endpoint and DIR/cert.
 #
 # On [::1], not localhost: the SDK turns TLS verification off for the hosts localhost and
 # 127.0.0.1 (_synchronized_request.py), and the suite must verify the emulator's certificate.
-start_emulator() {
+start_shard_emulator() {
   local dir=$1
-  mkdir -p "$dir"
-  "$work/cfp" emulator --data "$dir/data" --addr '[::1]:0' -o json >"$dir/serving.json" 2>"$dir/emulator.log" &
-  emu_pids+=($!)
-  local pid=$!
-  for _ in $(seq 100); do
-    [ -s "$dir/serving.json" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/emulator.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  [ -s "$dir/serving.json" ] || { echo "python-suite: cfp emulator did not start" >&2; cat "$dir/emulator.log" >&2; exit 1; }
+  start_emulator "$work/cfp" "$dir" '[::1]:0'
+  emu_pids+=("$emulator_pid")
   field() { "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1" <"$dir/serving.json"; }
   field tls_endpoint >"$dir/endpoint"
   field cert_file >"$dir/cert"
@@ -101,7 +95,7 @@ start_emulator() {
 }
 
 echo "== python-suite: start ${#shards[@]} cfp emulators on free ports of [::1], one per shard" >&2
-for i in "${!shards[@]}"; do start_emulator "$work/shard-$i"; done
+for i in "${!shards[@]}"; do start_shard_emulator "$work/shard-$i"; done
 
 # --tb=native: pytest's own traceback format parses the test's source, and a RecursionError in a
 # test (the SDK's retries) then breaks pytest itself (INTERNALERROR, exit 3) on CPython 3.11.
