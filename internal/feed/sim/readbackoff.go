@@ -61,15 +61,12 @@ func (w *World) throttledRead(h *host) func(read string, throttled bool) {
 // readBackoffEnd is when the last wait of a live cfp host's reader after a throttled read
 // ends (zero: none).
 func (w *World) readBackoffEnd() time.Time {
-	live := map[string]bool{}
-	for _, n := range w.live() {
-		live[n] = true
-	}
+	live := w.liveNow()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var end time.Time
 	for h, runs := range w.throttles {
-		if !live[h.name] || w.hosts[h.name] != h {
+		if !live(h) {
 			continue
 		}
 		for _, r := range runs {

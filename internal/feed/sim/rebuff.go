@@ -74,15 +74,12 @@ func (l rebuffLog) Handle(_ context.Context, r slog.Record) error {
 
 // rebuffEnd is the end of the last rebuff window of a live cfp host (zero: none).
 func (w *World) rebuffEnd() time.Time {
-	live := map[string]bool{}
-	for _, n := range w.live() {
-		live[n] = true
-	}
+	live := w.liveNow()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var end time.Time
 	for _, r := range w.rebuffs {
-		if live[r.h.name] && w.hosts[r.h.name] == r.h && r.until.After(end) {
+		if live(r.h) && r.until.After(end) {
 			end = r.until
 		}
 	}

@@ -422,12 +422,19 @@ func insert(q []timed, t timed) []timed {
 	return slices.Insert(q, i, t)
 }
 
+// maxExpiration is the longest lease expiration of any host, with its clock's skew.
 func maxExpiration(w *World) time.Duration {
+	return w.longest(func(t Timing) time.Duration { return t.Expiration })
+}
+
+// longest is the longest of one timing (of) over Base and every host, each with its clock's
+// skew.
+func (w *World) longest(of func(Timing) time.Duration) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	d := Base.Expiration
+	d := of(Base)
 	for _, h := range w.hosts {
-		d = max(d, h.timing.Expiration+h.skew.Abs())
+		d = max(d, of(h.timing)+h.skew.Abs())
 	}
 	return d
 }

@@ -141,11 +141,5 @@ func (w *World) strandUntilExpiry(l *leases.Lease, owner, format string, args ..
 
 // maxAcquire is the longest acquire interval of any host, with its clock's skew.
 func maxAcquire(w *World) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	d := Base.Acquire
-	for _, h := range w.hosts {
-		d = max(d, h.timing.Acquire+h.skew.Abs())
-	}
-	return d
+	return w.longest(func(t Timing) time.Duration { return t.Acquire })
 }

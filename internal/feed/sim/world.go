@@ -616,6 +616,16 @@ func (w *World) live() []string {
 	return out
 }
 
+// liveNow returns whether a host incarnation is live now: running (live) and not replaced by a
+// restart under its name. The answer must be used under w.mu.
+func (w *World) liveNow() func(*host) bool {
+	live := map[string]bool{}
+	for _, n := range w.live() {
+		live[n] = true
+	}
+	return func(h *host) bool { return live[h.name] && w.hosts[h.name] == h }
+}
+
 // describe renders the lease set for a report.
 func (w *World) describe() string {
 	var b strings.Builder
