@@ -277,6 +277,18 @@ func TestPlanSplit(t *testing.T) {
 			parent: v1(r("", "40")), parts: []Partition{part("5", r("", "80"))},
 			all:  []*leases.Lease{v1(r("", "40")), v1(r("", "20")), v1(r("20", "40"))},
 			list: true, event: 1, want: ""},
+		{rule: "an EPK lease in one partition again beside a v0 lease over its keys whose partition merged too is kept: that lease's merge makes this very lease",
+			// Seed 4866: .NET's own overlap left v0 lease 23 and EPK lease 10-16 over the same
+			// keys, both held by one cfp host; partition 23 merged. Lease 23's merge makes the
+			// EPK lease 10-16, whose create meets this one and deletes 23; this one, counting 23
+			// as covering its keys, deleted itself: no lease covered 10-16 any more.
+			parent: v1(r("10", "16")), parts: []Partition{part("35", r("08", "16"), "12", "23")},
+			all:  []*leases.Lease{v1(r("10", "16")), v0("23", r("10", "16")), v0("12", r("08", "10"))},
+			list: true, event: 1, want: "route"},
+		{rule: "an EPK lease in one partition again beside a live v0 lease over its keys is replaced by none",
+			parent: v1(r("10", "16")), parts: []Partition{part("23", r("10", "16"))},
+			all:  []*leases.Lease{v1(r("10", "16")), v0("23", r("10", "16"))},
+			list: true, event: 1, want: ""},
 		{rule: "a v0 lease without a range whose partition was merged cannot be merged (.NET fails too)",
 			parent: func() *leases.Lease { l := v0("0", leases.Range{}); return l }(),
 			parts:  []Partition{part("5", r("", "80"), "0")},

@@ -221,7 +221,7 @@ func planSplit(parent *leases.Lease, parts []Partition, all []*leases.Lease) spl
 		// 4913: a create whose answer was lost, then a merge). Kept, the parent would read
 		// their keys too, for ever. It is replaced by leases over the keys nobody else covers,
 		// as a split that finishes would have done.
-		rest, partly := uncoveredByOthers(parent, all)
+		rest, partly := uncoveredByOthers(parent, all, parts)
 		if !partly {
 			sp.route = true
 			return sp
@@ -438,8 +438,27 @@ func coveredWithin(parent *leases.Lease, all []*leases.Lease, skip map[string]bo
 
 // uncoveredByOthers returns the parts of parent's range that no other lease of all inside it
 // covers, in key order, and whether any such lease covers some of it.
-func uncoveredByOthers(parent *leases.Lease, all []*leases.Lease) ([]leases.Range, bool) {
-	covered := coveredWithin(parent, all, nil)
+//
+// A .NET v0 lease whose partition is gone (not in parts) and whose merge makes parent itself
+// (the EPK lease over the same range, the same id) covers nothing: its own handling creates
+// parent, meets it and deletes the v0 lease, so parent must stay. Found by the simulation, seed
+// 4866: .NET's own overlap left v0 lease 23 and EPK lease 10-16 over the same keys, held by one
+// cfp host, and partition 23 merged. Each lease's handling counted on the other and deleted its
+// own: no lease covered 10-16, and its changes were never read.
+func uncoveredByOthers(parent *leases.Lease, all []*leases.Lease, parts []Partition) ([]leases.Range, bool) {
+	live := map[string]bool{}
+	for _, p := range parts {
+		live[p.ID] = true
+	}
+	becomes := map[string]bool{}
+	for _, l := range all {
+		if l.Family == leases.FamilyDotNetV0 && !live[l.Token] {
+			if m := l.Merged(); m != l && m.ID == parent.ID {
+				becomes[l.Token] = true
+			}
+		}
+	}
+	covered := coveredWithin(parent, all, becomes)
 	if len(covered) == 0 {
 		return nil, false
 	}
