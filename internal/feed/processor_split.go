@@ -444,7 +444,10 @@ func coveredWithin(parent *leases.Lease, all []*leases.Lease, skip map[string]bo
 // parent, meets it and deletes the v0 lease, so parent must stay. Found by the simulation, seed
 // 4866: .NET's own overlap left v0 lease 23 and EPK lease 10-16 over the same keys, held by one
 // cfp host, and partition 23 merged. Each lease's handling counted on the other and deleted its
-// own: no lease covered 10-16, and its changes were never read.
+// own: no lease covered 10-16, and its changes were never read. .NET converges here: it keeps
+// an EPK lease across a merge ("redirected", PartitionSynchronizerCore.cs:179-187) and makes
+// the v0 lease's EPK lease with CreateLeaseIfNotExistAsync (lines 120-130), a conflict keeping
+// the first.
 func uncoveredByOthers(parent *leases.Lease, all []*leases.Lease, parts []Partition) ([]leases.Range, bool) {
 	live := map[string]bool{}
 	for _, p := range parts {
