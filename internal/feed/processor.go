@@ -302,6 +302,10 @@ type Processor struct {
 	bootMu sync.Mutex
 	boot   *BootstrapResult
 
+	// splitTurn lets one worker at a time handle its lease's split or merge (see worker.split);
+	// taken before mu.
+	splitTurn chan struct{}
+
 	ho     *handoffs   // taken before mu (see handoffs)
 	calm   calm        // the balancing goroutine's own (see quietCycle)
 	others foreignView // the balancing goroutine's, but keep (see observeTimings)
@@ -355,7 +359,8 @@ func NewProcessor(src Source, store *leases.Store, h Handler, opts ProcessorOpti
 		src: src, store: store, h: h, opts: opts,
 		log:   opts.Logger.With("owner", opts.Instance),
 		owned: map[string]*ownedLease{}, failing: map[string]error{}, children: map[string]int{}, workerEnded: make(chan struct{}, 1),
-		ho: newHandoffs(), incarnation: newIncarnation(), abort: func(error) {},
+		splitTurn: make(chan struct{}, 1),
+		ho:        newHandoffs(), incarnation: newIncarnation(), abort: func(error) {},
 	}
 	p.limit = newRateLog(p.log, opts.Now, DefaultMaxErrorBackoff)
 	p.lh, _ = h.(LeaseHandler)
