@@ -159,15 +159,77 @@ func runAll(ctx context.Context, ps ...*changefeed.Processor) (stop func() []err
 	}
 }
 
-// settledGoroutines waits until the number of goroutines is at most want (goroutines of the
-// SDK's transport and of stopped timers end a little after their owners), and returns it.
-func settledGoroutines(want int) int {
-	n := runtime.NumGoroutine()
+// settledGoroutines waits until the calling synctest bubble has at most want goroutines
+// (goroutines of the SDK's transport and of stopped timers end a little after their owners), and
+// returns their number and, when more are left, their stacks.
+func settledGoroutines(want int) (int, string) {
+	n, stacks := bubbleGoroutines()
 	for i := 0; i < 100 && n > want; i++ {
 		time.Sleep(20 * time.Millisecond)
-		n = runtime.NumGoroutine()
+		n, stacks = bubbleGoroutines()
 	}
-	return n
+	return n, stacks
+}
+
+// bubbleGoroutines counts the goroutines of the calling goroutine's synctest bubble, from the
+// runtime's traceback headers ("goroutine 7 [select, synctest bubble 3]:"), and returns their
+// stacks. runtime.NumGoroutine counts the whole process, where the runtime's finalizer and cleanup
+// goroutines count as user goroutines while they run one (isSystemGoroutine in
+// runtime/traceback.go): a collection on a loaded machine adds one at any moment, and the
+// bubble's sleeps are virtual, so they give it no real time to end.
+func bubbleGoroutines() (int, string) {
+	buf := make([]byte, 1<<16)
+	for {
+		if n := runtime.Stack(buf, true); n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	dump := string(buf)
+	self, _, _ := strings.Cut(dump, "\n") // the caller's own goroutine comes first
+	_, bubble, ok := strings.Cut(self, ", synctest bubble ")
+	if !ok {
+		panic("bubbleGoroutines called outside a synctest bubble")
+	}
+	id := ", synctest bubble " + bubble[:strings.IndexFunc(bubble, func(r rune) bool { return r < '0' || r > '9' })]
+	var n int
+	var stacks []string
+	for _, g := range strings.Split(dump, "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, id+"]") || strings.Contains(header, id+" ") {
+			n++
+			stacks = append(stacks, g)
+		}
+	}
+	return n, strings.Join(stacks, "\n\n")
+}
+
+// TestBubbleGoroutines: the goroutine count that the leak checks use counts the bubble's own
+// goroutines, and none that start outside it meanwhile (a finalizer's, for one).
+func TestBubbleGoroutines(t *testing.T) {
+	spawn, spawned, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(release)
+	go func() { // outside the bubble: starts a goroutine when told to, and stays
+		<-spawn
+		go func() { <-release }()
+		close(spawned)
+		<-release
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		before, _ := bubbleGoroutines()
+		close(spawn)
+		<-spawned
+		if after, _ := bubbleGoroutines(); after != before {
+			t.Errorf("a goroutine started outside the bubble: %d goroutines before, %d after", before, after)
+		}
+		stop := make(chan struct{})
+		go func() { <-stop }()
+		if got, stacks := bubbleGoroutines(); got != before+1 {
+			t.Errorf("a goroutine started in the bubble: %d goroutines before, %d after, want %d; stacks:\n%s", before, got, before+1, stacks)
+		}
+		close(stop)
+	})
 }
 
 // TestProcessor_TwoHostsThenEstimate: two hosts on one lease container deliver every change,
@@ -180,7 +242,7 @@ func TestProcessor_TwoHostsThenEstimate(t *testing.T) {
 		const first, later = 120, 25
 		fx.write(t, 0, first)
 
-		before := runtime.NumGoroutine()
+		before, _ := bubbleGoroutines()
 		got := newReceived(first)
 		var events sync.Map // EventType -> true
 		var ps []*changefeed.Processor
@@ -200,8 +262,8 @@ func TestProcessor_TwoHostsThenEstimate(t *testing.T) {
 				t.Errorf("processor %d Run() = %v, want nil after its context ended", i, err)
 			}
 		}
-		if after := settledGoroutines(before); after > before {
-			t.Errorf("goroutines: %d before the processors, %d after Run returned", before, after)
+		if after, stacks := settledGoroutines(before); after > before {
+			t.Errorf("goroutines: %d before the processors, %d after Run returned:\n%s", before, after, stacks)
 		}
 		got.mu.Lock()
 		for i := 0; i < first; i++ {
